@@ -1,0 +1,117 @@
+# The shader step: every shaders/<family>/<name>.comp becomes
+#   <build>/generated/include/tilekernels/spirv/<family>/<name>.hpp
+# holding tilekernels::spirv::<family>_<name>, compiled by glslc -O with a
+# DEPFILE (so editing an included .glsl rebuilds exactly its dependents),
+# checked by spirv-val, then embedded.
+#
+# A shader may state, in lines of its own:
+#   //! requires GL_NV_cooperative_matrix      (skipped unless glslc accepts it)
+#   //! variant <suffix> -DNAME=VALUE ...       (one more module, <name>_<suffix>)
+# The probe results land in tilekernels/spirv/features.hpp as
+# TILEKERNELS_GLSLC_HAS_<EXTENSION> macros, so that C++ code only references
+# the variants the toolchain could build.
+
+set(TK_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
+    "glslc --target-env (vulkan1.2: vulkan1.3 emits LocalSizeId, which needs maintenance4)")
+find_program(TK_SPIRV_VAL spirv-val)
+
+function(tk_probe_glslc_extension ext out)
+  set(dir "${CMAKE_CURRENT_BINARY_DIR}/probe")
+  file(MAKE_DIRECTORY "${dir}")
+  set(src "${dir}/${ext}.comp")
+  file(WRITE "${src}" "#version 460\n#extension ${ext} : require\nlayout(local_size_x = 32) in;\nvoid main() {}\n")
+  execute_process(COMMAND "${Vulkan_GLSLC_EXECUTABLE}" --target-env=${TK_GLSLC_TARGET_ENV} -o "${dir}/${ext}.spv" "${src}"
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc EQUAL 0)
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+set(TK_PROBED_EXTENSIONS GL_NV_cooperative_matrix GL_KHR_cooperative_matrix GL_EXT_bfloat16
+    GL_KHR_shader_subgroup_arithmetic GL_EXT_shader_explicit_arithmetic_types_float16)
+set(TK_FEATURE_LINES "")
+foreach(ext IN LISTS TK_PROBED_EXTENSIONS)
+  tk_probe_glslc_extension(${ext} ok)
+  set(TK_GLSLC_HAS_${ext} ${ok})
+  string(TOUPPER "${ext}" macro)
+  if(ok)
+    string(APPEND TK_FEATURE_LINES "#define TILEKERNELS_GLSLC_HAS_${macro} 1\n")
+  else()
+    string(APPEND TK_FEATURE_LINES "#define TILEKERNELS_GLSLC_HAS_${macro} 0\n")
+  endif()
+  message(STATUS "tilekernels: glslc accepts ${ext}: ${ok}")
+endforeach()
+
+set(TK_SHADER_FILTER "" CACHE STRING
+    "Regex on shader paths relative to shaders/ (e.g. ^gdn/): build only those; empty builds all")
+
+# tk_add_shaders(<target> <shader dir> <generated include dir>)
+function(tk_add_shaders target shader_dir gen_dir)
+  file(GLOB_RECURSE shaders CONFIGURE_DEPENDS "${shader_dir}/*.comp")
+  set(headers "")
+  foreach(src IN LISTS shaders)
+    file(RELATIVE_PATH rel "${shader_dir}" "${src}")
+    if(TK_SHADER_FILTER AND NOT rel MATCHES "${TK_SHADER_FILTER}")
+      continue()
+    endif()
+    get_filename_component(family "${rel}" DIRECTORY)
+    get_filename_component(name "${rel}" NAME_WE)
+    file(STRINGS "${src}" directives REGEX "^//! (requires|variant) ")
+    set(skip FALSE)
+    set(variants "|")  # the plain module: empty suffix, no defines
+    foreach(line IN LISTS directives)
+      if(line MATCHES "^//! requires ([A-Za-z0-9_]+)")
+        if(NOT TK_GLSLC_HAS_${CMAKE_MATCH_1})
+          set(skip TRUE)
+        endif()
+      elseif(line MATCHES "^//! variant ([A-Za-z0-9_]+) (.*)$")
+        list(APPEND variants "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
+      endif()
+    endforeach()
+    if(skip)
+      message(STATUS "tilekernels: skipping ${rel} (glslc lacks a required extension)")
+      continue()
+    endif()
+    foreach(variant IN LISTS variants)
+      string(REPLACE "|" ";" parts "${variant}")
+      list(GET parts 0 suffix)
+      list(LENGTH parts nparts)
+      set(defines "")
+      if(nparts GREATER 1)
+        list(GET parts 1 defs)
+        separate_arguments(defines UNIX_COMMAND "${defs}")
+      endif()
+      set(stem "${name}")
+      if(suffix)
+        set(stem "${name}_${suffix}")
+      endif()
+      set(symbol "${family}_${stem}")
+      string(REPLACE "/" "_" symbol "${symbol}")
+      set(spv "${CMAKE_CURRENT_BINARY_DIR}/spirv/${family}/${stem}.spv")
+      set(hdr "${gen_dir}/tilekernels/spirv/${family}/${stem}.hpp")
+      set(validate "")
+      if(TK_SPIRV_VAL)
+        set(validate COMMAND "${TK_SPIRV_VAL}" --target-env ${TK_GLSLC_TARGET_ENV} "${spv}")
+      endif()
+      add_custom_command(
+        OUTPUT "${hdr}"
+        COMMAND "${CMAKE_COMMAND}" -E make_directory "${CMAKE_CURRENT_BINARY_DIR}/spirv/${family}" "${gen_dir}/tilekernels/spirv/${family}"
+        COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TK_GLSLC_TARGET_ENV} ${defines}
+                -MD -MF "${spv}.d" -MT "${hdr}" -o "${spv}" "${src}"
+        ${validate}
+        COMMAND "${CMAKE_COMMAND}" -DSPV=${spv} -DHEADER=${hdr} -DSYMBOL=${symbol} -DSOURCE=shaders/${rel}
+                -P "${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake"
+        DEPENDS "${src}" "${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake"
+        DEPFILE "${spv}.d"
+        COMMENT "glslc ${rel} ${suffix}"
+        VERBATIM)
+      list(APPEND headers "${hdr}")
+    endforeach()
+  endforeach()
+  file(WRITE "${gen_dir}/tilekernels/spirv/features.hpp.in"
+       "// Generated by cmake/TilekernelsShaders.cmake: what the glslc that built the SPIR-V accepted.\n#pragma once\n${TK_FEATURE_LINES}")
+  configure_file("${gen_dir}/tilekernels/spirv/features.hpp.in" "${gen_dir}/tilekernels/spirv/features.hpp" COPYONLY)
+  add_custom_target(${target} ALL DEPENDS ${headers})
+endfunction()

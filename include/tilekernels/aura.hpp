@@ -1,0 +1,6 @@
+// AURA: TurboQuant-style KV-cache compression and decode attention over the
+// compressed cache.
+#pragma once
+
+#include "tilekernels/aura/flash_pass2.hpp"
+#include "tilekernels/core.hpp"

@@ -1,0 +1,124 @@
+// AURA flash pass 2: the split-K merge of decode attention.
+//
+// Pass 1 (a later kernel, or any split-K attention) leaves, for each query
+// head q and key block b, the un-normalised partial output
+// o_b = sum_j e^(s_j - m_b) v_j, the block maximum m_b and the block sum
+// l_b = sum_j e^(s_j - m_b). Pass 2 merges them:
+//   M = max { m_b : l_b != 0 },  L = sum_b e^(m_b - M) l_b,
+//   output = sum_b e^(m_b - M) o_b / L,   lse = M + ln L.
+// Blocks with l_b == 0 (fully masked) are skipped; a head whose blocks are
+// all empty gets output 0 and lse -inf, never NaN. NaN or Inf in o or m of a
+// non-empty block propagates to that head's output.
+//
+// Layout (row-major, last index innermost):
+//   o_partials [q_heads, num_blocks, Dim]   Partial dtype
+//   m_partials [q_heads, num_blocks]        Partial dtype
+//   l_partials [q_heads, num_blocks]        Partial dtype
+//   output     [q_heads, Dim]               Out dtype
+//   lse        [q_heads]                    f32, optional, for chaining merges
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <optional>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/aura/flash_pass2.hpp"
+
+namespace tilekernels::aura {
+
+template <std::uint32_t Dim, DType Partial = DType::f32, DType Out = DType::bf16, std::uint32_t DimsPerLane = 0>
+struct FlashPass2Config {
+  static_assert(Dim % 4 == 0, "FlashPass2Config: Dim must be a multiple of 4 (an invocation owns 4 consecutive slots)");
+  static_assert(Dim >= 4 && Dim <= 1024, "FlashPass2Config: Dim must be in [4, 1024]");
+  static_assert(Partial == DType::f32 || Partial == DType::f16 || Partial == DType::bf16,
+                "FlashPass2Config: Partial must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
+                "FlashPass2Config: Out must be DType::f32, DType::f16 or DType::bf16");
+
+  static constexpr std::uint32_t dim = Dim;
+  static constexpr DType partial_dtype = Partial;
+  static constexpr DType out_dtype = Out;
+  // Output slots per lane of a 32-lane group, as in the Metal kernel; the
+  // register footprint per lane is bounded by it.
+  static constexpr std::uint32_t dims_per_lane = (Dim + 31) / 32;
+  static_assert(DimsPerLane == 0 || DimsPerLane == dims_per_lane,
+                "FlashPass2Config: DimsPerLane, when given, must equal ceil(Dim / 32)");
+
+  // Invocations per lane group: each owns one vec4 of the head's output.
+  static constexpr std::uint32_t chunks = Dim / 4;
+  // Shared memory for `groups` lane groups: one vec4 state per invocation
+  // plus (m, l) per group.
+  static constexpr std::uint32_t shared_bytes(std::uint32_t groups) { return groups * (Dim * 4 + 8); }
+  static_assert(shared_bytes(1) <= 32768, "FlashPass2Config: one lane group must fit the portable 32 KiB of shared memory");
+};
+
+template <class Config>
+class FlashPass2 {
+ public:
+  static constexpr const char* name = "aura.flash_pass2";
+
+  struct Args {
+    TensorRef o_partials, m_partials, l_partials, output;
+    std::optional<TensorRef> lse;
+  };
+
+  explicit FlashPass2(Context& ctx) : ctx_(&ctx) {}
+
+  // Throws tilekernels::Error naming the first argument that is wrong.
+  void check(const Args& a) const {
+    detail::expect_rank(name, "o_partials", a.o_partials, 3);
+    const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
+    detail::expect_tensor(*ctx_, name, "o_partials", a.o_partials, Config::partial_dtype, {q, nb, Config::dim});
+    detail::expect_tensor(*ctx_, name, "m_partials", a.m_partials, Config::partial_dtype, {q, nb});
+    detail::expect_tensor(*ctx_, name, "l_partials", a.l_partials, Config::partial_dtype, {q, nb});
+    detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {q, Config::dim});
+    if (a.lse) detail::expect_tensor(*ctx_, name, "lse", *a.lse, DType::f32, {q});
+    if (static_cast<std::uint64_t>(q) * static_cast<std::uint64_t>(nb) * Config::dim >= (1ull << 32) * 4)
+      throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
+  }
+
+  // Lane groups per workgroup: enough to keep about four blocks per group in
+  // flight, within the device's invocation and shared-memory limits.
+  std::uint32_t lane_groups(std::int64_t num_blocks) const {
+    const auto& info = ctx_->info();
+    const std::uint32_t max_invocations = std::min<std::uint32_t>(1024, info.max_workgroup_invocations);
+    std::uint32_t max_groups = std::max<std::uint32_t>(1, max_invocations / Config::chunks);
+    while (max_groups > 1 && Config::shared_bytes(max_groups) > std::min<std::uint32_t>(32768, info.max_shared_memory))
+      --max_groups;
+    const auto want = std::bit_ceil(static_cast<std::uint64_t>((num_blocks + 3) / 4));
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::bit_floor(max_groups), want));
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
+    const std::uint32_t groups = lane_groups(nb);
+    PipelineKey key{spirv::aura_flash_pass2, std::size(spirv::aura_flash_pass2),
+                    {groups * Config::chunks, Config::dim, groups, static_cast<std::uint32_t>(Config::partial_dtype),
+                     static_cast<std::uint32_t>(Config::out_dtype), a.lse ? 1u : 0u},
+                    5, sizeof(Push), 0};
+    const Pipeline& pipeline = ctx_->pipeline(key);
+    // Without lse the binding is unused; bind a tensor of the call to keep
+    // the descriptor valid.
+    const TensorRef lse = a.lse ? *a.lse : a.m_partials;
+    const Push push{0, static_cast<std::uint32_t>(q), static_cast<std::uint32_t>(nb), 0};
+    detail::record_dispatch(*ctx_, cmd, pipeline, {a.o_partials, a.m_partials, a.l_partials, a.output, lse}, push,
+                            static_cast<std::uint64_t>(q));
+  }
+
+  // Records into a fresh command buffer, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  struct Push {
+    std::uint32_t group_offset, q_heads, num_blocks, pad;
+  };
+  Context* ctx_;
+};
+
+}  // namespace tilekernels::aura

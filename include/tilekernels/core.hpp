@@ -1,0 +1,12 @@
+// tilekernels core: context, buffers, tensors, errors, dtypes, timing.
+#pragma once
+
+#include "tilekernels/core/buffer.hpp"
+#include "tilekernels/core/context.hpp"
+#include "tilekernels/core/device_info.hpp"
+#include "tilekernels/core/dispatch.hpp"
+#include "tilekernels/core/dtype.hpp"
+#include "tilekernels/core/error.hpp"
+#include "tilekernels/core/pipeline.hpp"
+#include "tilekernels/core/tensor.hpp"
+#include "tilekernels/core/timer.hpp"

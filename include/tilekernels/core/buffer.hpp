@@ -1,0 +1,102 @@
+// Device buffers with host upload and download through a staging buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "tilekernels/core/context.hpp"
+
+namespace tilekernels {
+
+class Buffer {
+ public:
+  // A storage buffer of `bytes` bytes, in device-local memory when the device
+  // has it. Usable as a transfer source and destination.
+  Buffer(Context& ctx, std::size_t bytes, bool host_visible = false)
+      : ctx_(&ctx), bytes_(bytes), buffer_(nullptr), memory_(nullptr) {
+    if (bytes == 0) throw Error(ErrorCode::invalid_argument, "a buffer of 0 bytes was requested");
+    detail::vk_call("allocating a buffer", [&] {
+      const auto& device = ctx.device();
+      buffer_ = vk::raii::Buffer(device, vk::BufferCreateInfo({}, bytes,
+                                                              vk::BufferUsageFlagBits::eStorageBuffer |
+                                                                  vk::BufferUsageFlagBits::eTransferSrc |
+                                                                  vk::BufferUsageFlagBits::eTransferDst));
+      const auto req = buffer_.getMemoryRequirements();
+      const auto want = host_visible ? vk::MemoryPropertyFlagBits::eHostVisible | vk::MemoryPropertyFlagBits::eHostCoherent
+                                     : vk::MemoryPropertyFlags(vk::MemoryPropertyFlagBits::eDeviceLocal);
+      memory_ = vk::raii::DeviceMemory(device, vk::MemoryAllocateInfo(req.size, memory_type(req.memoryTypeBits, want)));
+      buffer_.bindMemory(*memory_, 0);
+    });
+    host_visible_ = host_visible;
+  }
+
+  vk::Buffer handle() const noexcept { return *buffer_; }
+  std::size_t size() const noexcept { return bytes_; }
+  Context& context() const noexcept { return *ctx_; }
+
+  void upload(const void* data, std::size_t bytes, std::size_t offset = 0) {
+    check_range("upload", bytes, offset);
+    if (host_visible_) {
+      void* p = detail::vk_call("mapping memory", [&] { return memory_.mapMemory(offset, bytes); });
+      std::memcpy(p, data, bytes);
+      memory_.unmapMemory();
+      return;
+    }
+    Buffer staging(*ctx_, bytes, true);
+    staging.upload(data, bytes);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) {
+      cmd.copyBuffer(staging.handle(), handle(), vk::BufferCopy(0, offset, bytes), ctx_->dispatcher());
+    });
+  }
+
+  void download(void* data, std::size_t bytes, std::size_t offset = 0) const {
+    check_range("download", bytes, offset);
+    if (host_visible_) {
+      void* p = detail::vk_call("mapping memory", [&] { return memory_.mapMemory(offset, bytes); });
+      std::memcpy(data, p, bytes);
+      memory_.unmapMemory();
+      return;
+    }
+    Buffer staging(*ctx_, bytes, true);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) {
+      cmd.copyBuffer(handle(), staging.handle(), vk::BufferCopy(offset, 0, bytes), ctx_->dispatcher());
+    });
+    staging.download(data, bytes);
+  }
+
+  // Fills the whole buffer with a repeated 32-bit word on the device.
+  void fill(std::uint32_t word) {
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) {
+      cmd.fillBuffer(handle(), 0, VK_WHOLE_SIZE, word, ctx_->dispatcher());
+    });
+  }
+
+ private:
+  void check_range(const char* what, std::size_t bytes, std::size_t offset) const {
+    if (offset > bytes_ || bytes > bytes_ - offset)
+      throw Error(ErrorCode::buffer_too_small, std::string(what) + " of " + std::to_string(bytes) + " bytes at offset " +
+                                                   std::to_string(offset) + " into a buffer of " +
+                                                   std::to_string(bytes_) + " bytes");
+  }
+
+  std::uint32_t memory_type(std::uint32_t allowed, vk::MemoryPropertyFlags want) const {
+    const auto props = ctx_->physical_device().getMemoryProperties();
+    for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i)
+      if ((allowed & (1u << i)) && (props.memoryTypes[i].propertyFlags & want) == want) return i;
+    // Device-local is a preference; any allowed type works for storage.
+    for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i)
+      if ((allowed & (1u << i)) && !(want & vk::MemoryPropertyFlagBits::eHostVisible)) return i;
+    throw Error(ErrorCode::unsupported, "no memory type with the properties " + vk::to_string(want));
+  }
+
+  Context* ctx_;
+  std::size_t bytes_;
+  bool host_visible_ = false;
+  vk::raii::Buffer buffer_;
+  vk::raii::DeviceMemory memory_;
+};
+
+}  // namespace tilekernels

@@ -1,0 +1,51 @@
+// What the library needs to know about a physical device: limits, subgroup
+// geometry and the optional features that select kernel paths.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "tilekernels/core/vulkan.hpp"
+
+namespace tilekernels {
+
+// Which implementation of a kernel to run. `automatic` takes the fastest one
+// the device supports; `portable` forces the path that runs on any Vulkan 1.2
+// device (also forced by TILEKERNELS_PATH=portable).
+enum class PathPreference { automatic, portable };
+
+struct DeviceInfo {
+  std::string name;
+  std::uint32_t vendor_id = 0;
+  std::uint32_t api_version = 0;
+  vk::PhysicalDeviceType type = vk::PhysicalDeviceType::eOther;
+
+  std::uint32_t subgroup_size = 0;      // the default size of a compute pipeline
+  std::uint32_t min_subgroup_size = 0;  // with subgroup size control, else == subgroup_size
+  std::uint32_t max_subgroup_size = 0;
+  bool subgroup_arithmetic = false;     // subgroupAdd etc. in compute shaders
+  bool subgroup_shuffle = false;
+
+  std::array<std::uint32_t, 3> max_workgroup_count{};
+  std::uint32_t max_workgroup_invocations = 0;
+  std::uint32_t max_shared_memory = 0;
+  std::uint64_t max_storage_buffer_range = 0;
+  std::uint64_t min_storage_buffer_offset_alignment = 0;
+  std::uint32_t max_push_constants_size = 0;
+
+  float timestamp_period_ns = 0;  // nanoseconds per timestamp tick
+  bool timestamps = false;        // the compute queue writes timestamps
+
+  // Optional features, true only when the device has them and the Context
+  // enabled them.
+  bool push_descriptor = false;
+  bool subgroup_size_control = false;
+  bool storage_16bit = false;  // storageBuffer16BitAccess
+  bool float16 = false;        // shaderFloat16
+  bool cooperative_matrix_nv = false;  // fp16 x fp16 -> fp32 16x16x16 tiles in compute
+
+  bool is_cpu() const noexcept { return type == vk::PhysicalDeviceType::eCpu; }
+};
+
+}  // namespace tilekernels

@@ -1,0 +1,82 @@
+// A compute pipeline built from embedded SPIR-V, its specialization constants
+// and an optional required subgroup size, with push descriptors for its
+// storage buffers so that recording needs no descriptor pool.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tilekernels/core/vulkan.hpp"
+
+namespace tilekernels {
+
+// Everything that makes one pipeline distinct; the Context memoises on it.
+struct PipelineKey {
+  const std::uint32_t* spirv = nullptr;  // identity of the embedded module
+  std::size_t spirv_words = 0;
+  std::vector<std::uint32_t> spec;       // constant_id i gets spec[i]
+  std::uint32_t bindings = 0;            // storage buffers at bindings 0..n-1
+  std::uint32_t push_constant_bytes = 0;
+  std::uint32_t required_subgroup_size = 0;  // 0: the driver's choice
+
+  bool operator<(const PipelineKey& o) const {
+    if (spirv != o.spirv) return spirv < o.spirv;
+    if (spec != o.spec) return spec < o.spec;
+    if (bindings != o.bindings) return bindings < o.bindings;
+    if (push_constant_bytes != o.push_constant_bytes) return push_constant_bytes < o.push_constant_bytes;
+    return required_subgroup_size < o.required_subgroup_size;
+  }
+};
+
+class Pipeline {
+ public:
+  Pipeline(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key)
+      : set_layout_(nullptr), layout_(nullptr), pipeline_(nullptr), bindings_(key.bindings),
+        push_bytes_(key.push_constant_bytes) {
+    detail::vk_call("creating a compute pipeline", [&] { build(device, cache, key); });
+  }
+
+  vk::Pipeline pipeline() const { return *pipeline_; }
+  vk::PipelineLayout layout() const { return *layout_; }
+  std::uint32_t bindings() const { return bindings_; }
+  std::uint32_t push_constant_bytes() const { return push_bytes_; }
+
+ private:
+  void build(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key) {
+    std::vector<vk::DescriptorSetLayoutBinding> slots;
+    for (std::uint32_t i = 0; i < key.bindings; ++i)
+      slots.emplace_back(i, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
+    set_layout_ = vk::raii::DescriptorSetLayout(
+        device, vk::DescriptorSetLayoutCreateInfo(vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, slots));
+    const vk::PushConstantRange range(vk::ShaderStageFlagBits::eCompute, 0, key.push_constant_bytes);
+    vk::PipelineLayoutCreateInfo layout_info({}, *set_layout_);
+    if (key.push_constant_bytes) layout_info.setPushConstantRanges(range);
+    layout_ = vk::raii::PipelineLayout(device, layout_info);
+
+    const vk::raii::ShaderModule module(
+        device, vk::ShaderModuleCreateInfo({}, key.spirv_words * sizeof(std::uint32_t), key.spirv));
+    std::vector<vk::SpecializationMapEntry> entries;
+    for (std::uint32_t i = 0; i < key.spec.size(); ++i)
+      entries.emplace_back(i, i * sizeof(std::uint32_t), sizeof(std::uint32_t));
+    const vk::SpecializationInfo spec_info(entries, vk::ArrayProxyNoTemporaries<const std::uint32_t>(key.spec));
+
+    vk::PipelineShaderStageCreateInfo stage({}, vk::ShaderStageFlagBits::eCompute, *module, "main",
+                                            key.spec.empty() ? nullptr : &spec_info);
+    vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo subgroup(key.required_subgroup_size);
+    if (key.required_subgroup_size) {
+      stage.pNext = &subgroup;
+      stage.flags = vk::PipelineShaderStageCreateFlagBits::eRequireFullSubgroups;
+    }
+    const vk::ComputePipelineCreateInfo info({}, stage, *layout_);
+    pipeline_ = vk::raii::Pipeline(device, cache ? vk::Optional<const vk::raii::PipelineCache>(*cache) : nullptr, info);
+  }
+
+  vk::raii::DescriptorSetLayout set_layout_;
+  vk::raii::PipelineLayout layout_;
+  vk::raii::Pipeline pipeline_;
+  std::uint32_t bindings_;
+  std::uint32_t push_bytes_;
+};
+
+}  // namespace tilekernels

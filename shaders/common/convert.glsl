@@ -1,0 +1,75 @@
+// 16-bit float storage as plain 32-bit words, portable to any Vulkan 1.2
+// device (no 16-bit storage or arithmetic feature needed). Mirrors
+// include/tilekernels/core/dtype.hpp bit for bit: round to nearest even,
+// NaN stays a quiet NaN with its sign.
+#ifndef TK_CONVERT_GLSL
+#define TK_CONVERT_GLSL
+
+// Storage dtype codes; equal to tilekernels::DType.
+const uint TK_F32 = 0u;
+const uint TK_F16 = 1u;
+const uint TK_BF16 = 2u;
+
+float tk_bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
+
+uint tk_f32_to_bf16(float value) {
+  uint x = floatBitsToUint(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+
+float tk_f16_to_f32(uint bits) {
+  uint sign = (bits & 0x8000u) << 16;
+  uint e = (bits >> 10) & 0x1fu;
+  uint m = bits & 0x3ffu;
+  if (e == 0x1fu) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+  if (e != 0u) return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+  float magnitude = float(m) * 5.9604644775390625e-8;
+  return sign != 0u ? -magnitude : magnitude;
+}
+
+uint tk_f32_to_f16(float value) {
+  uint bits = floatBitsToUint(value);
+  uint sign = (bits >> 16) & 0x8000u;
+  uint x = bits & 0x7fffffffu;
+  uint h;
+  if (x > 0x7f800000u) {
+    h = 0x7e00u | ((x >> 13) & 0x3ffu);
+  } else if (x >= 0x477ff000u) {
+    h = 0x7c00u;
+  } else if (x >= 0x38800000u) {
+    uint m = x - 0x38000000u;
+    h = (m + 0x0fffu + ((m >> 13) & 1u)) >> 13;
+  } else if (x >= 0x33000000u) {
+    uint shift = 126u - (x >> 23);
+    uint mant = (x & 0x7fffffu) | 0x800000u;
+    uint q = mant >> shift;
+    uint rem = mant & ((1u << shift) - 1u);
+    uint half_unit = 1u << (shift - 1u);
+    h = q + ((rem > half_unit || (rem == half_unit && (q & 1u) != 0u)) ? 1u : 0u);
+  } else {
+    h = 0u;
+  }
+  return sign | h;
+}
+
+// One 16-bit element (low half of `bits`) of dtype `dt` widened to float.
+float tk_widen16(uint dt, uint bits) {
+  return dt == TK_BF16 ? tk_bf16_to_f32(bits & 0xffffu) : tk_f16_to_f32(bits & 0xffffu);
+}
+
+uint tk_narrow16(uint dt, float v) { return dt == TK_BF16 ? tk_f32_to_bf16(v) : tk_f32_to_f16(v); }
+
+// Four 16-bit elements packed little-endian in a uvec2, widened.
+vec4 tk_unpack4(uint dt, uvec2 w) {
+  return vec4(tk_widen16(dt, w.x), tk_widen16(dt, w.x >> 16), tk_widen16(dt, w.y), tk_widen16(dt, w.y >> 16));
+}
+
+uvec2 tk_pack4(uint dt, vec4 v) {
+  return uvec2(tk_narrow16(dt, v.x) | (tk_narrow16(dt, v.y) << 16), tk_narrow16(dt, v.z) | (tk_narrow16(dt, v.w) << 16));
+}
+
+// Element i of a 16-bit array stored in 32-bit words.
+float tk_load16(uint dt, uint word, uint i) { return tk_widen16(dt, word >> ((i & 1u) * 16u)); }
+
+#endif

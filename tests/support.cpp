@@ -1,0 +1,111 @@
+#include "support.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace tktest {
+
+Context& context() {
+  static std::unique_ptr<Context> ctx = [] {
+    ContextOptions options;
+    const char* v = std::getenv("TILEKERNELS_VALIDATION");
+    options.validation = !(v && std::string(v) == "0");
+    auto c = std::make_unique<Context>(options);
+    const auto& info = c->info();
+    std::printf("[tilekernels] device: %s (subgroup %u, validation %s, path %s)\n", info.name.c_str(),
+                info.subgroup_size, c->validation_enabled() ? "on" : "off",
+                c->force_portable() ? "portable forced" : "automatic");
+    return c;
+  }();
+  return *ctx;
+}
+
+void expect_no_validation_messages() {
+  auto messages = context().validation_messages();
+  for (const auto& m : messages) ADD_FAILURE() << "validation layer: " << m;
+  context().clear_validation_messages();
+}
+
+GuardedTensor::GuardedTensor(Context& ctx, DType dtype, Shape shape)
+    : buffer_(ctx, 2 * guard_bytes + (element_count(shape) * dtype_size(dtype) + 3) / 4 * 4) {
+  ref_ = TensorRef{buffer_.handle(), guard_bytes, buffer_.size() - 2 * guard_bytes, dtype, std::move(shape)};
+  payload_bytes_ = static_cast<std::size_t>(ref_.elements()) * dtype_size(dtype);
+  poison();
+}
+
+void GuardedTensor::poison() {
+  std::vector<std::uint32_t> words(buffer_.size() / 4, sentinel);
+  std::memset(reinterpret_cast<char*>(words.data()) + guard_bytes, 0xff, payload_bytes_);
+  buffer_.upload(words.data(), buffer_.size());
+}
+
+std::vector<std::uint32_t> GuardedTensor::read_all() const {
+  std::vector<std::uint32_t> words(buffer_.size() / 4);
+  buffer_.download(words.data(), buffer_.size());
+  return words;
+}
+
+bool GuardedTensor::guards_intact() const {
+  const auto words = read_all();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(words.data());
+  const std::size_t total = buffer_.size();
+  for (std::size_t i = 0; i < total; ++i) {
+    if (i >= guard_bytes && i < guard_bytes + payload_bytes_) continue;
+    const unsigned char expect = reinterpret_cast<const unsigned char*>(&sentinel)[i % 4];
+    if (i >= guard_bytes + payload_bytes_ && i < (guard_bytes + payload_bytes_ + 3) / 4 * 4) {
+      // The tail of the last partial word belongs to the payload's word.
+      if (bytes[i] != 0xff && bytes[i] != expect) return false;
+      continue;
+    }
+    if (bytes[i] != expect) return false;
+  }
+  return true;
+}
+
+std::vector<std::uint32_t> GuardedTensor::read_words() const {
+  EXPECT_TRUE(guards_intact()) << "a kernel wrote outside its output tensor";
+  const auto words = read_all();
+  return std::vector<std::uint32_t>(words.begin() + guard_bytes / 4,
+                                    words.begin() + guard_bytes / 4 + (payload_bytes_ + 3) / 4);
+}
+
+std::vector<float> GuardedTensor::read_floats() const {
+  EXPECT_TRUE(guards_intact()) << "a kernel wrote outside its output tensor";
+  const auto words = read_all();
+  const auto* base = reinterpret_cast<const unsigned char*>(words.data()) + guard_bytes;
+  std::vector<float> out(static_cast<std::size_t>(ref_.elements()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (dtype_size(ref_.dtype) == 2) {
+      std::uint16_t bits;
+      std::memcpy(&bits, base + 2 * i, 2);
+      out[i] = widen(ref_.dtype, bits);
+    } else {
+      std::memcpy(&out[i], base + 4 * i, 4);
+    }
+  }
+  return out;
+}
+
+double relative_rms(const std::vector<float>& out, const std::vector<double>& ref) {
+  if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i])) return std::numeric_limits<double>::infinity();
+    if (std::isinf(out[i]) || std::isinf(ref[i])) {
+      if (double(out[i]) != ref[i]) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    num += (out[i] - ref[i]) * (out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  if (den == 0) return num == 0 ? 0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
+std::vector<float> rounded(DType dtype, std::vector<float> values) {
+  for (auto& v : values) v = round_to(dtype, v);
+  return values;
+}
+
+}  // namespace tktest

@@ -1,0 +1,93 @@
+// Shared test machinery: the device, seeded inputs, NaN-filled outputs with
+// sentinels, and error measures. See DESIGN.md "Tests".
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tilekernels/core.hpp"
+
+namespace tktest {
+
+using namespace tilekernels;
+
+// The one Context of the test binary (validation layer on where installed,
+// unless TILEKERNELS_VALIDATION=0).
+Context& context();
+
+// Fails the current test if the validation layer said anything since the
+// last call, and clears the log.
+void expect_no_validation_messages();
+
+class DeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { context().clear_validation_messages(); }
+  void TearDown() override { expect_no_validation_messages(); }
+};
+
+// Deterministic on every platform (no std:: distributions, whose output is
+// implementation-defined): splitmix64 with float helpers.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  float uniform(float lo, float hi) { return static_cast<float>(lo + (hi - lo) * uniform()); }
+  float normal() {  // Box-Muller
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  std::vector<float> normals(std::size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = normal() * scale;
+    return v;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// An output tensor inside a larger buffer: the payload is pre-filled with
+// all-ones words (NaN in every float dtype), the guard regions before and
+// after with a sentinel pattern that the kernel must leave untouched.
+class GuardedTensor {
+ public:
+  static constexpr std::size_t guard_bytes = 256;  // >= any minStorageBufferOffsetAlignment
+  static constexpr std::uint32_t sentinel = 0xA5C3A5C3u;
+
+  GuardedTensor(Context& ctx, DType dtype, Shape shape);
+  TensorRef ref() const { return ref_; }
+  operator TensorRef() const { return ref_; }  // NOLINT
+  // Refills payload with NaN and guards with the sentinel.
+  void poison();
+  // Checks the guards (gtest failure if touched) and returns the payload
+  // widened to float (or the raw words as float bits for u32/i32).
+  std::vector<float> read_floats() const;
+  std::vector<std::uint32_t> read_words() const;  // payload as 32-bit words (u32 tensors)
+  bool guards_intact() const;
+
+ private:
+  std::vector<std::uint32_t> read_all() const;
+  Buffer buffer_;
+  TensorRef ref_;
+  std::size_t payload_bytes_;
+};
+
+// ||out - ref|| / ||ref||; +inf if any output is NaN or if an Inf disagrees
+// with the reference in place or sign.
+double relative_rms(const std::vector<float>& out, const std::vector<double>& ref);
+
+// Widens values as if stored in `dtype` and read back.
+std::vector<float> rounded(DType dtype, std::vector<float> values);
+
+}  // namespace tktest
