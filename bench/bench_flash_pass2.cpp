@@ -1,0 +1,47 @@
+// aura::FlashPass2 at the shapes (q_heads, num_blocks, dim), f32
+// partials and bf16 output, with lse. Bytes: every partial read once, the
+// output and lse written once; flops are negligible.
+#include <tilekernels/aura.hpp>
+
+#include <vector>
+
+#include "common.hpp"
+
+namespace {
+
+using namespace tkbench;
+namespace aura = tilekernels::aura;
+
+template <std::uint32_t Dim>
+void BM_FlashPass2(benchmark::State& state) {
+  using Config = aura::FlashPass2Config<Dim, DType::f32, DType::bf16>;
+  Context& ctx = context();
+  const std::int64_t q = state.range(0), nb = state.range(1);
+  const double bytes = double(q) * nb * (Dim * 4 + 8) + double(q) * (Dim * 2 + 4);
+  const int sets = rotation_sets(bytes);
+  std::vector<float> o(static_cast<std::size_t>(q * nb * Dim)), m(static_cast<std::size_t>(q * nb)), l(m.size());
+  for (std::size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    m[i] = static_cast<float>((i * 40503u) % 64) * 0.25f - 8.0f;
+    l[i] = 1.0f + static_cast<float>(i % 7);
+  }
+  struct Set {
+    Tensor o, m, l, out, lse;
+  };
+  std::vector<Set> inputs;
+  for (int s = 0; s < sets; ++s)
+    inputs.push_back({Tensor::from_floats(ctx, DType::f32, {q, nb, Dim}, o), Tensor::from_floats(ctx, DType::f32, {q, nb}, m),
+                      Tensor::from_floats(ctx, DType::f32, {q, nb}, l), Tensor(ctx, DType::bf16, {q, Dim}),
+                      Tensor(ctx, DType::f32, {q})});
+  aura::FlashPass2<Config> kernel(ctx);
+  run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
+    const Set& s = inputs[static_cast<std::size_t>(i % sets)];
+    kernel.record(cmd, {s.o, s.m, s.l, s.out, s.lse.ref()});
+  }, bytes, 0);
+  state.counters["groups"] = kernel.lane_groups(nb);
+}
+
+BENCHMARK(BM_FlashPass2<128>)->Args({32, 32})->Args({32, 256})->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FlashPass2<256>)->Args({32, 128})->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace

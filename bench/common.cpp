@@ -1,0 +1,113 @@
+#include "common.hpp"
+
+#include <tilekernels/spirv/bench/copy.hpp>
+#include <tilekernels/spirv/bench/fma.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+namespace tkbench {
+
+Context& context() {
+  static std::unique_ptr<Context> ctx = [] {
+    ContextOptions options;
+    options.validation = false;
+    return std::make_unique<Context>(options);
+  }();
+  return *ctx;
+}
+
+namespace {
+
+struct CopyPush {
+  std::uint32_t group_offset, count, stride;
+};
+struct FmaPush {
+  std::uint32_t group_offset, iterations;
+};
+
+double measure_copy(Context& ctx) {
+  const std::size_t bytes = ctx.info().is_cpu() ? (64u << 20) : (1024u << 20);
+  Tensor src(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
+  Tensor dst(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
+  src.buffer().fill(0x3f800000u);
+  const Pipeline& p = ctx.pipeline({spirv::bench_copy, std::size(spirv::bench_copy), {}, 2, sizeof(CopyPush), 0});
+  const std::uint32_t count = static_cast<std::uint32_t>(bytes / 16);
+  const std::uint32_t groups = std::min<std::uint32_t>(65535, count / 256);
+  const double s = gpu_seconds_per_call(ctx, [&](vk::CommandBuffer cmd, int) {
+    detail::record_dispatch(ctx, cmd, p, {src.ref(), dst.ref()}, CopyPush{0, count, groups * 256}, groups);
+  }, ctx.info().is_cpu() ? 3 : 20, 2);
+  return 2.0 * static_cast<double>(bytes) / s;
+}
+
+double measure_fma(Context& ctx) {
+  const std::uint32_t groups = ctx.info().is_cpu() ? 64 : 8192;
+  const std::uint32_t iterations = ctx.info().is_cpu() ? 256 : 4096;
+  Tensor out(ctx, DType::f32, {static_cast<std::int64_t>(groups) * 256});
+  const Pipeline& p = ctx.pipeline({spirv::bench_fma, std::size(spirv::bench_fma), {}, 1, sizeof(FmaPush), 0});
+  const double s = gpu_seconds_per_call(ctx, [&](vk::CommandBuffer cmd, int) {
+    detail::record_dispatch(ctx, cmd, p, {out.ref()}, FmaPush{0, iterations}, groups);
+  }, 5, 1);
+  return 2.0 * 8.0 * iterations * groups * 256.0 / s;
+}
+
+}  // namespace
+
+const Ceilings& ceilings() {
+  static const Ceilings c = [] {
+    Context& ctx = context();
+    Ceilings r{measure_copy(ctx), measure_fma(ctx)};
+    std::printf("[tilekernels bench] device: %s | copy %.0f GB/s (read+write) | f32 FMA %.1f TFLOP/s\n",
+                ctx.info().name.c_str(), r.copy_bytes_per_s * 1e-9, r.fma_flops_per_s * 1e-12);
+    return r;
+  }();
+  return c;
+}
+
+int rotation_sets(double bytes_per_set) {
+  const double cache = 64.0 * 1024 * 1024;
+  return std::clamp(static_cast<int>(2 * cache / bytes_per_set) + 1, 1, 64);
+}
+
+double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record, int reps,
+                            int warmup) {
+  GpuTimer timer(ctx);
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+    for (int i = 0; i < warmup; ++i) {
+      record(cmd, i);
+      compute_barrier(ctx, cmd);
+    }
+    timer.start(cmd);
+    for (int i = 0; i < reps; ++i) {
+      record(cmd, i);
+      compute_barrier(ctx, cmd);
+    }
+    timer.stop(cmd);
+  });
+  return timer.seconds() / reps;
+}
+
+void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
+               double bytes, double flops, double flops_per_s, int reps) {
+  const Ceilings& c = ceilings();
+  if (ctx.info().is_cpu()) reps = std::min(reps, 5);
+  double total = 0;
+  int n = 0;
+  for (auto _ : state) {
+    const double s = gpu_seconds_per_call(ctx, record, reps, n == 0 ? 5 : 1);
+    state.SetIterationTime(s);
+    total += s;
+    ++n;
+  }
+  const double t = total / std::max(n, 1);
+  const double peak = flops_per_s > 0 ? flops_per_s : c.fma_flops_per_s;
+  const double floor_s = std::max(bytes / c.copy_bytes_per_s, flops / peak);
+  state.counters["us"] = t * 1e6;
+  state.counters["GB/s"] = bytes / t * 1e-9;
+  state.counters["floor_us"] = floor_s * 1e6;
+  state.counters["floor/time"] = floor_s / t;
+  if (flops > 0) state.counters["TFLOP/s"] = flops / t * 1e-12;
+}
+
+}  // namespace tkbench

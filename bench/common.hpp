@@ -1,0 +1,43 @@
+// Benchmark machinery (DESIGN.md "Benchmarks"): GPU time from timestamps
+// around N back-to-back dispatches in one command buffer after a warm-up,
+// inputs rotated among copies when one set would sit in the cache, and the
+// floor measured in the same run: max(bytes / copy bandwidth, flops / peak).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <functional>
+
+#include "tilekernels/core.hpp"
+
+namespace tkbench {
+
+using namespace tilekernels;
+
+Context& context();
+
+struct Ceilings {
+  double copy_bytes_per_s = 0;  // bytes read + written per second by a uvec4 copy kernel
+  double fma_flops_per_s = 0;   // f32 FMA rate (2 flops each)
+};
+// Measured once per process, on first use.
+const Ceilings& ceilings();
+
+// Copies of an input set needed so that rotating among them leaves the
+// last-level cache (assumed <= 64 MiB): at least 1, at most 64.
+int rotation_sets(double bytes_per_set);
+
+// GPU seconds per call of `record(cmd, i)` (i = 0..reps-1, so callers can
+// rotate inputs), with a compute barrier between calls, timed over `reps`
+// calls after `warmup` untimed ones.
+double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record, int reps = 100,
+                            int warmup = 10);
+
+// Times `record` once per benchmark iteration (manual time) and sets the
+// counters every entry reports: GB/s, the floor in us, and floor/time
+// (1.0 is the physical limit). `flops_per_s` overrides the measured f32 peak
+// for kernels on other units (tensor cores).
+void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
+               double bytes, double flops, double flops_per_s = 0, int reps = 100);
+
+}  // namespace tkbench
