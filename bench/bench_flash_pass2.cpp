@@ -12,6 +12,7 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
+// Args: q_heads, num_blocks[, lane_groups, unroll] (0: the automatic choice).
 template <std::uint32_t Dim>
 void BM_FlashPass2(benchmark::State& state) {
   using Config = aura::FlashPass2Config<Dim, DType::f32, DType::bf16>;
@@ -33,15 +34,39 @@ void BM_FlashPass2(benchmark::State& state) {
     inputs.push_back({Tensor::from_floats(ctx, DType::f32, {q, nb, Dim}, o), Tensor::from_floats(ctx, DType::f32, {q, nb}, m),
                       Tensor::from_floats(ctx, DType::f32, {q, nb}, l), Tensor(ctx, DType::bf16, {q, Dim}),
                       Tensor(ctx, DType::f32, {q})});
-  aura::FlashPass2<Config> kernel(ctx);
+  typename aura::FlashPass2<Config>::Tuning tuning{};
+  if (state.range(2)) tuning.lane_groups = static_cast<std::uint32_t>(state.range(2));
+  if (state.range(3)) tuning.unroll = static_cast<std::uint32_t>(state.range(3));
+  aura::FlashPass2<Config> kernel(ctx, tuning);
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     kernel.record(cmd, {s.o, s.m, s.l, s.out, s.lse.ref()});
   }, bytes, 0);
   state.counters["groups"] = kernel.lane_groups(nb);
+  state.counters["unroll"] = kernel.unroll(nb);
 }
 
-BENCHMARK(BM_FlashPass2<128>)->Args({32, 32})->Args({32, 256})->Args({64, 1024})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FlashPass2<256>)->Args({32, 128})->UseManualTime()->Unit(benchmark::kMicrosecond);
+// The shapes with the automatic geometry.
+BENCHMARK(BM_FlashPass2<128>)->Args({32, 32, 0, 0})->Args({32, 256, 0, 0})->Args({64, 1024, 0, 0})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FlashPass2<256>)->Args({32, 128, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+// Geometry sweep behind the automatic choice (run with --benchmark_filter=Sweep).
+void BM_FlashPass2Sweep(benchmark::State& state) { BM_FlashPass2<128>(state); }
+BENCHMARK(BM_FlashPass2Sweep)
+    ->ArgsProduct({{32}, {32}, {1, 2, 4, 8, 32}, {1, 4, 8}})
+    ->ArgsProduct({{64}, {1024}, {8, 16, 32}, {4, 8}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+// What one dispatch plus barrier costs with nothing to do: the floor under
+// every small shape.
+void BM_EmptyDispatch(benchmark::State& state) {
+  Context& ctx = context();
+  Tensor o(ctx, DType::f32, {1, 1, 4}), m(ctx, DType::f32, {1, 1}), l(ctx, DType::f32, {1, 1});
+  Tensor out(ctx, DType::f32, {1, 4});
+  aura::FlashPass2<aura::FlashPass2Config<4, DType::f32, DType::f32>> kernel(ctx);
+  run_timed(state, ctx, [&](vk::CommandBuffer cmd, int) { kernel.record(cmd, {o, m, l, out, {}}); }, 0, 0);
+}
+BENCHMARK(BM_EmptyDispatch)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

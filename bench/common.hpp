@@ -33,7 +33,10 @@ int rotation_sets(double bytes_per_set);
 double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record, int reps = 100,
                             int warmup = 10);
 
-// Times `record` once per benchmark iteration (manual time) and sets the
+// Times `record` once per benchmark iteration (manual time: the per-call GPU
+// time, so register entries with ->UseManualTime()->Iterations(n), since
+// google benchmark would otherwise repeat until the per-call times sum to
+// its min_time, each repetition costing a full submit) and sets the
 // counters every entry reports: GB/s, the floor in us, and floor/time
 // (1.0 is the physical limit). `flops_per_s` overrides the measured f32 peak
 // for kernels on other units (tensor cores).

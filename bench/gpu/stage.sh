@@ -20,7 +20,7 @@ fi
 for b in "$@"; do
   [ -x "$b" ] || { echo "stage.sh: $b is not an executable" >&2; exit 2; }
   cp "$b" "$dir/bin/"
-  ldd "$b" | awk '/=> \//{print $3}' | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux|libgcc_s|libstdc\+\+|libvulkan)\.so' |
+  ldd "$b" | awk '/=> \//{print $3}' | { grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux|libgcc_s|libstdc\+\+|libvulkan)\.so' || true; } |
     while read -r lib; do cp -L "$lib" "$dir/lib/"; done
 done
 cat > "$dir/run.sh" <<'RUN'

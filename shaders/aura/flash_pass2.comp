@@ -7,9 +7,9 @@
 // - one workgroup per query head (gl_WorkGroupID.x + group_offset);
 // - the workgroup is GROUPS lane groups of DIM/4 invocations; invocation c of
 //   a group owns the four output slots 4c..4c+3 of the head;
-// - group g replays blocks g, g + GROUPS, ..., four at a time so that the
-//   loads of four blocks are in flight together, then the groups' states are
-//   merged through shared memory by group 0.
+// - group g replays blocks g, g + GROUPS, ..., UNROLL at a time so that the
+//   loads of UNROLL blocks are in flight together, then the groups' states
+//   are merged through shared memory by group 0.
 // No subgroup operation is used: correct for any subgroup size.
 #include "../common/convert.glsl"
 
@@ -19,9 +19,9 @@ layout(constant_id = 2) const uint GROUPS = 1;
 layout(constant_id = 3) const uint PARTIAL_DTYPE = 0;  // TK_F32, TK_F16, TK_BF16
 layout(constant_id = 4) const uint OUT_DTYPE = 2;
 layout(constant_id = 5) const uint WRITE_LSE = 0;
+layout(constant_id = 6) const uint UNROLL = 4;  // blocks whose loads a group has in flight together
 
 const uint CHUNKS = DIM / 4;  // invocations per group
-const uint UNROLL = 4;
 
 layout(push_constant) uniform Push {
   uint group_offset;  // first query head of this dispatch slice

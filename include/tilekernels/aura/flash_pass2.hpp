@@ -64,7 +64,17 @@ class FlashPass2 {
     std::optional<TensorRef> lse;
   };
 
-  explicit FlashPass2(Context& ctx) : ctx_(&ctx) {}
+  // Workgroup geometry; zeros pick it from the shape and the device.
+  struct Tuning {
+    std::uint32_t lane_groups = 0;  // power of two; lane groups per workgroup
+    std::uint32_t unroll = 0;       // 1..8; blocks per group with loads in flight together
+  };
+
+  explicit FlashPass2(Context& ctx, Tuning tuning = {}) : ctx_(&ctx), tuning_(tuning) {
+    if (tuning.unroll > 8) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::unroll must be <= 8");
+    if (tuning.lane_groups & (tuning.lane_groups - 1))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::lane_groups must be a power of two");
+  }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -79,10 +89,12 @@ class FlashPass2 {
       throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
   }
 
-  // Lane groups per workgroup: enough to keep about four blocks per group in
-  // flight, within the device's invocation and shared-memory limits.
+  // Lane groups per workgroup: enough that each group has one or two rounds
+  // of `unroll` blocks, within the device's invocation and shared-memory
+  // limits.
   std::uint32_t lane_groups(std::int64_t num_blocks) const {
     const auto& info = ctx_->info();
+    if (tuning_.lane_groups) return clamp_groups(tuning_.lane_groups);
     const std::uint32_t max_invocations = std::min<std::uint32_t>(1024, info.max_workgroup_invocations);
     std::uint32_t max_groups = std::max<std::uint32_t>(1, max_invocations / Config::chunks);
     while (max_groups > 1 && Config::shared_bytes(max_groups) > std::min<std::uint32_t>(32768, info.max_shared_memory))
@@ -91,13 +103,20 @@ class FlashPass2 {
     return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::bit_floor(max_groups), want));
   }
 
+  // Blocks per lane group whose loads are issued together: more in flight
+  // when each group has many blocks to replay.
+  std::uint32_t unroll(std::int64_t num_blocks) const {
+    if (tuning_.unroll) return tuning_.unroll;
+    return num_blocks >= 8 * static_cast<std::int64_t>(lane_groups(num_blocks)) ? 8 : 4;
+  }
+
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
     const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
     const std::uint32_t groups = lane_groups(nb);
     PipelineKey key{spirv::aura_flash_pass2, std::size(spirv::aura_flash_pass2),
                     {groups * Config::chunks, Config::dim, groups, static_cast<std::uint32_t>(Config::partial_dtype),
-                     static_cast<std::uint32_t>(Config::out_dtype), a.lse ? 1u : 0u},
+                     static_cast<std::uint32_t>(Config::out_dtype), a.lse ? 1u : 0u, unroll(nb)},
                     5, sizeof(Push), 0};
     const Pipeline& pipeline = ctx_->pipeline(key);
     // Without lse the binding is unused; bind a tensor of the call to keep
@@ -118,7 +137,17 @@ class FlashPass2 {
   struct Push {
     std::uint32_t group_offset, q_heads, num_blocks, pad;
   };
+  // A requested group count, reduced until it fits the device.
+  std::uint32_t clamp_groups(std::uint32_t groups) const {
+    const auto& info = ctx_->info();
+    while (groups > 1 && (groups * Config::chunks > info.max_workgroup_invocations ||
+                          Config::shared_bytes(groups) > info.max_shared_memory))
+      groups /= 2;
+    return groups;
+  }
+
   Context* ctx_;
+  Tuning tuning_;
 };
 
 }  // namespace tilekernels::aura
