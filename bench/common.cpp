@@ -91,11 +91,16 @@ double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBu
 void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
                double bytes, double flops, double flops_per_s, int reps) {
   const Ceilings& c = ceilings();
-  if (ctx.info().is_cpu()) reps = std::min(reps, 5);
+  // Each timed batch keeps the GPU busy for a few milliseconds after an
+  // equally long warm-up in the same command buffer: short bursts with idle
+  // gaps let the clocks drop and inflate small kernels several times over.
+  const double estimate = gpu_seconds_per_call(ctx, record, 10, 2);
+  const double batch = ctx.info().is_cpu() ? 0.02 : 0.003;
+  reps = std::clamp(static_cast<int>(batch / std::max(estimate, 1e-7)), ctx.info().is_cpu() ? 2 : reps, 20000);
   double total = 0;
   int n = 0;
   for (auto _ : state) {
-    const double s = gpu_seconds_per_call(ctx, record, reps, n == 0 ? 5 : 1);
+    const double s = gpu_seconds_per_call(ctx, record, reps, reps);
     state.SetIterationTime(s);
     total += s;
     ++n;
@@ -107,6 +112,7 @@ void run_timed(benchmark::State& state, Context& ctx, const std::function<void(v
   state.counters["GB/s"] = bytes / t * 1e-9;
   state.counters["floor_us"] = floor_s * 1e6;
   state.counters["floor/time"] = floor_s / t;
+  state.counters["calls"] = reps;
   if (flops > 0) state.counters["TFLOP/s"] = flops / t * 1e-12;
 }
 

@@ -39,7 +39,8 @@ double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBu
 // its min_time, each repetition costing a full submit) and sets the
 // counters every entry reports: GB/s, the floor in us, and floor/time
 // (1.0 is the physical limit). `flops_per_s` overrides the measured f32 peak
-// for kernels on other units (tensor cores).
+// for kernels on other units (tensor cores). `reps` is the least number of
+// calls per timed batch; batches are lengthened to a few ms of GPU work.
 void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
                double bytes, double flops, double flops_per_s = 0, int reps = 100);
 
