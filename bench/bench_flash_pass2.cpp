@@ -12,7 +12,7 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
-// Args: q_heads, num_blocks[, lane_groups, unroll] (0: the automatic choice).
+// Args: q_heads, num_blocks, lane_groups, unroll, splits (0: the automatic choice).
 template <std::uint32_t Dim>
 void BM_FlashPass2(benchmark::State& state) {
   using Config = aura::FlashPass2Config<Dim, DType::f32, DType::bf16>;
@@ -37,25 +37,29 @@ void BM_FlashPass2(benchmark::State& state) {
   typename aura::FlashPass2<Config>::Tuning tuning{};
   if (state.range(2)) tuning.lane_groups = static_cast<std::uint32_t>(state.range(2));
   if (state.range(3)) tuning.unroll = static_cast<std::uint32_t>(state.range(3));
+  if (state.range(4)) tuning.splits = static_cast<std::uint32_t>(state.range(4));
   aura::FlashPass2<Config> kernel(ctx, tuning);
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     kernel.record(cmd, {s.o, s.m, s.l, s.out, s.lse.ref()});
   }, bytes, 0);
-  state.counters["groups"] = kernel.lane_groups(nb);
-  state.counters["unroll"] = kernel.unroll(nb);
+  const auto splits = kernel.splits(q, nb);
+  state.counters["splits"] = splits;
+  state.counters["groups"] = kernel.lane_groups((nb + splits - 1) / splits);
+  state.counters["unroll"] = kernel.unroll((nb + splits - 1) / splits);
 }
 
 // The shapes with the automatic geometry.
-BENCHMARK(BM_FlashPass2<128>)->Args({32, 32, 0, 0})->Args({32, 256, 0, 0})->Args({64, 1024, 0, 0})
+BENCHMARK(BM_FlashPass2<128>)->Args({32, 32, 0, 0, 0})->Args({32, 256, 0, 0, 0})->Args({64, 1024, 0, 0, 0})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FlashPass2<256>)->Args({32, 128, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FlashPass2<256>)->Args({32, 128, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // Geometry sweep behind the automatic choice (run with --benchmark_filter=Sweep).
 void BM_FlashPass2Sweep(benchmark::State& state) { BM_FlashPass2<128>(state); }
 BENCHMARK(BM_FlashPass2Sweep)
-    ->ArgsProduct({{32}, {32}, {4, 8, 16}, {1, 2, 4}})
-    ->ArgsProduct({{64}, {1024}, {16, 32}, {4, 8}})
+    ->ArgsProduct({{32}, {32}, {4, 8, 16, 32}, {1, 2, 4}, {1, 2}})
+    ->ArgsProduct({{64}, {1024}, {8, 16, 32}, {4, 8}, {1, 2, 4}})
+    ->ArgsProduct({{32}, {256}, {8, 16, 32}, {4, 8}, {1, 2, 4}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // What one dispatch plus barrier costs with nothing to do: the floor under

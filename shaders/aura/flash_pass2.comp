@@ -9,7 +9,13 @@
 //   a group owns the four output slots 4c..4c+3 of the head;
 // - group g replays blocks g, g + GROUPS, ..., UNROLL at a time so that the
 //   loads of UNROLL blocks are in flight together, then the groups' states
-//   are merged through shared memory by group 0.
+//   are merged through shared memory by group 0;
+// - with SPLITS > 1 a head's blocks are cut into SPLITS contiguous ranges,
+//   one workgroup each (x = head * SPLITS + split), so that few heads still
+//   fill the GPU. Each workgroup leaves its merged state in the workspace,
+//   then counts itself in counters[head]; the last one to arrive merges the
+//   SPLITS states, writes the head and resets the counter to 0 (so the
+//   workspace is reusable without clearing).
 // No subgroup operation is used: correct for any subgroup size.
 #include "../common/convert.glsl"
 
@@ -20,6 +26,7 @@ layout(constant_id = 3) const uint PARTIAL_DTYPE = 0;  // TK_F32, TK_F16, TK_BF1
 layout(constant_id = 4) const uint OUT_DTYPE = 2;
 layout(constant_id = 5) const uint WRITE_LSE = 0;
 layout(constant_id = 6) const uint UNROLL = 4;  // blocks whose loads a group has in flight together
+layout(constant_id = 7) const uint SPLITS = 1;  // workgroups per head
 
 const uint CHUNKS = DIM / 4;  // invocations per group
 
@@ -40,10 +47,16 @@ layout(std430, binding = 2) readonly buffer LPartialsH { uint l_16[]; };
 layout(std430, binding = 3) writeonly buffer OutputF { vec4 out_f32[]; };
 layout(std430, binding = 3) writeonly buffer OutputH { uvec2 out_16[]; };
 layout(std430, binding = 4) writeonly buffer Lse { float lse[]; };
+// Workspace, used only when SPLITS > 1: per (head, split) the merged o, and
+// (m, l); per head the arrival counter (zero between dispatches).
+layout(std430, binding = 5) coherent buffer WorkO { vec4 work_o[]; };
+layout(std430, binding = 6) coherent buffer WorkML { vec2 work_ml[]; };
+layout(std430, binding = 7) coherent buffer Counters { uint counters[]; };
 
 shared vec4 s_o[GROUPS * CHUNKS];
 shared float s_m[GROUPS];
 shared float s_l[GROUPS];
+shared bool s_last;
 
 float load_scalar(bool is_m, uint i) {
   if (PARTIAL_DTYPE == TK_F32) return is_m ? m_f32[i] : l_f32[i];
@@ -74,22 +87,27 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint group = tid / CHUNKS;
   const uint c = tid % CHUNKS;
-  const uint q = gl_WorkGroupID.x + pc.group_offset;
+  const uint slot = gl_WorkGroupID.x + pc.group_offset;  // head * SPLITS + split
+  const uint q = slot / SPLITS;
+  const uint split = slot % SPLITS;
   const uint nb = pc.num_blocks;
+  const uint per_split = (nb + SPLITS - 1) / SPLITS;
+  const uint first = split * per_split;
+  const uint end = min(first + per_split, nb);
   const uint row = q * nb;  // first (q, block) index of this head
 
   float m_acc = uintBitsToFloat(0xff800000u);  // -inf
   float l_acc = 0.0;
   vec4 o_acc = vec4(0.0);
 
-  for (uint b0 = group; b0 < nb; b0 += UNROLL * GROUPS) {
+  for (uint b0 = first + group; b0 < end; b0 += UNROLL * GROUPS) {
     float mb[UNROLL];
     float lb[UNROLL];
     vec4 ob[UNROLL];
     for (uint u = 0; u < UNROLL; ++u) {
       uint b = b0 + u * GROUPS;
       lb[u] = 0.0;
-      if (b < nb) {
+      if (b < end) {
         mb[u] = load_scalar(true, row + b);
         lb[u] = load_scalar(false, row + b);
         ob[u] = load_chunk((row + b) * CHUNKS + c);
@@ -106,10 +124,35 @@ void main() {
       s_l[group] = l_acc;
     }
     barrier();
-    if (group != 0) return;
-    for (uint g = 1; g < GROUPS; ++g)
-      if (s_l[g] != 0.0) merge(m_acc, l_acc, o_acc, s_m[g], s_l[g], s_o[g * CHUNKS + c]);
+    if (group == 0)
+      for (uint g = 1; g < GROUPS; ++g)
+        if (s_l[g] != 0.0) merge(m_acc, l_acc, o_acc, s_m[g], s_l[g], s_o[g * CHUNKS + c]);
   }
+
+  if (SPLITS > 1) {
+    // Publish this split's state, then find out whether it is the last.
+    if (group == 0) {
+      work_o[slot * CHUNKS + c] = o_acc;
+      if (c == 0) work_ml[slot] = vec2(m_acc, l_acc);
+    }
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0) s_last = atomicAdd(counters[q], 1u) == SPLITS - 1u;
+    barrier();
+    if (!s_last) return;
+    memoryBarrierBuffer();
+    if (group == 0) {
+      m_acc = uintBitsToFloat(0xff800000u);
+      l_acc = 0.0;
+      o_acc = vec4(0.0);
+      for (uint s = 0; s < SPLITS; ++s) {
+        const vec2 ml = work_ml[q * SPLITS + s];
+        if (ml.y != 0.0) merge(m_acc, l_acc, o_acc, ml.x, ml.y, work_o[(q * SPLITS + s) * CHUNKS + c]);
+      }
+      if (tid == 0) counters[q] = 0u;
+    }
+  }
+  if (group != 0) return;
 
   // A head whose blocks are all empty has l = 0: it gets zeros, never NaN.
   const float inv_l = l_acc > 0.0 ? 1.0 / l_acc : 0.0;

@@ -45,7 +45,8 @@ class FlashPass2Test : public DeviceTest {
   // Runs the kernel twice on the same inputs and checks output and lse
   // against the reference; returns the output error.
   void check_case(std::size_t q, std::size_t nb, double empty_fraction, bool wide, std::uint64_t seed,
-                  const std::vector<std::size_t>& all_empty_heads = {}) {
+                  const std::vector<std::size_t>& all_empty_heads = {},
+                  typename aura::FlashPass2<Config>::Tuning tuning = {}) {
     SCOPED_TRACE("q_heads=" + std::to_string(q) + " num_blocks=" + std::to_string(nb) + " seed=" + std::to_string(seed));
     Context& ctx = context();
     Rng rng(seed);
@@ -63,7 +64,7 @@ class FlashPass2Test : public DeviceTest {
     GuardedTensor out(ctx, Config::out_dtype, S(q, Config::dim));
     GuardedTensor lse(ctx, DType::f32, S(q));
 
-    aura::FlashPass2<Config> kernel(ctx);
+    aura::FlashPass2<Config> kernel(ctx, tuning);
     kernel.run({o, m, l, out, lse.ref()});
     const auto got = out.read_floats();
     const auto got_lse = lse.read_floats();
@@ -111,6 +112,13 @@ TYPED_TEST(FlashPass2Test, EmptyBlocksAndEmptyHeads) {
   this->check_case(4, 9, 0.7, true, 77, {1});
   // Every head empty: zeros and -inf everywhere.
   this->check_case(2, 5, 0.0, false, 78, {0, 1});
+}
+
+TYPED_TEST(FlashPass2Test, HeadsSplitOverWorkgroups) {
+  // Splits share a workspace and a per-head counter that each dispatch must
+  // leave at zero: the second run inside check_case would catch a leftover.
+  for (std::uint32_t splits : {2u, 5u})
+    for (std::size_t nb : {7, 133}) this->check_case(3, nb, 0.3, true, 900 + splits * nb, {1}, {0, 0, splits});
 }
 
 class FlashPass2Errors : public DeviceTest {};

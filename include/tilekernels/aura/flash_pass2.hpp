@@ -16,11 +16,21 @@
 //   l_partials [q_heads, num_blocks]        Partial dtype
 //   output     [q_heads, Dim]               Out dtype
 //   lse        [q_heads]                    f32, optional, for chaining merges
+//
+// When few heads have many blocks, one head is spread over several
+// workgroups ("splits") that combine through a workspace the FlashPass2
+// object owns (allocated on first need, a zero-filled counter per head that
+// every dispatch leaves at zero). Consequently two recordings of the same
+// FlashPass2 object must not execute concurrently: put a compute barrier
+// between them (as between any dependent dispatches), or use one object per
+// concurrent stream, or Tuning::splits = 1.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 #include "tilekernels/core.hpp"
@@ -68,10 +78,12 @@ class FlashPass2 {
   struct Tuning {
     std::uint32_t lane_groups = 0;  // power of two; lane groups per workgroup
     std::uint32_t unroll = 0;       // 1..8; blocks per group with loads in flight together
+    std::uint32_t splits = 0;       // workgroups per head (1: no workspace)
   };
 
   explicit FlashPass2(Context& ctx, Tuning tuning = {}) : ctx_(&ctx), tuning_(tuning) {
     if (tuning.unroll > 8) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::unroll must be <= 8");
+    if (tuning.splits > 64) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::splits must be <= 64");
     if (tuning.lane_groups & (tuning.lane_groups - 1))
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::lane_groups must be a power of two");
   }
@@ -110,26 +122,48 @@ class FlashPass2 {
     return num_blocks >= 8 * static_cast<std::int64_t>(lane_groups(num_blocks)) ? 8 : 4;
   }
 
+  // Workgroups per head: with fewer than ~128 heads and hundreds of blocks
+  // a workgroup per head leaves most of a large GPU idle.
+  std::uint32_t splits(std::int64_t q_heads, std::int64_t num_blocks) const {
+    if (tuning_.splits) return static_cast<std::uint32_t>(std::min<std::int64_t>(tuning_.splits, num_blocks));
+    if (num_blocks < 256) return 1;
+    const auto want = std::bit_ceil(static_cast<std::uint64_t>((128 + q_heads - 1) / q_heads));
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(want, static_cast<std::uint64_t>(num_blocks / 128)));
+  }
+
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
     const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
-    const std::uint32_t groups = lane_groups(nb);
+    const std::uint32_t split = splits(q, nb);
+    const std::int64_t per_split = (nb + split - 1) / split;
+    const std::uint32_t groups = lane_groups(per_split);
     PipelineKey key{spirv::aura_flash_pass2, std::size(spirv::aura_flash_pass2),
                     {groups * Config::chunks, Config::dim, groups, static_cast<std::uint32_t>(Config::partial_dtype),
-                     static_cast<std::uint32_t>(Config::out_dtype), a.lse ? 1u : 0u, unroll(nb)},
-                    5, sizeof(Push), 0};
+                     static_cast<std::uint32_t>(Config::out_dtype), a.lse ? 1u : 0u, unroll(per_split), split},
+                    8, sizeof(Push), 0};
     const Pipeline& pipeline = ctx_->pipeline(key);
-    // Without lse the binding is unused; bind a tensor of the call to keep
-    // the descriptor valid.
+    // Unused bindings (lse, the workspace without splits) get a tensor of
+    // the call to keep every descriptor valid; the shader never touches them.
     const TensorRef lse = a.lse ? *a.lse : a.m_partials;
+    std::vector<TensorRef> bindings{a.o_partials, a.m_partials, a.l_partials, a.output, lse};
+    if (split > 1) {
+      const Workspace& w = workspace(static_cast<std::uint64_t>(q) * split, static_cast<std::uint64_t>(q));
+      bindings.push_back(w.o.ref());
+      bindings.push_back(w.ml.ref());
+      bindings.push_back(w.counters.ref());
+    } else {
+      bindings.insert(bindings.end(), {a.output, a.output, a.output});
+    }
     const Push push{0, static_cast<std::uint32_t>(q), static_cast<std::uint32_t>(nb), 0};
-    detail::record_dispatch(*ctx_, cmd, pipeline, {a.o_partials, a.m_partials, a.l_partials, a.output, lse}, push,
-                            static_cast<std::uint64_t>(q));
+    detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, static_cast<std::uint64_t>(q) * split);
   }
 
   // Records into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
+    const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
+    if (const auto split = splits(q, nb); split > 1)
+      workspace(static_cast<std::uint64_t>(q) * split, static_cast<std::uint64_t>(q));  // before recording
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
 
@@ -146,8 +180,32 @@ class FlashPass2 {
     return groups;
   }
 
+  struct Workspace {
+    Tensor o, ml, counters;
+  };
+
+  // The workspace for `slots` (head, split) states and `heads` counters,
+  // grown when too small; its counters start at zero.
+  const Workspace& workspace(std::uint64_t slots, std::uint64_t heads) const {
+    std::lock_guard lock(workspace_mutex_);
+    if (!workspace_ || static_cast<std::uint64_t>(workspace_->counters.elements()) < heads ||
+        static_cast<std::uint64_t>(workspace_->ml.elements()) < 2 * slots) {
+      const auto s = static_cast<std::int64_t>(slots), h = static_cast<std::int64_t>(heads);
+      // Recorded but unexecuted dispatches may still use the old one.
+      if (workspace_) retired_.push_back(std::move(workspace_));
+      workspace_ = std::make_unique<Workspace>(Workspace{Tensor(*ctx_, DType::f32, {s * Config::dim}),
+                                                         Tensor(*ctx_, DType::f32, {s * 2}),
+                                                         Tensor(*ctx_, DType::u32, {h})});
+      workspace_->counters.buffer().fill(0);
+    }
+    return *workspace_;
+  }
+
   Context* ctx_;
   Tuning tuning_;
+  mutable std::mutex workspace_mutex_;
+  mutable std::unique_ptr<Workspace> workspace_;
+  mutable std::vector<std::unique_ptr<Workspace>> retired_;
 };
 
 }  // namespace tilekernels::aura
