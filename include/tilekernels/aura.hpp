@@ -2,5 +2,6 @@
 // compressed cache.
 #pragma once
 
+#include "tilekernels/aura/fa_reduce_hadamard.hpp"
 #include "tilekernels/aura/flash_pass2.hpp"
 #include "tilekernels/core.hpp"

@@ -1,0 +1,199 @@
+// AURA fused split-K reduce + randomised-Hadamard undo: the last step of
+// decode attention over a Hadamard-rotated KV cache.
+//
+// When the values were stored rotated, v' = rotate(v) = Hn (signs * v) with
+// Hn = H / sqrt(HeadDim) the normalised Sylvester-Hadamard matrix (natural
+// order, H[i][j] = (-1)^popcount(i & j); symmetric and, normalised, its own
+// inverse) and signs a vector of +-1, the attention output comes out rotated
+// too. This kernel merges the split-K partials of each row (one query head of
+// one token) and rotates the result back in one dispatch:
+//   M = max { m_b : l_b != 0 },  e_b = e^(m_b - M),  L = sum_b e_b l_b,
+//   x = sum_b e_b o_b / L,       output = signs * (Hn x)
+// i.e. first the normalised fast Walsh-Hadamard transform, then the sign
+// flips; undo(rotate(v)) == v because Hn Hn = I and signs * signs = 1.
+// The reference header checks that identity (reference::aura::hadamard_rotate).
+//
+// Layout (row-major, last index innermost), shared with FlashPass2:
+//   o_partials [rows, nwg, HeadDim]   Partial dtype, un-normalised o_b
+//   m_partials [rows, nwg]            Partial dtype, running max of block b
+//   l_partials [rows, nwg]            Partial dtype, running sum of block b
+//   signs      [HeadDim]              f32, the rotation's sign vector (+-1)
+//   output     [rows, HeadDim]        Out dtype (f32 by default)
+// nwg (the number of partials per row) is 1..32. Blocks with l_b == 0 are
+// empty and skipped (their o and m are never used); a row whose blocks are
+// all empty gets zeros, never NaN. NaN or Inf in o, m or l of a non-empty
+// block makes that row's output non-finite (the transform mixes every slot
+// of the row). The signs are applied as given: any diagonal works, +-1 makes
+// it the exact inverse of the rotation.
+//
+// Geometry (shaders/aura/fa_reduce_hadamard.comp): per row, `groups` lane
+// groups of HeadDim/4 invocations, each invocation owning 4 consecutive
+// slots; group g loads blocks g, g + groups, ... (up to 8 per invocation, all
+// in flight together); small rows are packed several to a workgroup so that
+// a workgroup has at least 64 invocations. The transform runs in shared
+// memory with one barrier per pair of index bits; where the device has
+// subgroup shuffles, the index bits that fit in a subgroup are done with
+// shuffles instead (any subgroup size; FaReduceHadamardOptions::portable or
+// TILEKERNELS_PATH=portable force the shared-memory-only path).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/aura/fa_reduce_hadamard.hpp"
+#include "tilekernels/spirv/aura/fa_reduce_hadamard_shuffle.hpp"
+
+namespace tilekernels::aura {
+
+template <std::uint32_t HeadDim, DType Partial = DType::f32, DType Out = DType::f32>
+struct FaReduceHadamardConfig {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256 || HeadDim == 512,
+                "FaReduceHadamardConfig: HeadDim must be 64, 128, 256 or 512 (a power of two for the "
+                "Walsh-Hadamard transform, at least 64 so a row fills 16 lanes)");
+  static_assert(Partial == DType::f32 || Partial == DType::f16 || Partial == DType::bf16,
+                "FaReduceHadamardConfig: Partial must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
+                "FaReduceHadamardConfig: Out must be DType::f32, DType::f16 or DType::bf16");
+
+  static constexpr std::uint32_t head_dim = HeadDim;
+  static constexpr std::uint32_t log2_head_dim = static_cast<std::uint32_t>(std::countr_zero(HeadDim));
+  static constexpr DType partial_dtype = Partial;
+  static constexpr DType out_dtype = Out;
+  static constexpr std::uint32_t max_nwg = 32;
+  // Invocations per lane group: each owns one vec4 of the row.
+  static constexpr std::uint32_t chunks = HeadDim / 4;
+  // Largest workgroup the dispatcher builds.
+  static constexpr std::uint32_t max_invocations = 512;
+  static_assert(chunks <= max_invocations, "FaReduceHadamardConfig: one lane group must fit a workgroup");
+
+  // Shared memory of a workgroup of `rows` rows, `groups` lane groups of
+  // `blocks_per_group` blocks: (m, l, e) per block slot, the vec4 sums of
+  // groups 1.., the row itself during the transform.
+  static constexpr std::uint32_t shared_bytes(std::uint32_t rows, std::uint32_t groups,
+                                              std::uint32_t blocks_per_group) {
+    return rows * (3 * groups * blocks_per_group * 4 + (groups - 1) * chunks * 16 + HeadDim * 4) + 16;
+  }
+  // The automatic geometries (at most 4 lane groups, 32 block slots, 64
+  // invocations where rows are packed) must fit the portable 32 KiB.
+  static_assert(shared_bytes(std::max<std::uint32_t>(1, 64 / chunks), 1, 32) <= 32768 &&
+                    shared_bytes(1, 4, 8) <= 32768,
+                "FaReduceHadamardConfig: shared memory exceeds the portable 32 KiB");
+};
+
+// Workgroup shape for one dispatch; 0 fields of FaReduceHadamardOptions mean
+// "automatic".
+struct FaReduceHadamardGeometry {
+  std::uint32_t groups = 1;              // lane groups per row
+  std::uint32_t blocks_per_group = 1;    // partials each invocation loads (a power of two)
+  std::uint32_t rows_per_workgroup = 1;
+  std::uint32_t invocations = 0;         // rows_per_workgroup * groups * head_dim / 4
+  bool shuffle = false;                  // the transform's low bits through subgroup shuffles
+};
+
+struct FaReduceHadamardOptions {
+  std::uint32_t lane_groups = 0;          // 0: about nwg / 8, within the workgroup limit
+  std::uint32_t rows_per_workgroup = 0;   // 0: enough rows for >= 64 invocations
+  bool portable = false;                  // never use subgroup operations (also Context::force_portable())
+};
+
+template <class Config>
+class FaReduceHadamard {
+ public:
+  static constexpr const char* name = "aura.fa_reduce_hadamard";
+
+  struct Args {
+    TensorRef o_partials, m_partials, l_partials, signs, output;
+  };
+
+  explicit FaReduceHadamard(Context& ctx, FaReduceHadamardOptions options = {}) : ctx_(&ctx), options_(options) {}
+
+  // Throws tilekernels::Error naming the first argument that is wrong.
+  void check(const Args& a) const {
+    detail::expect_rank(name, "o_partials", a.o_partials, 3);
+    const auto rows = a.o_partials.shape[0], nwg = a.o_partials.shape[1];
+    if (nwg > static_cast<std::int64_t>(Config::max_nwg))
+      throw Error(ErrorCode::invalid_argument, detail::where(name, "o_partials") + "nwg (dimension 1) must be in [1, " +
+                                                   std::to_string(Config::max_nwg) + "], got " + std::to_string(nwg));
+    detail::expect_tensor(*ctx_, name, "o_partials", a.o_partials, Config::partial_dtype, {rows, nwg, Config::head_dim});
+    detail::expect_tensor(*ctx_, name, "m_partials", a.m_partials, Config::partial_dtype, {rows, nwg});
+    detail::expect_tensor(*ctx_, name, "l_partials", a.l_partials, Config::partial_dtype, {rows, nwg});
+    detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::head_dim});
+    detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::head_dim});
+    if (static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nwg) * Config::chunks >= (1ull << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
+    geometry(static_cast<std::uint32_t>(nwg));  // throws on bad options
+  }
+
+  FaReduceHadamardGeometry geometry(std::uint32_t nwg) const {
+    const auto& info = ctx_->info();
+    const std::uint32_t max_invocations = std::min(Config::max_invocations, info.max_workgroup_invocations);
+    const std::uint32_t shared_limit = std::min<std::uint32_t>(32768, info.max_shared_memory);
+    FaReduceHadamardGeometry g;
+    if (options_.lane_groups) {
+      g.groups = options_.lane_groups;
+    } else {
+      g.groups = std::bit_ceil((nwg + 7) / 8);
+      while (g.groups > 1 && g.groups * Config::chunks > max_invocations) g.groups /= 2;
+    }
+    g.blocks_per_group = std::bit_ceil((nwg + g.groups - 1) / g.groups);
+    const std::uint32_t lanes = g.groups * Config::chunks;
+    g.rows_per_workgroup = options_.rows_per_workgroup ? options_.rows_per_workgroup : std::max<std::uint32_t>(1, 64 / lanes);
+    g.invocations = g.rows_per_workgroup * lanes;
+    const std::uint32_t shared = Config::shared_bytes(g.rows_per_workgroup, g.groups, g.blocks_per_group);
+    if (g.invocations > max_invocations || shared > shared_limit)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": options give " + std::to_string(g.rows_per_workgroup) + " rows of " +
+                      std::to_string(g.groups) + " lane groups, " + std::to_string(g.invocations) +
+                      " invocations and " + std::to_string(shared) +
+                      " bytes of shared memory, over the limits " + std::to_string(max_invocations) + " and " +
+                      std::to_string(shared_limit));
+    // The shuffle variant numbers invocations by subgroup, which is a
+    // permutation of the workgroup when it is whole subgroups (or less than one).
+    g.shuffle = !options_.portable && !ctx_->force_portable() && info.subgroup_shuffle && info.subgroup_size > 0 &&
+                (g.invocations % info.subgroup_size == 0 || g.invocations < info.subgroup_size);
+    return g;
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const auto rows = static_cast<std::uint32_t>(a.o_partials.shape[0]);
+    const auto nwg = static_cast<std::uint32_t>(a.o_partials.shape[1]);
+    const FaReduceHadamardGeometry g = geometry(nwg);
+    PipelineKey key{g.shuffle ? spirv::aura_fa_reduce_hadamard_shuffle : spirv::aura_fa_reduce_hadamard,
+                    g.shuffle ? std::size(spirv::aura_fa_reduce_hadamard_shuffle)
+                              : std::size(spirv::aura_fa_reduce_hadamard),
+                    {g.invocations, Config::head_dim, Config::log2_head_dim, g.groups, g.blocks_per_group,
+                     g.rows_per_workgroup, static_cast<std::uint32_t>(Config::partial_dtype),
+                     static_cast<std::uint32_t>(Config::out_dtype)},
+                    5,
+                    sizeof(Push),
+                    0};
+    const Pipeline& pipeline = ctx_->pipeline(key);
+    const Push push{0, rows, nwg, inv_sqrt_head_dim()};
+    detail::record_dispatch(*ctx_, cmd, pipeline, {a.o_partials, a.m_partials, a.l_partials, a.signs, a.output}, push,
+                            (static_cast<std::uint64_t>(rows) + g.rows_per_workgroup - 1) / g.rows_per_workgroup);
+  }
+
+  // Records into a fresh command buffer, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+  // 1/sqrt(HeadDim) rounded once to float (exact for 64 and 256).
+  static float inv_sqrt_head_dim() { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(Config::head_dim))); }
+
+ private:
+  struct Push {
+    std::uint32_t group_offset, rows, nwg;
+    float inv_sqrt_dim;
+  };
+  Context* ctx_;
+  FaReduceHadamardOptions options_;
+};
+
+}  // namespace tilekernels::aura

@@ -1,0 +1,6 @@
+// Gated DeltaNet chunked linear attention (Qwen3-Next, Qwen3.5), matching
+// flash-linear-attention's kernels.
+#pragma once
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/gdn/recompute_wu.hpp"

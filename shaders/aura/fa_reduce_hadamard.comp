@@ -1,0 +1,222 @@
+#version 460
+// AURA fused split-K reduce + randomised-Hadamard undo. For each row (one
+// query head of one token) the nwg partial attention states (o_b, m_b, l_b)
+// are merged with the max shift,
+//   M = max { m_b : l_b != 0 },  e_b = e^(m_b - M),  x = sum_b e_b o_b / sum_b e_b l_b,
+// and the rotation is undone: out = signs * (H x) / sqrt(DIM), H the
+// Sylvester-Hadamard matrix (natural order). See fa_reduce_hadamard.hpp.
+//
+// Geometry (invariants the host relies on):
+// - ROWS rows per workgroup, GROUPS lane groups of CHUNKS = DIM/4 invocations
+//   per row; invocation c of a group owns the vec4 of slots 4c..4c+3;
+// - lane group g loads blocks g, g + GROUPS, ..., BPG of them, all issued
+//   before the first barrier so that the loads of a row are in flight
+//   together; nwg <= GROUPS * BPG;
+// - the weights e_b are computed once per block (nwg exponentials per row)
+//   and shared; group sums are added in group order (deterministic);
+// - lane group 0 runs the transform: the two lowest bits of the slot index
+//   in registers, the bit pairs above in shared memory, one barrier per
+//   pair; the variant `shuffle` (TK_SHUFFLE) does the bits that fit in a
+//   subgroup with shuffles instead, for whatever the subgroup size is.
+// The plain module uses no subgroup operation: correct for any subgroup
+// size. Every barrier is reached by every invocation (rows past the end
+// included).
+//! variant shuffle -DTK_SHUFFLE=1
+#include "../common/convert.glsl"
+#ifdef TK_SHUFFLE
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint DIM = 256;
+layout(constant_id = 2) const uint LOG_DIM = 8;
+layout(constant_id = 3) const uint GROUPS = 1;
+layout(constant_id = 4) const uint BPG = 8;  // blocks per lane group
+layout(constant_id = 5) const uint ROWS = 1;
+layout(constant_id = 6) const uint PARTIAL_DTYPE = 0;  // TK_F32, TK_F16, TK_BF16
+layout(constant_id = 7) const uint OUT_DTYPE = 0;
+
+const uint CHUNKS = DIM / 4;
+const uint LANES = GROUPS * CHUNKS;  // invocations per row
+// Block slots per row in shared memory: nwg <= STAT, the slots past nwg are
+// filled as empty blocks so that the loops over blocks have constant bounds.
+const uint STAT = GROUPS * BPG;
+
+layout(push_constant) uniform Push {
+  uint group_offset;  // first workgroup of this dispatch slice
+  uint rows;
+  uint nwg;
+  float inv_sqrt_dim;  // 1/sqrt(DIM), rounded once on the host
+} pc;
+
+layout(std430, binding = 0) readonly buffer OPartialsF { vec4 o_f32[]; };
+layout(std430, binding = 0) readonly buffer OPartialsH { uvec2 o_16[]; };
+layout(std430, binding = 1) readonly buffer MPartialsF { float m_f32[]; };
+layout(std430, binding = 1) readonly buffer MPartialsH { uint m_16[]; };
+layout(std430, binding = 2) readonly buffer LPartialsF { float l_f32[]; };
+layout(std430, binding = 2) readonly buffer LPartialsH { uint l_16[]; };
+layout(std430, binding = 3) readonly buffer Signs { vec4 signs[]; };
+layout(std430, binding = 4) writeonly buffer OutputF { vec4 out_f32[]; };
+layout(std430, binding = 4) writeonly buffer OutputH { uvec2 out_16[]; };
+
+shared float s_m[ROWS * STAT];
+shared float s_l[ROWS * STAT];
+shared float s_e[ROWS * STAT];
+shared vec4 s_acc[ROWS * (GROUPS - 1) * CHUNKS + 1];  // partial sums of groups 1..GROUPS-1
+shared float s_x[ROWS * DIM];                          // the row during the transform
+
+float load_scalar(bool is_m, uint i) {
+  if (PARTIAL_DTYPE == TK_F32) return is_m ? m_f32[i] : l_f32[i];
+  return tk_load16(PARTIAL_DTYPE, is_m ? m_16[i >> 1] : l_16[i >> 1], i);
+}
+
+vec4 load_chunk(uint i) {
+  if (PARTIAL_DTYPE == TK_F32) return o_f32[i];
+  return tk_unpack4(PARTIAL_DTYPE, o_16[i]);
+}
+
+// H_4 on the two index bits a vec4 spans.
+vec4 butterfly2(vec4 v) {
+  const vec2 s = v.xz + v.yw, d = v.xz - v.yw;
+  return vec4(s.x + s.y, d.x + d.y, s.x - s.y, d.x - d.y);
+}
+
+// H_2 on the upper of the two index bits only.
+vec4 butterfly_upper(vec4 v) { return vec4(v.xy + v.zw, v.xy - v.zw); }
+
+void store_slots(uint i, uint step, vec4 v) {
+  s_x[i] = v.x;
+  s_x[i + step] = v.y;
+  s_x[i + 2 * step] = v.z;
+  s_x[i + 3 * step] = v.w;
+}
+
+// Butterflies the slot-index bits first_bit..LOG_DIM-1 of the row at xo in
+// s_x, two per round, one barrier per round (reached by every invocation).
+// In a round invocation c takes the four slots that differ only in bits
+// (q, q+1) and whose other bits spell c; with an odd count the last round
+// butterflies bit p only, spanning bits (p - 1, p).
+void shared_rounds(uint first_bit, bool owner, uint xo, uint c) {
+  for (uint p = first_bit; p < LOG_DIM; p += 2) {
+    const bool pair = p + 1 < LOG_DIM;
+    const uint q = pair ? p : p - 1;
+    if (owner) {
+      const uint step = 1u << q;
+      const uint i = xo + ((c & (step - 1u)) | ((c >> q) << (q + 2)));
+      vec4 v = vec4(s_x[i], s_x[i + step], s_x[i + 2 * step], s_x[i + 3 * step]);
+      store_slots(i, step, pair ? butterfly2(v) : butterfly_upper(v));
+    }
+    barrier();
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint r = tid / LANES;
+  const uint lane = tid % LANES;
+  const uint g = lane / CHUNKS;
+  const uint c = lane % CHUNKS;
+  const uint row = (gl_WorkGroupID.x + pc.group_offset) * ROWS + r;
+  const bool live = row < pc.rows;
+  const uint nwg = pc.nwg;
+  const uint stat = r * STAT;  // this row's slots in s_m, s_l, s_e
+
+  // All global loads of the row first.
+  vec4 ob[BPG];
+  for (uint u = 0; u < BPG; ++u) {
+    const uint b = g + u * GROUPS;
+    ob[u] = vec4(0.0);
+    if (live && b < nwg) ob[u] = load_chunk((row * nwg + b) * CHUNKS + c);
+  }
+  for (uint b = lane; b < STAT; b += LANES) {
+    const bool used = live && b < nwg;
+    s_m[stat + b] = used ? load_scalar(true, row * nwg + b) : 0.0;
+    s_l[stat + b] = used ? load_scalar(false, row * nwg + b) : 0.0;
+  }
+#ifdef TK_SHUFFLE
+  const uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint tr = t / LANES, tg = (t % LANES) / CHUNKS, tc = t % CHUNKS;
+  const uint txo = tr * DIM;
+  const uint t_row = (gl_WorkGroupID.x + pc.group_offset) * ROWS + tr;
+  const bool t_live = t_row < pc.rows;
+  const uint sign_chunk = tc, sign_group = tg;
+#else
+  const uint sign_chunk = c, sign_group = g;
+#endif
+  vec4 sign4 = vec4(1.0);
+  if (sign_group == 0) sign4 = signs[sign_chunk];
+  barrier();
+
+  // One weight per block; empty blocks (l == 0) get 0 and are skipped below.
+  if (lane < STAT) {
+    float m_max = uintBitsToFloat(0xff800000u);  // -inf
+    for (uint b = 0; b < STAT; ++b)
+      if (s_l[stat + b] != 0.0) m_max = max(m_max, s_m[stat + b]);
+    for (uint b = lane; b < STAT; b += LANES)
+      s_e[stat + b] = s_l[stat + b] != 0.0 ? exp(s_m[stat + b] - m_max) : 0.0;
+  }
+  barrier();
+
+  vec4 acc = vec4(0.0);
+  for (uint u = 0; u < BPG; ++u) {
+    const uint b = g + u * GROUPS;
+    if (s_l[stat + b] != 0.0) acc += s_e[stat + b] * ob[u];
+  }
+  if (GROUPS > 1) {
+    if (g != 0) s_acc[(r * (GROUPS - 1) + g - 1) * CHUNKS + c] = acc;
+    barrier();
+    if (g == 0)
+      for (uint h = 1; h < GROUPS; ++h) acc += s_acc[(r * (GROUPS - 1) + h - 1) * CHUNKS + c];
+  }
+
+  const uint xo = r * DIM;  // this row's slots in s_x
+  if (g == 0) {
+    float l_sum = 0.0;
+    for (uint b = 0; b < STAT; ++b) l_sum += s_e[stat + b] * s_l[stat + b];
+    // A row whose blocks are all empty has l_sum = 0: zeros, never NaN.
+    // (!= rather than >: a NaN sum propagates instead of giving zeros.)
+    const float scale = l_sum != 0.0 ? pc.inv_sqrt_dim / l_sum : 0.0;
+    acc *= scale;
+    store_slots(xo + 4 * c, 1u, acc);
+  }
+  barrier();
+
+#ifdef TK_SHUFFLE
+  // The transform numbers invocations by subgroup, t = subgroup * size +
+  // lane (a permutation of the workgroup when subgroups are full: the host
+  // uses this variant only for workgroups that are a whole number of
+  // subgroups, or one partial one), so that bit j of t's lane is bit 2+j of
+  // the slot index of t's vec4. Those bits are butterflied with shuffles, as
+  // many as the subgroup holds (any size works); the rest in shared memory.
+  const vec4 v0 = tg == 0u ? vec4(s_x[txo + 4 * tc], s_x[txo + 4 * tc + 1], s_x[txo + 4 * tc + 2], s_x[txo + 4 * tc + 3])
+                           : vec4(0.0);
+  vec4 v = butterfly2(v0);
+  const uint lane_bits = min(LOG_DIM - 2u, uint(findMSB(gl_SubgroupSize)));
+  for (uint j = 0; j < lane_bits; ++j) {
+    const uint mask = 1u << j;
+    const vec4 other = subgroupShuffleXor(v, mask);
+    v = (tc & mask) != 0u ? other - v : v + other;
+  }
+  if (2u + lane_bits < LOG_DIM) {
+    // Every invocation writes back only the slots it read: no barrier before.
+    if (tg == 0u) store_slots(txo + 4 * tc, 1u, v);
+    barrier();
+    shared_rounds(2u + lane_bits, tg == 0u, txo, tc);
+    if (tg == 0u) v = vec4(s_x[txo + 4 * tc], s_x[txo + 4 * tc + 1], s_x[txo + 4 * tc + 2], s_x[txo + 4 * tc + 3]);
+  }
+  if (tg != 0u || !t_live) return;
+  v *= sign4;
+  const uint out_index = t_row * CHUNKS + tc;
+#else
+  shared_rounds(2u, g == 0u, xo, c);
+  if (g != 0u || !live) return;
+  vec4 v = vec4(s_x[xo + 4 * c], s_x[xo + 4 * c + 1], s_x[xo + 4 * c + 2], s_x[xo + 4 * c + 3]);
+  v = butterfly2(v) * sign4;
+  const uint out_index = row * CHUNKS + c;
+#endif
+  if (OUT_DTYPE == TK_F32)
+    out_f32[out_index] = v;
+  else
+    out_16[out_index] = tk_pack4(OUT_DTYPE, v);
+}
