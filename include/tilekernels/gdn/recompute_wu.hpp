@@ -1,0 +1,207 @@
+// Gated DeltaNet: recompute_w_u_fwd, the WY representation of a chunk.
+//
+// For each batch b, value head h and chunk of BT consecutive tokens:
+//   u = A bf16(v * beta)               [BT, V]
+//   w = A bf16((k * beta) * exp(g))    [BT, K]
+// with A the chunk's solved (I + A)^-1 block, f32 accumulation, and the
+// operand rounding to bf16 where flash-linear-attention rounds it. GQA: the
+// key head of value head h is h / (H / Hg).
+//
+// Layout (numpy shapes, row-major, last index innermost):
+//   k    [B, T, Hg, K]  bf16        v    [B, T, H, V]  bf16
+//   beta [B, T, H]      f32         g    [B, T, H]     f32 (chunk-local cumulative gate, natural log)
+//   A    [B, T, H, BT]  f32 (or bf16, Config::a_dtype, as FLA's pipeline passes it)
+//                                  (row t holds the BT coefficients of its chunk)
+//   w    [B, T, H, K]   bf16 out    u    [B, T, H, V]  bf16 out
+// T need not be a multiple of BT: in the last chunk, rows past T are neither
+// read nor written, and the columns of A past the chunk's last row are
+// ignored (they may hold anything).
+//
+// Paths: `portable` runs on any Vulkan 1.2 device (A kept in f32).
+// `cooperative_matrix_nv` runs the products on tensor cores in fp16 with f32
+// accumulators; power-of-two row scalings keep every fp16 value below 2^15,
+// so bf16 inputs beyond the fp16 range (65504) neither overflow nor lose
+// precision, and A is rounded to fp16 (11 bits) -- or, with
+// RecomputeWUOptions::split_a, carried as hi + lo fp16 parts (about 22 bits).
+//
+// Path choice. The tensor-core path is correct (tested on an H100) but was
+// measured SLOWER than the portable path there (1196 us against 624 us at
+// B=1, T=8192, Hg=16, H=32, K=V=128), so until it is fixed it is opt-in:
+// RecomputeWUOptions::tensor_cores selects it where the device has it
+// (VK_NV_cooperative_matrix, subgroups of 32, enough shared memory) and the
+// build compiled it; force_portable or TILEKERNELS_PATH=portable override.
+// To make it automatic again, default `tensor_cores` to true.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/features.hpp"
+#include "tilekernels/spirv/gdn/recompute_wu.hpp"
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+#include "tilekernels/spirv/gdn/recompute_wu_nv.hpp"
+#endif
+
+namespace tilekernels::gdn {
+
+template <std::uint32_t BT = 64, std::uint32_t K = 128, std::uint32_t V = 128, DType AType = DType::f32>
+struct RecomputeWUConfig {
+  static_assert(AType == DType::f32 || AType == DType::bf16,
+                "RecomputeWUConfig: A must be DType::f32 (the solved blocks as computed) or DType::bf16 (as FLA's "
+                "chunked pipeline stores them)");
+  static_assert(BT == 16 || BT == 32 || BT == 64,
+                "RecomputeWUConfig: BT must be 16, 32 or 64 (whole 16-row tensor-core tiles, at most 4 per chunk)");
+  static_assert(K % 16 == 0 && V % 16 == 0,
+                "RecomputeWUConfig: K and V must be multiples of 16 (whole 16-column tensor-core tiles and "
+                "16-byte row loads)");
+  static_assert(K >= 16 && K <= 256, "RecomputeWUConfig: K must be in [16, 256] (the passes over columns are unrolled "
+                                     "at specialisation; larger heads would need more registers than a pass keeps)");
+  static_assert(V >= 16 && V <= 256, "RecomputeWUConfig: V must be in [16, 256] (the passes over columns are unrolled "
+                                     "at specialisation; larger heads would need more registers than a pass keeps)");
+
+  static constexpr std::uint32_t bt = BT, k = K, v = V;
+  static constexpr DType a_dtype = AType;
+
+  // Portable path: the A block in f32 plus a 64-column slab of bf16 operands.
+  static constexpr std::uint32_t portable_shared_bytes = BT * BT * 4 + BT * 32 * 4;
+  static_assert(portable_shared_bytes <= 32768,
+                "RecomputeWUConfig: the portable path must fit the portable 32 KiB of shared memory");
+
+  // Tensor-core path (shaders/gdn/recompute_wu_nv.comp): per pass of 128
+  // columns, fp16 operand rows and A (hi, and lo when split), then the same
+  // memory reused for the f32 accumulators; plus two shift tables.
+  static constexpr std::uint32_t coop_vec4(bool split) {
+    const std::uint32_t staged = BT * (128 / 8 + 1) + BT * (BT / 8 + 1) * (split ? 2 : 1);
+    const std::uint32_t accumulators = BT * (128 / 4 + 1);
+    return std::max(staged, accumulators);
+  }
+  static constexpr std::uint32_t coop_shared_bytes(bool split) { return coop_vec4(split) * 16 + 2 * BT * 4; }
+  static_assert(coop_shared_bytes(true) <= 49152,
+                "RecomputeWUConfig: the tensor-core path must fit 48 KiB of shared memory");
+};
+
+enum class RecomputeWUPath { portable, cooperative_matrix_nv };
+
+inline const char* path_name(RecomputeWUPath p) {
+  return p == RecomputeWUPath::portable ? "portable" : "cooperative_matrix_nv";
+}
+
+struct RecomputeWUOptions {
+  bool force_portable = false;  // take the portable path even where the tensor-core one exists
+  bool split_a = false;         // tensor-core path: A as hi + lo fp16 parts (two MMAs)
+  std::uint32_t coop_workgroup = 256;  // tensor-core path: invocations per workgroup, 128 or 256
+  bool tensor_cores = false;    // take the tensor-core path where available (see the header comment)
+};
+
+template <class Config>
+class RecomputeWU {
+ public:
+  static constexpr const char* name = "gdn.recompute_wu";
+
+  struct Args {
+    TensorRef k, v, beta, g, A, w, u;
+  };
+
+  explicit RecomputeWU(Context& ctx, RecomputeWUOptions options = {}) : ctx_(&ctx), options_(options) {
+    if (options_.coop_workgroup != 128 && options_.coop_workgroup != 256)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": coop_workgroup must be 128 or 256, got " +
+                                                   std::to_string(options_.coop_workgroup));
+  }
+
+  // The path record() takes on this context with these options.
+  RecomputeWUPath path() const {
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+    const auto& info = ctx_->info();
+    const bool subgroup_32 = info.subgroup_size_control ? (info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32)
+                                                        : info.subgroup_size == 32;
+    if (options_.tensor_cores && !options_.force_portable && !ctx_->force_portable() && info.cooperative_matrix_nv &&
+        subgroup_32 &&
+        info.max_workgroup_invocations >= options_.coop_workgroup && Config::coop_shared_bytes(options_.split_a) <= info.max_shared_memory)
+      return RecomputeWUPath::cooperative_matrix_nv;
+#endif
+    return RecomputeWUPath::portable;
+  }
+
+  // Throws tilekernels::Error naming the first argument that is wrong.
+  void check(const Args& a) const {
+    detail::expect_rank(name, "k", a.k, 4);
+    detail::expect_rank(name, "v", a.v, 4);
+    const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.v.shape[2];
+    const std::int64_t K = Config::k, V = Config::v, BT = Config::bt;
+    detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
+    detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
+    if (H % Hg != 0)
+      throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "value heads H = " + std::to_string(H) +
+                                                 " must be a multiple of the key heads Hg = " + std::to_string(Hg) +
+                                                 " of k");
+    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
+    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
+    detail::expect_tensor(*ctx_, name, "A", a.A, Config::a_dtype, {B, T, H, BT});
+    detail::expect_tensor(*ctx_, name, "w", a.w, DType::bf16, {B, T, H, K});
+    detail::expect_tensor(*ctx_, name, "u", a.u, DType::bf16, {B, T, H, V});
+    // The shaders index elements with 32-bit integers.
+    const auto index_limit = [&](const char* tensor, const TensorRef& t) {
+      if (t.elements() >= (std::int64_t(1) << 32))
+        throw Error(ErrorCode::unsupported,
+                    detail::where(name, tensor) + "more than 2^32 elements: too many for 32-bit indexing");
+    };
+    index_limit("k", a.k);
+    index_limit("v", a.v);
+    index_limit("A", a.A);
+    index_limit("w", a.w);
+    index_limit("u", a.u);
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.v.shape[2];
+    const std::int64_t chunks = (T + Config::bt - 1) / Config::bt;
+    const Push push{0, static_cast<std::uint32_t>(B), static_cast<std::uint32_t>(T), static_cast<std::uint32_t>(Hg),
+                    static_cast<std::uint32_t>(H), static_cast<std::uint32_t>(chunks)};
+    const std::uint64_t groups = static_cast<std::uint64_t>(B * chunks * H);
+    const auto a_code = static_cast<std::uint32_t>(Config::a_dtype);
+    PipelineKey key{spirv::gdn_recompute_wu, std::size(spirv::gdn_recompute_wu),
+                    {Config::bt, Config::k, Config::v, a_code}, 7, sizeof(Push), 0};
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+    if (path() == RecomputeWUPath::cooperative_matrix_nv) {
+      key = PipelineKey{spirv::gdn_recompute_wu_nv,
+                        std::size(spirv::gdn_recompute_wu_nv),
+                        {Config::bt, Config::k, Config::v, options_.split_a ? 1u : 0u,
+                         Config::coop_vec4(options_.split_a), options_.coop_workgroup, a_code},
+                        7,
+                        sizeof(Push),
+                        ctx_->info().subgroup_size_control ? 32u : 0u};
+    }
+#endif
+    const Pipeline& pipeline = ctx_->pipeline(key);
+    detail::record_dispatch(*ctx_, cmd, pipeline, {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, push, groups);
+  }
+
+  // Records into a fresh command buffer, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+  // Bytes moved when every tensor is read or written once (the memory floor).
+  static std::uint64_t bytes(std::int64_t B, std::int64_t T, std::int64_t Hg, std::int64_t H) {
+    const auto bt = static_cast<std::uint64_t>(B * T);
+    const std::uint64_t a_bytes = dtype_size(Config::a_dtype);
+    return bt * (Hg * Config::k * 2 + H * (Config::v * 2 + 4 + 4 + Config::bt * a_bytes + Config::k * 2 + Config::v * 2));
+  }
+  // Flops of the two products (full BT x BT blocks, as computed).
+  static std::uint64_t flops(std::int64_t B, std::int64_t T, std::int64_t H) {
+    return static_cast<std::uint64_t>(B * T * H) * 2ull * Config::bt * (Config::k + Config::v);
+  }
+
+ private:
+  struct Push {
+    std::uint32_t group_offset, batch, T, Hg, H, chunks;
+  };
+  Context* ctx_;
+  RecomputeWUOptions options_;
+};
+
+}  // namespace tilekernels::gdn

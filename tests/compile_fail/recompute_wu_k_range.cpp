@@ -1,0 +1,3 @@
+// expect: K must be in \[16, 256\]
+#include <tilekernels/gdn/recompute_wu.hpp>
+tilekernels::gdn::RecomputeWUConfig<64, 512, 128> config;

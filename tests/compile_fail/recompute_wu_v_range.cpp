@@ -1,0 +1,3 @@
+// expect: V must be in \[16, 256\]
+#include <tilekernels/gdn/recompute_wu.hpp>
+tilekernels::gdn::RecomputeWUConfig<64, 128, 320> config;
