@@ -3,4 +3,5 @@
 #pragma once
 
 #include "tilekernels/core.hpp"
+#include "tilekernels/gdn/chunk_o.hpp"
 #include "tilekernels/gdn/recompute_wu.hpp"

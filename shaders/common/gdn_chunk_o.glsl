@@ -1,0 +1,120 @@
+// Shared by shaders/gdn/chunk_o.comp (portable) and chunk_o_nv.comp (tensor
+// cores): buffers, push constants, the workgroup -> tile mapping and the
+// scalar f32 algorithm. The including shader declares the specialization
+// constants WG, BT, KDIM, VDIM and BV first.
+//
+// Layouts (row-major, bf16 stored as 16-bit halves of 32-bit words, low half
+// first): q, k [B, T, Hg, K]; v [B, T, H, V]; h [B, NT, H, V, K];
+// g [B, T, H] f32; o [B, T, H, V]. K and V are multiples of 16, so every row
+// starts on a 32-byte boundary.
+#ifndef TK_GDN_CHUNK_O_GLSL
+#define TK_GDN_CHUNK_O_GLSL
+
+#include "convert.glsl"
+
+layout(push_constant) uniform Push {
+  uint group_offset;  // first workgroup of this dispatch slice
+  uint T;
+  uint H;
+  uint Hg;
+  uint NT;            // ceil(T / BT)
+  uint total_groups;  // B * NT * H * (V / BV)
+  float scale;
+} pc;
+
+layout(std430, binding = 0) readonly buffer Q { uint q_w[]; };
+layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_4[]; };
+layout(std430, binding = 1) readonly buffer Kb { uint k_w[]; };
+layout(std430, binding = 1) readonly buffer K4 { uvec4 k_4[]; };
+layout(std430, binding = 2) readonly buffer Vb { uint v_w[]; };
+layout(std430, binding = 2) readonly buffer V4 { uvec4 v_4[]; };
+layout(std430, binding = 3) readonly buffer Hb { uint h_w[]; };
+layout(std430, binding = 3) readonly buffer H4 { uvec4 h_4[]; };
+layout(std430, binding = 4) readonly buffer G { float g_f[]; };
+layout(std430, binding = 5) writeonly buffer O { uint o_w[]; };
+layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
+
+// The tile a workgroup owns: V tile fastest, then head, so that the heads
+// sharing one q/k head (GQA) and the V tiles of one head run side by side
+// and share q and k in the cache.
+struct ChunkOTile {
+  uint b, ih, kh, it, v0;
+};
+
+ChunkOTile chunk_o_tile(uint id) {
+  const uint nvt = VDIM / BV;
+  ChunkOTile s;
+  s.v0 = (id % nvt) * BV;
+  id /= nvt;
+  s.ih = id % pc.H;
+  id /= pc.H;
+  s.it = id % pc.NT;
+  s.b = id / pc.NT;
+  s.kh = s.ih / (pc.H / pc.Hg);
+  return s;
+}
+
+float bf16_lo(uint w) { return uintBitsToFloat(w << 16); }
+float bf16_hi(uint w) { return uintBitsToFloat(w & 0xffff0000u); }
+float round_bf16(float x) { return tk_bf16_to_f32(tk_f32_to_bf16(x)); }
+
+// Scalar f32 algorithm over the tile's BT rows and BV columns: WG / BT
+// invocations per row, each owning CPT = BV * BT / WG consecutive columns,
+// done CHUNK_O_GROUP columns at a time (the includer's choice: all CPT at
+// once for speed, fewer to keep registers free for a faster path in the same
+// shader; each pass recomputes the row of A). Rows at or past T are neither
+// read nor written. Contains no barrier.
+const uint CPT = BV * BT / WG;
+#ifndef CHUNK_O_GROUP
+#define CHUNK_O_GROUP CPT
+#endif
+
+void chunk_o_scalar(ChunkOTile s, uint tid) {
+  const uint per_row = WG / BT;
+  const uint i = tid / per_row;
+  const uint t0 = s.it * BT;
+  const uint t = t0 + i;
+  if (t >= pc.T) return;
+  const uint qw = (((s.b * pc.T + t) * pc.Hg + s.kh) * KDIM) / 2;
+  const float gi = g_f[(s.b * pc.T + t) * pc.H + s.ih];
+  const float eg = exp(gi);
+  const uint hbase = ((s.b * pc.NT + s.it) * pc.H + s.ih) * VDIM;
+  for (uint c0 = s.v0 + (tid % per_row) * CPT, cend = c0 + CPT; c0 < cend; c0 += CHUNK_O_GROUP) {
+    float acc[CHUNK_O_GROUP];
+    for (uint c = 0; c < CHUNK_O_GROUP; ++c) acc[c] = 0.0;
+    // Intra-chunk part: bf16(mask(q k^T * exp(gi - gj))) v, one j at a time.
+    for (uint j = 0; j <= i; ++j) {
+      const uint tj = t0 + j;
+      const uint kw = (((s.b * pc.T + tj) * pc.Hg + s.kh) * KDIM) / 2;
+      float dot = 0.0;
+      for (uint x = 0; x < KDIM / 2; ++x) {
+        const uint a = q_w[qw + x], b = k_w[kw + x];
+        dot = fma(bf16_lo(a), bf16_lo(b), dot);
+        dot = fma(bf16_hi(a), bf16_hi(b), dot);
+      }
+      const float a = round_bf16(dot * exp(gi - g_f[(s.b * pc.T + tj) * pc.H + s.ih]));
+      const uint vw = (((s.b * pc.T + tj) * pc.H + s.ih) * VDIM + c0) / 2;
+      for (uint c = 0; c < CHUNK_O_GROUP; c += 2) {
+        const uint w = v_w[vw + c / 2];
+        acc[c] = fma(a, bf16_lo(w), acc[c]);
+        acc[c + 1] = fma(a, bf16_hi(w), acc[c + 1]);
+      }
+    }
+    // Inter-chunk part: (q h^T) * exp(gi).
+    for (uint c = 0; c < CHUNK_O_GROUP; ++c) {
+      const uint hw = ((hbase + c0 + c) * KDIM) / 2;
+      float dot = 0.0;
+      for (uint x = 0; x < KDIM / 2; ++x) {
+        const uint a = q_w[qw + x], b = h_w[hw + x];
+        dot = fma(bf16_lo(a), bf16_lo(b), dot);
+        dot = fma(bf16_hi(a), bf16_hi(b), dot);
+      }
+      acc[c] = fma(dot, eg, acc[c]);
+    }
+    const uint ow = (((s.b * pc.T + t) * pc.H + s.ih) * VDIM + c0) / 2;
+    for (uint c = 0; c < CHUNK_O_GROUP; c += 2)
+      o_w[ow + c / 2] = tk_f32_to_bf16(acc[c] * pc.scale) | (tk_f32_to_bf16(acc[c + 1] * pc.scale) << 16);
+  }
+}
+
+#endif
