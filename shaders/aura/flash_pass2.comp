@@ -17,6 +17,7 @@
 //   SPLITS states, writes the head and resets the counter to 0 (so the
 //   workspace is reusable without clearing).
 // No subgroup operation is used: correct for any subgroup size.
+#extension GL_EXT_control_flow_attributes : require
 #include "../common/convert.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -104,7 +105,7 @@ void main() {
     float mb[UNROLL];
     float lb[UNROLL];
     vec4 ob[UNROLL];
-    for (uint u = 0; u < UNROLL; ++u) {
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
       uint b = b0 + u * GROUPS;
       lb[u] = 0.0;
       if (b < end) {
@@ -113,7 +114,7 @@ void main() {
         ob[u] = load_chunk((row + b) * CHUNKS + c);
       }
     }
-    for (uint u = 0; u < UNROLL; ++u)
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u)
       if (lb[u] != 0.0) merge(m_acc, l_acc, o_acc, mb[u], lb[u], ob[u]);
   }
 

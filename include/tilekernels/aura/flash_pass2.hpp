@@ -122,13 +122,12 @@ class FlashPass2 {
     return num_blocks >= 8 * static_cast<std::int64_t>(lane_groups(num_blocks)) ? 8 : 4;
   }
 
-  // Workgroups per head: with fewer than ~128 heads and hundreds of blocks
-  // a workgroup per head leaves most of a large GPU idle.
-  std::uint32_t splits(std::int64_t q_heads, std::int64_t num_blocks) const {
+  // Workgroups per head. Measured on an H100 (bench/NOTES.md), splitting
+  // the heads of the benchmark shapes only slowed them down, so the
+  // automatic choice is 1; Tuning::splits opts in.
+  std::uint32_t splits(std::int64_t /*q_heads*/, std::int64_t num_blocks) const {
     if (tuning_.splits) return static_cast<std::uint32_t>(std::min<std::int64_t>(tuning_.splits, num_blocks));
-    if (num_blocks < 256) return 1;
-    const auto want = std::bit_ceil(static_cast<std::uint64_t>((128 + q_heads - 1) / q_heads));
-    return static_cast<std::uint32_t>(std::min<std::uint64_t>(want, static_cast<std::uint64_t>(num_blocks / 128)));
+    return 1;
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const {
