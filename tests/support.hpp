@@ -87,6 +87,19 @@ class GuardedTensor {
 // with the reference in place or sign.
 double relative_rms(const std::vector<float>& out, const std::vector<double>& ref);
 
+// Expects kernel.check(args) to throw tilekernels::Error with `code` and a
+// message containing `needle` (which names the bad tensor and the rule).
+template <class Kernel, class Args>
+void expect_check_error(const Kernel& kernel, const Args& args, ErrorCode code, const std::string& needle) {
+  try {
+    kernel.check(args);
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 // Widens values as if stored in `dtype` and read back.
 std::vector<float> rounded(DType dtype, std::vector<float> values);
 
