@@ -1,7 +1,12 @@
-// AURA: TurboQuant-style KV-cache compression and decode attention over the
-// compressed cache.
+// AURA: TurboQuant-style KV-cache compression (codebooks, rotations, encode,
+// decode) and decode attention over the compressed cache (split-K merge,
+// merge + Hadamard undo).
 #pragma once
 
+#include "tilekernels/aura/codebook.hpp"
+#include "tilekernels/aura/decode.hpp"
+#include "tilekernels/aura/encode.hpp"
 #include "tilekernels/aura/fa_reduce_hadamard.hpp"
 #include "tilekernels/aura/flash_pass2.hpp"
+#include "tilekernels/aura/rotation.hpp"
 #include "tilekernels/core.hpp"

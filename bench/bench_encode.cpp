@@ -1,0 +1,91 @@
+// aura::Encode (dense rotation), aura::HadamardEncode and aura::Decode at
+// the shapes: rows {8, 4096, 262144} x Dim {128, 256}, 4 bits, bf16
+// input. Bytes: input read once, packed codes and norms written once (the
+// rotation / signs / tables are read once per workgroup from cache and not
+// counted). Flops: the dense product, 2 * rows * Dim^2 (encode and decode);
+// the Hadamard transform's rows * Dim * log2(Dim) additions are not counted.
+#include <tilekernels/aura/codebook.hpp>
+#include <tilekernels/aura/decode.hpp>
+#include <tilekernels/aura/encode.hpp>
+#include <tilekernels/aura/rotation.hpp>
+
+#include <vector>
+
+#include "common.hpp"
+
+namespace {
+
+using namespace tkbench;
+namespace aura = tilekernels::aura;
+
+enum Kind { dense = 0, hadamard = 1 };
+
+// Args: rows, kind (0 dense, 1 Hadamard).
+template <std::uint32_t Dim>
+void BM_AuraEncode(benchmark::State& state) {
+  using Config = aura::EncodeConfig<Dim, 4, DType::bf16>;
+  Context& ctx = context();
+  const std::int64_t rows = state.range(0);
+  const bool is_hadamard = state.range(1) == hadamard;
+  const double bytes = double(rows) * (Dim * 2 + Config::packed_words * 4 + 4);
+  const double flops = is_hadamard ? 0.0 : 2.0 * double(rows) * Dim * Dim;
+  const int sets = rotation_sets(bytes);
+  std::vector<float> x(static_cast<std::size_t>(rows) * Dim);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 2001) * 1e-3f - 1.0f;
+  const auto cb = aura::lloyd_max_codebook(Dim, 4);
+  const auto signs = aura::hadamard_signs(Dim, 1);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, aura::hadamard_matrix(signs));
+  auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  struct Set {
+    Tensor input, packed, norms;
+  };
+  std::vector<Set> inputs;
+  for (int s = 0; s < sets; ++s)
+    inputs.push_back({Tensor::from_floats(ctx, DType::bf16, {rows, Dim}, x),
+                      Tensor(ctx, DType::u32, {rows, Config::packed_words}), Tensor(ctx, DType::f32, {rows})});
+  aura::Encode<Config> dense_kernel(ctx);
+  aura::HadamardEncode<Config> hadamard_kernel(ctx);
+  run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
+    const Set& s = inputs[static_cast<std::size_t>(i % sets)];
+    if (is_hadamard)
+      hadamard_kernel.record(cmd, {s.input, sign_t, bounds, codes, s.packed, s.norms});
+    else
+      dense_kernel.record(cmd, {s.input, rotation, bounds, codes, s.packed, s.norms});
+  }, bytes, flops);
+  if (!is_hadamard) state.counters["rows_per_inv"] = aura::Encode<Config>::rows_per_invocation(rows);
+}
+
+BENCHMARK(BM_AuraEncode<128>)
+    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AuraEncode<256>)
+    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+// Decode to bf16: packed + norms read, rows x Dim bf16 written.
+template <std::uint32_t Dim>
+void BM_AuraDecode(benchmark::State& state) {
+  using Config = aura::DecodeConfig<Dim, 4, DType::bf16>;
+  Context& ctx = context();
+  const std::int64_t rows = state.range(0);
+  const double bytes = double(rows) * (Dim * 2 + Config::packed_words * 4 + 4);
+  const double flops = 2.0 * double(rows) * Dim * Dim;
+  std::vector<std::uint32_t> words(static_cast<std::size_t>(rows) * Config::packed_words);
+  for (std::size_t i = 0; i < words.size(); ++i) words[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  std::vector<float> n(static_cast<std::size_t>(rows), 1.5f);
+  const auto cb = aura::lloyd_max_codebook(Dim, 4);
+  Tensor packed(ctx, DType::u32, {rows, Config::packed_words});
+  packed.upload(std::span<const std::uint32_t>(words));
+  auto norms = Tensor::from_floats(ctx, DType::f32, {rows}, n);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, aura::hadamard_rotation(Dim, 1));
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  Tensor out(ctx, DType::bf16, {rows, Dim});
+  aura::Decode<Config> kernel(ctx);
+  run_timed(state, ctx, [&](vk::CommandBuffer cmd, int) { kernel.record(cmd, {packed, norms, rotation, codes, out}); },
+            bytes, flops);
+}
+BENCHMARK(BM_AuraDecode<128>)->Arg(8)->Arg(262144)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

@@ -1,0 +1,164 @@
+// tk-run ops aura.codebook, aura.rotation, aura.encode, aura.decode.
+#include <tilekernels/aura/codebook.hpp>
+#include <tilekernels/aura/decode.hpp>
+#include <tilekernels/aura/encode.hpp>
+#include <tilekernels/aura/rotation.hpp>
+
+#include <bit>
+
+#include "op.hpp"
+
+namespace {
+
+using namespace tkrun;
+using tilekernels::DType;
+using tilekernels::Tensor;
+
+// Dims the encode/decode ops are instantiated for (any multiple of 32 up to
+// 512 works in the library; these are the common head dims).
+#define TK_ENCODE_DIMS 32, 64, 96, 128, 160, 192, 256, 384, 512
+
+void run_codebook(tilekernels::Context&, Invocation& inv) {
+  const std::int64_t dim = inv.int_param("dim"), bits = inv.int_param("bits");
+  if (dim < 3 || dim > 65536) throw UsageError("parameter 'dim' must be in [3, 65536], got " + std::to_string(dim));
+  if (bits < 1 || bits > 8) throw UsageError("parameter 'bits' must be in [1, 8], got " + std::to_string(bits));
+  const auto cb = tilekernels::aura::lloyd_max_codebook(static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(bits));
+  const std::int64_t levels = std::int64_t{1} << bits;
+  inv.put("boundaries", {levels - 1}, cb.boundaries);
+  inv.put("codebook", {levels}, cb.codebook);
+}
+
+void run_rotation(tilekernels::Context&, Invocation& inv) {
+  const std::int64_t dim = inv.int_param("dim"), seed = inv.int_param("seed");
+  const std::string kind = inv.param("kind");
+  if (dim < 1 || dim > 4096) throw UsageError("parameter 'dim' must be in [1, 4096], got " + std::to_string(dim));
+  const auto d = static_cast<std::uint32_t>(dim);
+  const auto s = static_cast<std::uint64_t>(seed);
+  if (kind == "dense") {
+    if (inv.wants("signs")) throw UsageError("output 'signs' exists only for kind=hadamard");
+    inv.put("rotation", {dim, dim}, tilekernels::aura::dense_rotation(d, s));
+  } else if (kind == "hadamard") {
+    if (!std::has_single_bit(d)) throw UsageError("kind=hadamard needs 'dim' a power of two, got " + std::to_string(dim));
+    const auto signs = tilekernels::aura::hadamard_signs(d, s);
+    inv.put("rotation", {dim, dim}, tilekernels::aura::hadamard_matrix(signs));
+    if (inv.wants("signs")) inv.put("signs", {dim}, signs);
+  } else {
+    throw UsageError("parameter 'kind' must be dense or hadamard, got '" + kind + "'");
+  }
+}
+
+void run_encode(tilekernels::Context& ctx, Invocation& inv) {
+  const DType in_dtype = float_dtype_param(inv, "in_dtype");
+  const std::int64_t dim = inv.int_param("dim"), bits = inv.int_param("bits");
+  const bool use_signs = inv.has_input("signs");
+  if (use_signs == inv.has_input("rotation"))
+    throw UsageError("give exactly one of the inputs 'rotation' (dense kernel) and 'signs' (Hadamard kernel)");
+  with_value<TK_ENCODE_DIMS>("dim", dim, [&](auto d) {
+    with_value<2, 3, 4, 6, 8>("bits", bits, [&](auto b) {
+      with_float_dtype(in_dtype, [&](auto t) {
+        using Config = tilekernels::aura::EncodeConfig<decltype(d)::value, decltype(b)::value, decltype(t)::value>;
+        const Shape in_shape = inv.input_shape("input");
+        if (in_shape.size() != 2 || in_shape[1] != dim)
+          throw UsageError("input 'input': expected shape [rows, " + std::to_string(dim) + "], got " +
+                           tilekernels::shape_string(in_shape));
+        const std::int64_t rows = in_shape[0];
+        const std::int64_t levels = Config::levels, words = Config::packed_words;
+        const auto input = Tensor::from_floats(ctx, in_dtype, in_shape, inv.floats("input", in_shape));
+        const auto bounds = Tensor::from_floats(ctx, DType::f32, {levels - 1}, inv.floats("boundaries", {levels - 1}));
+        const auto codes = Tensor::from_floats(ctx, DType::f32, {levels}, inv.floats("codebook", {levels}));
+        Tensor packed(ctx, DType::u32, {rows, words});
+        Tensor norms(ctx, DType::f32, {rows});
+        if (use_signs) {
+          if constexpr (std::has_single_bit(decltype(d)::value)) {
+            const auto signs = Tensor::from_floats(ctx, DType::f32, {dim}, inv.floats("signs", {dim}));
+            tilekernels::aura::HadamardEncode<Config>(ctx).run({input, signs, bounds, codes, packed, norms});
+          } else {
+            throw UsageError("input 'signs' (Hadamard kernel) needs 'dim' a power of two, got " + std::to_string(dim));
+          }
+        } else {
+          const auto rotation = Tensor::from_floats(ctx, DType::f32, {dim, dim}, inv.floats("rotation", {dim, dim}));
+          tilekernels::aura::Encode<Config>(ctx).run({input, rotation, bounds, codes, packed, norms});
+        }
+        inv.put_words("packed", {rows, words}, packed.download<std::uint32_t>());
+        inv.put("norms", {rows}, norms.download_floats());
+      });
+    });
+  });
+}
+
+void run_decode(tilekernels::Context& ctx, Invocation& inv) {
+  const DType out_dtype = float_dtype_param(inv, "out_dtype");
+  const std::int64_t dim = inv.int_param("dim"), bits = inv.int_param("bits");
+  with_value<TK_ENCODE_DIMS>("dim", dim, [&](auto d) {
+    with_value<2, 3, 4, 6, 8>("bits", bits, [&](auto b) {
+      with_float_dtype(out_dtype, [&](auto t) {
+        using Config = tilekernels::aura::DecodeConfig<decltype(d)::value, decltype(b)::value, decltype(t)::value>;
+        const std::int64_t levels = Config::levels, words = Config::packed_words;
+        const Shape p_shape = inv.input_shape("packed");
+        if (p_shape.size() != 2 || p_shape[1] != words)
+          throw UsageError("input 'packed': expected shape [rows, " + std::to_string(words) + "], got " +
+                           tilekernels::shape_string(p_shape));
+        const std::int64_t rows = p_shape[0];
+        Tensor packed(ctx, DType::u32, p_shape);
+        const auto packed_words = inv.words("packed", p_shape);
+        packed.upload(std::span<const std::uint32_t>(packed_words));
+        const auto norms = Tensor::from_floats(ctx, DType::f32, {rows}, inv.floats("norms", {rows}));
+        const auto rotation = Tensor::from_floats(ctx, DType::f32, {dim, dim}, inv.floats("rotation", {dim, dim}));
+        const auto codes = Tensor::from_floats(ctx, DType::f32, {levels}, inv.floats("codebook", {levels}));
+        Tensor out(ctx, out_dtype, {rows, dim});
+        tilekernels::aura::Decode<Config>(ctx).run({packed, norms, rotation, codes, out});
+        inv.put("output", {rows, dim}, out.download_floats());
+      });
+    });
+  });
+}
+
+const Registrar codebook{Op{
+    "aura.codebook",
+    "Lloyd-Max boundaries and codebook for one coordinate of a random unit vector in dim dimensions (bit-identical "
+    "everywhere)",
+    {{"dim", "128", "vector dimension, >= 3"}, {"bits", "4", "bits per code, 1..8"}},
+    {},
+    {{"boundaries", "f32", "[2^bits - 1]"}, {"codebook", "f32", "[2^bits]"}},
+    run_codebook}};
+
+const Registrar rotation{Op{
+    "aura.rotation",
+    "rotation matrix R from a seed (rotated[d] = sum_j R[d, j] x[j]): dense random orthogonal, or randomised "
+    "Hadamard H diag(signs) / sqrt(dim)",
+    {{"dim", "128", "dimension (hadamard: a power of two)"},
+     {"seed", "0", "seed (identical output on every machine)"},
+     {"kind", "dense", "dense or hadamard"}},
+    {},
+    {{"rotation", "f32", "[dim, dim]"}, {"signs", "f32", "[dim] (kind=hadamard)", true}},
+    run_rotation}};
+
+const Registrar encode{Op{
+    "aura.encode",
+    "fused encode: norm, rotation (dense 'rotation' or Hadamard 'signs'), Lloyd-Max codes packed at bit d*bits, "
+    "norm-correction factors",
+    {{"dim", "128", "row length: a multiple of 32 in 32..512 (32, 64, 96, 128, 160, 192, 256, 384, 512)"},
+     {"bits", "4", "bits per code: 2, 3, 4, 6 or 8"},
+     {"in_dtype", "bf16", "dtype the input is stored in (f32, f16, bf16); the input is rounded to it"}},
+    {{"input", "in_dtype", "[rows, dim]"},
+     {"rotation", "f32", "[dim, dim] (dense kernel; give this or signs)", true},
+     {"signs", "f32", "[dim] (Hadamard kernel, dim a power of two)", true},
+     {"boundaries", "f32", "[2^bits - 1]"},
+     {"codebook", "f32", "[2^bits]"}},
+    {{"packed", "u32", "[rows, dim * bits / 32]"}, {"norms", "f32", "[rows]"}},
+    run_encode}};
+
+const Registrar decode{Op{
+    "aura.decode",
+    "decode: output[r] = norms[r] * R^T codebook[codes of row r]",
+    {{"dim", "128", "row length: 32, 64, 96, 128, 160, 192, 256, 384 or 512"},
+     {"bits", "4", "bits per code: 2, 3, 4, 6 or 8"},
+     {"out_dtype", "f32", "output dtype (f32, f16, bf16); written to the file widened to f32"}},
+    {{"packed", "u32", "[rows, dim * bits / 32]"},
+     {"norms", "f32", "[rows]"},
+     {"rotation", "f32", "[dim, dim]"},
+     {"codebook", "f32", "[2^bits]"}},
+    {{"output", "out_dtype", "[rows, dim]"}},
+    run_decode}};
+
+}  // namespace

@@ -1,0 +1,94 @@
+// AURA decode: packed codes + norms back to vectors,
+//   output[r, j] = norms[r] * sum_d R[d, j] * codebook[code(r, d)]
+// (the transpose of the encode rotation; for a Hadamard encode pass
+// hadamard_matrix(signs)). Math in f32, output narrowed once at the end.
+//
+// Layout (row-major):
+//   packed   [rows, Dim*Bits/32]  u32 (code of d at bit offset d*Bits)
+//   norms    [rows]               f32 (encode's norm-correction factors)
+//   rotation [Dim, Dim]           f32
+//   codebook [2^Bits]             f32
+//   output   [rows, Dim]          Out (f32, f16 or bf16)
+// A zero norm decodes to zeros; NaN/Inf norms propagate to their row.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+#include "tilekernels/aura/encode.hpp"
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/aura/decode.hpp"
+
+namespace tilekernels::aura {
+
+template <std::uint32_t Dim, std::uint32_t Bits, DType Out = DType::f32>
+struct DecodeConfig {
+  static_assert(Dim % 32 == 0, "DecodeConfig: Dim must be a multiple of 32 (whole packed words per row)");
+  static_assert(Dim >= 32 && Dim <= 512, "DecodeConfig: Dim must be in [32, 512] (shared memory is sized from Dim)");
+  static_assert(Bits == 2 || Bits == 3 || Bits == 4 || Bits == 6 || Bits == 8,
+                "DecodeConfig: Bits must be 2, 3, 4, 6 or 8");
+  static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
+                "DecodeConfig: Out must be DType::f32, DType::f16 or DType::bf16");
+
+  static constexpr std::uint32_t dim = Dim;
+  static constexpr std::uint32_t bits = Bits;
+  static constexpr DType out_dtype = Out;
+  static constexpr std::uint32_t levels = 1u << Bits;
+  static constexpr std::uint32_t packed_words = Dim * Bits / 32;
+  // DIM/4 lanes times row_groups invocations, 4 rows per row group.
+  static constexpr std::uint32_t lanes = Dim / 4;
+  static constexpr std::uint32_t row_groups = std::min<std::uint32_t>(std::max<std::uint32_t>(1, 256 / lanes), 32);
+  static constexpr std::uint32_t invocations = lanes * row_groups;
+  static constexpr std::uint32_t rows_per_group = 4 * row_groups;
+  static constexpr std::uint32_t shared_bytes = 4 * (rows_per_group * Dim + levels);
+  static_assert(shared_bytes <= 32768, "DecodeConfig: must fit the portable 32 KiB of shared memory");
+};
+
+template <class Config>
+class Decode {
+ public:
+  static constexpr const char* name = "aura.decode";
+
+  struct Args {
+    TensorRef packed, norms, rotation, codebook, output;
+  };
+
+  explicit Decode(Context& ctx) : ctx_(&ctx) {}
+
+  void check(const Args& a) const {
+    tilekernels::detail::expect_rank(name, "packed", a.packed, 2);
+    const auto rows = a.packed.shape[0];
+    tilekernels::detail::expect_tensor(*ctx_, name, "packed", a.packed, DType::u32, {rows, Config::packed_words});
+    tilekernels::detail::expect_tensor(*ctx_, name, "norms", a.norms, DType::f32, {rows});
+    tilekernels::detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
+    tilekernels::detail::expect_tensor(*ctx_, name, "codebook", a.codebook, DType::f32, {Config::levels});
+    tilekernels::detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::dim});
+    if (static_cast<std::uint64_t>(rows) * Config::dim >= (1ull << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": output has too many elements for 32-bit indexing");
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    impl::expect_workgroup(*ctx_, name, Config::invocations, Config::shared_bytes);
+    const auto rows = a.packed.shape[0];
+    PipelineKey key{spirv::aura_decode, std::size(spirv::aura_decode),
+                    {Config::invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::out_dtype),
+                     Config::row_groups},
+                    5, sizeof(impl::EncodePush), 0};
+    const Pipeline& pipeline = ctx_->pipeline(key);
+    const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.packed, a.norms, a.rotation, a.codebook, a.output}, push,
+                            static_cast<std::uint64_t>((rows + Config::rows_per_group - 1) / Config::rows_per_group));
+  }
+
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  Context* ctx_;
+};
+
+}  // namespace tilekernels::aura

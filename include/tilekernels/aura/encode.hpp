@@ -1,0 +1,219 @@
+// AURA fused encode: TurboQuant-style compression of K/V rows.
+//
+// Per input row x (one K or V vector of Dim values):
+//   n = ||x||,  u = x / n (0 for a zero row),
+//   rotated[d] = sum_j R[d, j] u[j]                (Encode: dense R)
+//             or (H (s * u))[d] / sqrt(Dim)         (HadamardEncode: R of rotation.hpp)
+//   code[d] = #{ i : rotated[d] > boundaries[i] }    (strictly exceeded: a value equal to a
+//                                                    boundary goes to the lower cell)
+//   norm_out = n / ||codebook[code]||  (n itself where that norm is below 1e-30)
+// Codes are packed at bit offset d * Bits of the row's little-endian u32
+// stream (3- and 6-bit codes straddle words). All math is f32 whatever the
+// input dtype; codes can differ from the double reference only where a
+// rotated value lies within f32 rounding (~1e-6) of a boundary (GPUs may
+// also flush subnormal values to zero, i.e. onto the middle boundary 0).
+//
+// Layout (row-major):
+//   input      [rows, Dim]          In (f32, f16 or bf16)
+//   rotation   [Dim, Dim]           f32   (Encode)      signs [Dim] f32 +-1 (HadamardEncode)
+//   boundaries [2^Bits - 1]         f32, ascending (the kernel binary-searches them)
+//   codebook   [2^Bits]             f32
+//   packed     [rows, Dim*Bits/32]  u32
+//   norms      [rows]               f32
+// Edge cases: a zero row gets norm 0 and the codes of the value 0 (decodes
+// to zeros). A row with NaN gets a NaN norm and code 0 for every coordinate;
+// a row with +-Inf (and no NaN), or whose squared norm overflows f32
+// (|x| >~ 1e19), gets norm +Inf and code 0 (NaN products); rows whose squared
+// norm underflows (|x| <~ 1e-19) are treated as zero rows. Other rows are
+// never affected.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/aura/encode.hpp"
+#include "tilekernels/spirv/aura/encode_hadamard.hpp"
+
+namespace tilekernels::aura {
+
+template <std::uint32_t Dim, std::uint32_t Bits, DType In = DType::bf16>
+struct EncodeConfig {
+  static_assert(Dim % 32 == 0, "EncodeConfig: Dim must be a multiple of 32 (whole 32-value blocks and whole packed words)");
+  static_assert(Dim >= 32 && Dim <= 512, "EncodeConfig: Dim must be in [32, 512] (shared memory is sized from Dim)");
+  static_assert(Bits == 2 || Bits == 3 || Bits == 4 || Bits == 6 || Bits == 8,
+                "EncodeConfig: Bits must be 2, 3, 4, 6 or 8");
+  static_assert(In == DType::f32 || In == DType::f16 || In == DType::bf16,
+                "EncodeConfig: In must be DType::f32, DType::f16 or DType::bf16");
+
+  static constexpr std::uint32_t dim = Dim;
+  static constexpr std::uint32_t bits = Bits;
+  static constexpr DType in_dtype = In;
+  static constexpr std::uint32_t levels = 1u << Bits;
+  static constexpr std::uint32_t packed_words = Dim * Bits / 32;  // per row
+  static_assert(packed_words * 32 == Dim * Bits, "EncodeConfig: a row must pack into whole u32 words");
+
+  // Dense kernel: LANES * ROW_GROUPS invocations, each owning 8 coordinates
+  // of TM rows; the product runs over K chunks of k_chunk columns.
+  static constexpr std::uint32_t lanes = Dim / 8;
+  static constexpr std::uint32_t row_groups = std::min<std::uint32_t>(std::bit_floor(256 / lanes), 32);
+  static constexpr std::uint32_t dense_invocations = lanes * row_groups;
+  static constexpr std::uint32_t max_rows_per_invocation = std::min<std::uint32_t>(8, lanes);
+  // Columns per staged K chunk: wide chunks (fewer load round trips, what
+  // few-row calls are bound by) where the rotation chunk still fits.
+  static constexpr std::uint32_t k_chunk(std::uint32_t tm) { return tm <= 2 && Dim <= 128 ? 32 : Dim <= 256 ? 16 : 8; }
+  // Shared scratch in 16-byte units for TM rows per invocation.
+  static constexpr std::uint32_t dense_scratch_vec4(std::uint32_t tm) {
+    const std::uint32_t rows = tm * row_groups;
+    const std::uint32_t product = k_chunk(tm) * (rows + 4) + k_chunk(tm) * (Dim + 4);
+    const std::uint32_t epilogue = rows * Dim / 4 + rows * lanes;
+    return (std::max(product, epilogue) + 3) / 4;
+  }
+  static constexpr std::uint32_t dense_shared_bytes(std::uint32_t tm) {
+    return dense_scratch_vec4(tm) * 16 + 8 * levels + 4 * tm * row_groups;
+  }
+  static_assert(dense_shared_bytes(1) <= 32768 && dense_shared_bytes(2) <= 32768 &&
+                    dense_shared_bytes(max_rows_per_invocation) <= 32768,
+                "EncodeConfig: the dense kernel must fit the portable 32 KiB of shared memory");
+
+  // Hadamard kernel: Dim/32 invocations per row, 128 invocations per workgroup.
+  static constexpr std::uint32_t hadamard_blocks = Dim / 32;
+  static constexpr std::uint32_t hadamard_rows = 128 / hadamard_blocks;
+  static constexpr std::uint32_t hadamard_shared_bytes =
+      4 * (hadamard_rows * (Dim + hadamard_blocks) + 2 * hadamard_rows * hadamard_blocks + 2 * levels + Dim);
+  static_assert(hadamard_shared_bytes <= 32768,
+                "EncodeConfig: the Hadamard kernel must fit the portable 32 KiB of shared memory");
+};
+
+namespace impl {
+
+template <class Config>
+void expect_encode_tensors(const Context& ctx, const char* name, const TensorRef& input, const TensorRef& boundaries,
+                           const TensorRef& codebook, const TensorRef& packed, const TensorRef& norms) {
+  tilekernels::detail::expect_rank(name, "input", input, 2);
+  const auto rows = input.shape[0];
+  tilekernels::detail::expect_tensor(ctx, name, "input", input, Config::in_dtype, {rows, Config::dim});
+  tilekernels::detail::expect_tensor(ctx, name, "boundaries", boundaries, DType::f32, {Config::levels - 1});
+  tilekernels::detail::expect_tensor(ctx, name, "codebook", codebook, DType::f32, {Config::levels});
+  tilekernels::detail::expect_tensor(ctx, name, "packed", packed, DType::u32, {rows, Config::packed_words});
+  tilekernels::detail::expect_tensor(ctx, name, "norms", norms, DType::f32, {rows});
+  if (static_cast<std::uint64_t>(rows) * Config::dim >= (1ull << 32))
+    throw Error(ErrorCode::unsupported, std::string(name) + ": input has too many elements for 32-bit indexing");
+}
+
+inline void expect_workgroup(const Context& ctx, const char* name, std::uint32_t invocations, std::uint32_t shared) {
+  const auto& info = ctx.info();
+  if (invocations > info.max_workgroup_invocations || shared > info.max_shared_memory)
+    throw Error(ErrorCode::unsupported, std::string(name) + ": needs workgroups of " + std::to_string(invocations) +
+                                            " invocations and " + std::to_string(shared) +
+                                            " bytes of shared memory; the device allows " +
+                                            std::to_string(info.max_workgroup_invocations) + " and " +
+                                            std::to_string(info.max_shared_memory));
+}
+
+struct EncodePush {
+  std::uint32_t group_offset, rows, pad0, pad1;
+};
+
+}  // namespace impl
+
+// Dense-rotation encode.
+template <class Config>
+class Encode {
+ public:
+  static constexpr const char* name = "aura.encode";
+
+  struct Args {
+    TensorRef input, rotation, boundaries, codebook, packed, norms;
+  };
+
+  explicit Encode(Context& ctx) : ctx_(&ctx) {}
+
+  void check(const Args& a) const {
+    impl::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
+    tilekernels::detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
+  }
+
+  // Rows per invocation: the most (best reuse of the staged rotation) that
+  // still leaves about 256 workgroups to fill the device.
+  static std::uint32_t rows_per_invocation(std::int64_t rows) {
+    std::uint32_t tm = Config::max_rows_per_invocation;
+    while (tm > 1 && (rows + tm * Config::row_groups - 1) / (tm * Config::row_groups) < 256) tm /= 2;
+    return tm;
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const auto rows = a.input.shape[0];
+    const std::uint32_t tm = rows_per_invocation(rows);
+    impl::expect_workgroup(*ctx_, name, Config::dense_invocations, Config::dense_shared_bytes(tm));
+    const std::uint32_t rows_per_group = tm * Config::row_groups;
+    PipelineKey key{spirv::aura_encode, std::size(spirv::aura_encode),
+                    {Config::dense_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype),
+                     Config::row_groups, tm, Config::k_chunk(tm), Config::dense_scratch_vec4(tm)},
+                    6, sizeof(impl::EncodePush), 0};
+    const Pipeline& pipeline = ctx_->pipeline(key);
+    const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms},
+                            push, static_cast<std::uint64_t>((rows + rows_per_group - 1) / rows_per_group));
+  }
+
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  Context* ctx_;
+};
+
+// Randomised-Hadamard encode (Dim a power of two): the rotation is given by
+// its signs (rotation.hpp's hadamard_signs); the codes equal Encode's with
+// hadamard_matrix(signs) up to values within f32 rounding of a boundary.
+template <class Config>
+class HadamardEncode {
+  static_assert(std::has_single_bit(Config::dim), "HadamardEncode: Dim must be a power of two (Sylvester Hadamard matrix)");
+
+ public:
+  static constexpr const char* name = "aura.encode_hadamard";
+
+  struct Args {
+    TensorRef input, signs, boundaries, codebook, packed, norms;
+  };
+
+  explicit HadamardEncode(Context& ctx) : ctx_(&ctx) {}
+
+  void check(const Args& a) const {
+    impl::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
+    tilekernels::detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::dim});
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const auto rows = a.input.shape[0];
+    constexpr std::uint32_t wg = Config::hadamard_blocks * Config::hadamard_rows;
+    impl::expect_workgroup(*ctx_, name, wg, Config::hadamard_shared_bytes);
+    const float inv_sqrt = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Config::dim)));
+    PipelineKey key{spirv::aura_encode_hadamard, std::size(spirv::aura_encode_hadamard),
+                    {wg, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype), Config::hadamard_rows,
+                     std::bit_cast<std::uint32_t>(inv_sqrt)},
+                    6, sizeof(impl::EncodePush), 0};
+    const Pipeline& pipeline = ctx_->pipeline(key);
+    const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms},
+                            push, static_cast<std::uint64_t>((rows + Config::hadamard_rows - 1) / Config::hadamard_rows));
+  }
+
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  Context* ctx_;
+};
+
+}  // namespace tilekernels::aura

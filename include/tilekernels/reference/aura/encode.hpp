@@ -1,0 +1,121 @@
+// Double-precision CPU reference of aura::Encode / aura::HadamardEncode /
+// aura::Decode (see include/tilekernels/aura/encode.hpp for the math). Inputs
+// are the stored values widened to float (bf16/f16 inputs already rounded).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace tilekernels::reference::aura {
+
+struct EncodeResult {
+  std::vector<std::uint32_t> codes;   // [rows, dim] codebook index per coordinate
+  std::vector<std::uint32_t> packed;  // [rows, dim * bits / 32]
+  std::vector<double> norms;          // [rows] norm / ||codebook[codes]|| (norm if that is ~0)
+  std::vector<double> rotated;        // [rows, dim] rotated unit vector
+  // [rows, dim] distance of the rotated value to the nearest boundary: the
+  // kernel's f32 arithmetic may pick the other side where this is tiny.
+  std::vector<double> margin;
+};
+
+// Index = number of boundaries the value strictly exceeds (a value equal to
+// a boundary goes to the lower cell).
+inline std::uint32_t quantize(double v, std::span<const float> boundaries) {
+  std::uint32_t idx = 0;
+  for (float b : boundaries) idx += v > static_cast<double>(b) ? 1u : 0u;
+  return idx;
+}
+
+// Packs `bits`-bit codes of each row at bit offset d * bits of the row's
+// u32 stream (little-endian within words; a code may straddle two words).
+inline std::vector<std::uint32_t> pack(std::span<const std::uint32_t> codes, std::size_t rows, std::size_t dim,
+                                       std::uint32_t bits) {
+  const std::size_t words = (dim * bits + 31) / 32;
+  std::vector<std::uint32_t> out(rows * words, 0u);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t d = 0; d < dim; ++d) {
+      const std::uint64_t code = codes[r * dim + d] & ((1u << bits) - 1u);
+      const std::size_t bit = d * bits, w = bit / 32, shift = bit % 32;
+      const std::uint64_t placed = code << shift;
+      out[r * words + w] |= static_cast<std::uint32_t>(placed);
+      if (shift + bits > 32) out[r * words + w + 1] |= static_cast<std::uint32_t>(placed >> 32);
+    }
+  return out;
+}
+
+inline std::vector<std::uint32_t> unpack(std::span<const std::uint32_t> packed, std::size_t rows, std::size_t dim,
+                                         std::uint32_t bits) {
+  const std::size_t words = (dim * bits + 31) / 32;
+  std::vector<std::uint32_t> codes(rows * dim);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t d = 0; d < dim; ++d) {
+      const std::size_t bit = d * bits, w = bit / 32, shift = bit % 32;
+      std::uint64_t v = packed[r * words + w];
+      if (w + 1 < words) v |= static_cast<std::uint64_t>(packed[r * words + w + 1]) << 32;
+      codes[r * dim + d] = static_cast<std::uint32_t>(v >> shift) & ((1u << bits) - 1u);
+    }
+  return codes;
+}
+
+inline EncodeResult encode(std::span<const float> input, std::size_t rows, std::size_t dim, std::uint32_t bits,
+                           std::span<const float> rotation, std::span<const float> boundaries,
+                           std::span<const float> codebook) {
+  EncodeResult r{std::vector<std::uint32_t>(rows * dim), {}, std::vector<double>(rows),
+                 std::vector<double>(rows * dim), std::vector<double>(rows * dim)};
+  std::vector<double> unit(dim);
+  for (std::size_t row = 0; row < rows; ++row) {
+    double sq = 0;
+    for (std::size_t j = 0; j < dim; ++j) sq += double(input[row * dim + j]) * input[row * dim + j];
+    const double norm = std::sqrt(sq);
+    for (std::size_t j = 0; j < dim; ++j) unit[j] = norm > 0 ? input[row * dim + j] / norm : 0.0;
+    double recon = 0;
+    for (std::size_t d = 0; d < dim; ++d) {
+      double v = 0;
+      for (std::size_t j = 0; j < dim; ++j) v += double(rotation[d * dim + j]) * unit[j];
+      const std::uint32_t idx = quantize(v, boundaries);
+      double margin = std::numeric_limits<double>::infinity();
+      for (float b : boundaries) margin = std::min(margin, std::abs(v - b));
+      r.rotated[row * dim + d] = v;
+      r.margin[row * dim + d] = margin;
+      r.codes[row * dim + d] = idx;
+      recon += double(codebook[idx]) * codebook[idx];
+    }
+    recon = std::sqrt(recon);
+    r.norms[row] = recon > 1e-30 ? norm / recon : norm;
+  }
+  r.packed = pack(r.codes, rows, dim, bits);
+  return r;
+}
+
+// The norm-correction factor the kernel would store for given codes.
+inline double corrected_norm(std::span<const float> row, std::span<const std::uint32_t> codes,
+                             std::span<const float> codebook) {
+  double sq = 0, recon = 0;
+  for (float x : row) sq += double(x) * x;
+  for (auto c : codes) recon += double(codebook[c]) * codebook[c];
+  recon = std::sqrt(recon);
+  return recon > 1e-30 ? std::sqrt(sq) / recon : std::sqrt(sq);
+}
+
+// output[r, j] = norms[r] * sum_d rotation[d, j] * codebook[code(r, d)].
+inline std::vector<double> decode(std::span<const std::uint32_t> packed, std::span<const float> norms,
+                                  std::size_t rows, std::size_t dim, std::uint32_t bits,
+                                  std::span<const float> rotation, std::span<const float> codebook) {
+  const auto codes = unpack(packed, rows, dim, bits);
+  std::vector<double> out(rows * dim, 0.0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t d = 0; d < dim; ++d) {
+      const double c = codebook[codes[r * dim + d]];
+      for (std::size_t j = 0; j < dim; ++j) out[r * dim + j] += double(rotation[d * dim + j]) * c;
+    }
+    for (std::size_t j = 0; j < dim; ++j) out[r * dim + j] *= norms[r];
+  }
+  return out;
+}
+
+}  // namespace tilekernels::reference::aura

@@ -1,0 +1,80 @@
+#version 460
+#extension GL_EXT_control_flow_attributes : require
+// AURA decode: output[r, j] = norms[r] * sum_d R[d, j] * codebook[code(r, d)],
+// the transpose of the encode rotation applied to the dequantised vector.
+//
+// Geometry (the host relies on it):
+// - a workgroup decodes ROWS = 4 * ROW_GROUPS rows with DIM/4 * ROW_GROUPS
+//   invocations; invocation (rg, lane) writes the four outputs lane*4..+3 of
+//   rows rg*4 .. rg*4+3;
+// - the dequantised rows are staged in shared memory (unpacked by every
+//   invocation, codes may straddle two words), the rotation is read as vec4
+//   rows of R, each used for four rows.
+// No subgroup operations: correct for any subgroup size.
+#include "../common/convert.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint DIM = 128;
+layout(constant_id = 2) const uint BITS = 4;
+layout(constant_id = 3) const uint OUT_DTYPE = 0;
+layout(constant_id = 4) const uint ROW_GROUPS = 8;
+
+const uint TM = 4u;
+const uint LANES = DIM / 4u;
+const uint WG = LANES * ROW_GROUPS;
+const uint ROWS = TM * ROW_GROUPS;
+const uint LEVELS = 1u << BITS;
+const uint WORDS = DIM * BITS / 32u;
+
+layout(push_constant) uniform Push {
+  uint group_offset;
+  uint rows;
+} pc;
+
+layout(std430, binding = 0) readonly buffer Packed { uint packed[]; };
+layout(std430, binding = 1) readonly buffer Norms { float norms[]; };
+layout(std430, binding = 2) readonly buffer Rotation { vec4 rot[]; };
+layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
+layout(std430, binding = 4) writeonly buffer OutputF { vec4 out_f32[]; };
+layout(std430, binding = 4) writeonly buffer OutputH { uvec2 out_16[]; };
+
+shared float s_val[ROWS * DIM];
+shared float s_code[LEVELS];
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint lane = t % LANES;
+  const uint rg = t / LANES;
+  const uint row0 = (gl_WorkGroupID.x + pc.group_offset) * ROWS;
+
+  for (uint i = t; i < LEVELS; i += WG) s_code[i] = codebook[i];
+  barrier();
+  for (uint e = t; e < ROWS * DIM; e += WG) {
+    const uint r = e / DIM, d = e % DIM;
+    float value = 0.0;
+    if (row0 + r < pc.rows) {
+      const uint bit = d * BITS, w = (row0 + r) * WORDS + bit / 32u, shift = bit % 32u;
+      uint code = packed[w] >> shift;
+      if (shift + BITS > 32u) code |= packed[w + 1u] << (32u - shift);
+      value = s_code[code & (LEVELS - 1u)];
+    }
+    s_val[e] = value;
+  }
+  barrier();
+
+  vec4 acc[TM];
+  [[unroll]] for (uint m = 0; m < TM; ++m) acc[m] = vec4(0.0);
+  for (uint d = 0; d < DIM; ++d) {
+    const vec4 rv = rot[d * LANES + lane];
+    [[unroll]] for (uint m = 0; m < TM; ++m) acc[m] += s_val[(rg * TM + m) * DIM + d] * rv;
+  }
+  [[unroll]] for (uint m = 0; m < TM; ++m) {
+    const uint row = row0 + rg * TM + m;
+    if (row >= pc.rows) break;
+    const vec4 result = acc[m] * norms[row];
+    if (OUT_DTYPE == TK_F32)
+      out_f32[row * LANES + lane] = result;
+    else
+      out_16[row * LANES + lane] = tk_pack4(OUT_DTYPE, result);
+  }
+}

@@ -1,0 +1,290 @@
+// aura::Encode and aura::HadamardEncode against the double-precision
+// reference: packed codes bit-exact except where a rotated value lies within
+// f32 rounding of a boundary (counted and bounded), norms within 1e-5
+// relative of what the kernel's codes imply (f32 sums vs double), ties,
+// zero rows, NaN/Inf rows, the Hadamard kernel against the dense one.
+#include <cstring>
+#include <limits>
+
+#include "test_encode_support.hpp"
+
+namespace {
+
+using namespace tktest;
+using namespace tktest::aura_support;
+
+constexpr double kNormBudget = 1e-5;
+
+struct EncodeRun {
+  std::vector<std::uint32_t> packed;
+  std::vector<float> norms;
+};
+
+template <class Config, class Kernel, class Args>
+EncodeRun run_twice(Context& ctx, const Kernel& kernel, Args args, GuardedTensor& packed, GuardedTensor& norms) {
+  kernel.run(args);
+  EncodeRun first{packed.read_words(), norms.read_floats()};
+  packed.poison();
+  norms.poison();
+  kernel.run(args);
+  const auto again = packed.read_words();
+  const auto again_norms = norms.read_floats();
+  EXPECT_EQ(first.packed, again) << "packed codes moved between two runs";
+  EXPECT_EQ(0, std::memcmp(first.norms.data(), again_norms.data(), first.norms.size() * 4)) << "norms moved";
+  (void)ctx;
+  return first;
+}
+
+// Dense encode (and, for power-of-two Dim, the Hadamard encode and the dense
+// encode of the equivalent matrix) of `rows` random rows.
+template <std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_encode(std::size_t rows, std::uint64_t seed) {
+  using Config = aura::EncodeConfig<Dim, Bits, In>;
+  SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" +
+               std::string(dtype_name(In)) + " rows=" + std::to_string(rows) + " seed=" + std::to_string(seed));
+  Context& ctx = context();
+  Rng rng(seed);
+  const auto& cb = codebook(Dim, Bits);
+  const auto x = make_rows(rng, rows, Dim, In);
+  const auto R = static_cast<std::int64_t>(rows);
+  auto input = Tensor::from_floats(ctx, In, {R, Dim}, x);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  GuardedTensor packed(ctx, DType::u32, {R, Config::packed_words});
+  GuardedTensor norms(ctx, DType::f32, {R});
+
+  const auto check_against = [&](const EncodeRun& got, const std::vector<float>& rotation, const char* what) {
+    const auto ref = reference::aura::encode(x, rows, Dim, Bits, rotation, cb.boundaries, cb.codebook);
+    const auto c = compare(got.packed, got.norms, ref, x, rows, Dim, Bits, cb.codebook);
+    EXPECT_EQ(c.unexplained, 0u) << what << ": codes differ from the reference away from any boundary";
+    EXPECT_LE(c.mismatches, rows * Dim / 1000 + 2) << what << ": too many codes within rounding of a boundary";
+    EXPECT_LE(c.worst_norm_error, kNormBudget) << what << ": norm relative error";
+    if (c.mismatches) std::printf("  [%s Dim=%u Bits=%u rows=%zu] %zu code(s) within %.0e of a boundary differ\n", what, Dim, Bits, rows, c.mismatches, kBoundaryMargin);
+    return ref;
+  };
+
+  const auto& rot = dense_rotation(Dim);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
+  aura::Encode<Config> dense(ctx);
+  const auto got = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{input, rotation, bounds, codes, packed, norms}, packed, norms);
+  check_against(got, rot, "dense");
+
+  if constexpr (std::has_single_bit(Dim)) {
+    const auto signs = aura::hadamard_signs(Dim, seed);
+    const auto hmat = aura::hadamard_matrix(signs);
+    auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
+    auto hrot = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, hmat);
+    packed.poison();
+    norms.poison();
+    aura::HadamardEncode<Config> had(ctx);
+    const auto got_h = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{input, sign_t, bounds, codes, packed, norms}, packed, norms);
+    const auto ref = check_against(got_h, hmat, "hadamard");
+    packed.poison();
+    norms.poison();
+    const auto got_d = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{input, hrot, bounds, codes, packed, norms}, packed, norms);
+    check_against(got_d, hmat, "dense with the Hadamard matrix");
+    // The two kernels agree with each other wherever the value is not on a boundary.
+    const auto a = reference::aura::unpack(got_h.packed, rows, Dim, Bits);
+    const auto b = reference::aura::unpack(got_d.packed, rows, Dim, Bits);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i]) {
+        ++differ;
+        EXPECT_LT(ref.margin[i], kBoundaryMargin) << "Hadamard and dense codes differ at " << i;
+      }
+    EXPECT_LE(differ, rows * Dim / 1000 + 2);
+  }
+}
+
+template <std::uint32_t Dim, DType In>
+void check_all_bits(std::size_t rows, std::uint64_t seed) {
+  check_encode<Dim, 2, In>(rows, seed);
+  check_encode<Dim, 3, In>(rows, seed + 1);
+  check_encode<Dim, 4, In>(rows, seed + 2);
+  check_encode<Dim, 6, In>(rows, seed + 3);
+  check_encode<Dim, 8, In>(rows, seed + 4);
+}
+
+template <std::uint32_t Dim>
+void check_dim(std::uint64_t seed) {
+  for (std::size_t rows : {1, 7}) {
+    check_all_bits<Dim, DType::f32>(rows, seed);
+    check_all_bits<Dim, DType::f16>(rows, seed + 10);
+    check_all_bits<Dim, DType::bf16>(rows, seed + 20);
+  }
+}
+
+class AuraEncode : public DeviceTest {};
+
+TEST_F(AuraEncode, Dim64AllBitsAndDtypes) { check_dim<64>(100); }
+TEST_F(AuraEncode, Dim96AllBitsAndDtypes) { check_dim<96>(200); }
+TEST_F(AuraEncode, Dim128AllBitsAndDtypes) { check_dim<128>(300); }
+TEST_F(AuraEncode, Dim256AllBitsAndDtypes) { check_dim<256>(400); }
+TEST_F(AuraEncode, Dim512AllBitsAndDtypes) { check_dim<512>(500); }
+
+TEST_F(AuraEncode, ThousandRows) {
+  check_all_bits<128, DType::bf16>(1000, 600);
+  check_encode<96, 3, DType::f16>(1000, 610);
+  check_encode<64, 6, DType::f32>(1000, 620);
+  check_encode<512, 4, DType::bf16>(1000, 630);
+}
+
+// Values exactly on a boundary go to the lower cell; one float either side
+// goes to its side. With input rows e_j (unit, norm exactly 1) the rotated
+// row j is column j of the matrix, exactly, so every boundary is hit.
+template <std::uint32_t Bits>
+void check_ties() {
+  constexpr std::uint32_t Dim = 128;
+  using Config = aura::EncodeConfig<Dim, Bits, DType::f32>;
+  SCOPED_TRACE("Bits=" + std::to_string(Bits));
+  Context& ctx = context();
+  const auto& cb = codebook(Dim, Bits);
+  std::vector<float> values;
+  // The neighbours of the middle boundary 0 are +-FLT_MIN, not the
+  // subnormals next to 0: GPUs may flush subnormals to zero (NVIDIA does).
+  for (float b : cb.boundaries) {
+    values.push_back(b);
+    values.push_back(b == 0.0f ? -std::numeric_limits<float>::min() : std::nextafter(b, -1.0f));
+    values.push_back(b == 0.0f ? std::numeric_limits<float>::min() : std::nextafter(b, 1.0f));
+  }
+  std::vector<float> mat(Dim * Dim), x(Dim * Dim, 0.0f);
+  for (std::size_t j = 0; j < Dim; ++j) {
+    x[j * Dim + j] = 1.0f;
+    for (std::size_t d = 0; d < Dim; ++d) mat[d * Dim + j] = values[(j * Dim + d) % values.size()];
+  }
+  auto input = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, x);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, mat);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  GuardedTensor packed(ctx, DType::u32, {Dim, Config::packed_words});
+  GuardedTensor norms(ctx, DType::f32, {Dim});
+  aura::Encode<Config>(ctx).run({input, rotation, bounds, codes, packed, norms});
+  const auto got = reference::aura::unpack(packed.read_words(), Dim, Dim, Bits);
+  for (std::size_t j = 0; j < Dim; ++j)
+    for (std::size_t d = 0; d < Dim; ++d) {
+      const float v = mat[d * Dim + j];
+      ASSERT_EQ(got[j * Dim + d], reference::aura::quantize(v, cb.boundaries)) << "value " << v;
+    }
+}
+
+TEST_F(AuraEncode, BoundaryTiesGoToTheLowerCell) {
+  check_ties<2>();
+  check_ties<3>();
+  check_ties<4>();
+  check_ties<6>();
+  check_ties<8>();
+}
+
+// Zero rows: norm 0, the codes of the value 0 (L/2 - 1: the middle boundary
+// is 0 and is not exceeded), no NaN; NaN and Inf rows do not disturb the
+// others and get a non-finite norm.
+template <class Kernel, std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_special_rows(bool hadamard) {
+  using Config = aura::EncodeConfig<Dim, Bits, In>;
+  Context& ctx = context();
+  Rng rng(77);
+  const auto& cb = codebook(Dim, Bits);
+  const std::size_t rows = 9;
+  auto x = make_rows(rng, rows, Dim, In);
+  for (std::size_t d = 0; d < Dim; ++d) x[0 * Dim + d] = x[4 * Dim + d] = x[8 * Dim + d] = 0.0f;
+  x[2 * Dim + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[6 * Dim + 7] = -std::numeric_limits<float>::infinity();
+  auto input = Tensor::from_floats(ctx, In, {rows, Dim}, x);
+  const auto signs = hadamard ? aura::hadamard_signs(Dim, 9) : std::vector<float>(Dim, 1.0f);
+  const auto mat = hadamard ? aura::hadamard_matrix(signs) : dense_rotation(Dim);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, mat);
+  auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  GuardedTensor packed(ctx, DType::u32, {rows, Config::packed_words});
+  GuardedTensor norms(ctx, DType::f32, {rows});
+  if constexpr (std::is_same_v<Kernel, aura::HadamardEncode<Config>>)
+    Kernel(ctx).run({input, sign_t, bounds, codes, packed, norms});
+  else
+    Kernel(ctx).run({input, rotation, bounds, codes, packed, norms});
+  const auto words = packed.read_words();
+  const auto got_norms = norms.read_floats();
+  const auto got = reference::aura::unpack(words, rows, Dim, Bits);
+  for (std::size_t r : {0, 4, 8}) {
+    EXPECT_EQ(got_norms[r], 0.0f) << "zero row " << r;
+    for (std::size_t d = 0; d < Dim; ++d) ASSERT_EQ(got[r * Dim + d], Config::levels / 2 - 1) << "zero row " << r;
+  }
+  EXPECT_FALSE(std::isfinite(got_norms[2])) << "NaN row";
+  EXPECT_FALSE(std::isfinite(got_norms[6])) << "Inf row";
+  // The other rows match the reference.
+  for (std::size_t r : {1, 3, 5, 7}) {
+    const std::vector<float> row(x.begin() + r * Dim, x.begin() + (r + 1) * Dim);
+    const auto ref = reference::aura::encode(row, 1, Dim, Bits, mat, cb.boundaries, cb.codebook);
+    for (std::size_t d = 0; d < Dim; ++d)
+      if (got[r * Dim + d] != ref.codes[d]) {
+        EXPECT_LT(ref.margin[d], kBoundaryMargin) << "row " << r << " d " << d;
+      }
+    const std::vector<std::uint32_t> mine(got.begin() + r * Dim, got.begin() + (r + 1) * Dim);
+    const double expected = reference::aura::corrected_norm(row, mine, cb.codebook);
+    EXPECT_LE(std::abs(got_norms[r] - expected) / expected, kNormBudget) << "row " << r;
+  }
+}
+
+TEST_F(AuraEncode, ZeroNanAndInfRows) {
+  check_special_rows<aura::Encode<aura::EncodeConfig<128, 4, DType::bf16>>, 128, 4, DType::bf16>(false);
+  check_special_rows<aura::Encode<aura::EncodeConfig<96, 3, DType::f32>>, 96, 3, DType::f32>(false);
+  check_special_rows<aura::HadamardEncode<aura::EncodeConfig<128, 4, DType::bf16>>, 128, 4, DType::bf16>(true);
+  check_special_rows<aura::HadamardEncode<aura::EncodeConfig<64, 6, DType::f16>>, 64, 6, DType::f16>(true);
+}
+
+TEST_F(AuraEncode, ErrorsNameTheTensor) {
+  Context& ctx = context();
+  using Config = aura::EncodeConfig<64, 4, DType::bf16>;
+  aura::Encode<Config> kernel(ctx);
+  Tensor in(ctx, DType::bf16, {5, 64}), rot(ctx, DType::f32, {64, 64}), b(ctx, DType::f32, {15}),
+      c(ctx, DType::f32, {16}), p(ctx, DType::u32, {5, 8}), n(ctx, DType::f32, {5});
+  Tensor in_f32(ctx, DType::f32, {5, 64}), rot_small(ctx, DType::f32, {32, 64}), b16(ctx, DType::f32, {16}),
+      p_wide(ctx, DType::u32, {5, 9}), n4(ctx, DType::f32, {4});
+  const auto expect_error = [&](const aura::Encode<Config>::Args& args, ErrorCode code, const std::string& needle) {
+    expect_check_error(kernel, args, code, needle);
+  };
+  EXPECT_NO_THROW(kernel.check({in, rot, b, c, p, n}));
+  expect_error({in_f32, rot, b, c, p, n}, ErrorCode::dtype_mismatch, "input: expected dtype bf16, got f32");
+  expect_error({in, rot_small, b, c, p, n}, ErrorCode::shape_mismatch, "rotation: expected shape [64, 64]");
+  expect_error({in, rot, b16, c, p, n}, ErrorCode::shape_mismatch, "boundaries: expected shape [15]");
+  expect_error({in, rot, b, b, p, n}, ErrorCode::shape_mismatch, "codebook: expected shape [16]");
+  expect_error({in, rot, b, c, p_wide, n}, ErrorCode::shape_mismatch, "packed: expected shape [5, 8]");
+  expect_error({in, rot, b, c, p, n4}, ErrorCode::shape_mismatch, "norms: expected shape [5]");
+  aura::HadamardEncode<Config> had(ctx);
+  expect_check_error(had, aura::HadamardEncode<Config>::Args{in, rot, b, c, p, n}, ErrorCode::shape_mismatch,
+                     "aura.encode_hadamard: signs: expected shape [64]");
+}
+
+// More workgroups than one dispatch may have: the dispatcher splits the grid.
+TEST(AuraEncodeSplit, GridLargerThanOneDispatch) {
+  ContextOptions options;
+  options.max_groups_per_dispatch = 3;
+  options.validation = false;
+  Context ctx(options);
+  using Config = aura::EncodeConfig<64, 3, DType::f32>;
+  const std::size_t rows = 1000;
+  Rng rng(8);
+  const auto& cb = codebook(64, 3);
+  const auto x = make_rows(rng, rows, 64, DType::f32);
+  auto input = Tensor::from_floats(ctx, DType::f32, {1000, 64}, x);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {64, 64}, dense_rotation(64));
+  const auto signs = aura::hadamard_signs(64, 3);
+  auto sign_t = Tensor::from_floats(ctx, DType::f32, {64}, signs);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {7}, cb.boundaries);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {8}, cb.codebook);
+  GuardedTensor packed(ctx, DType::u32, {1000, 6});
+  GuardedTensor norms(ctx, DType::f32, {1000});
+  aura::Encode<Config>(ctx).run({input, rotation, bounds, codes, packed, norms});
+  auto ref = reference::aura::encode(x, rows, 64, 3, dense_rotation(64), cb.boundaries, cb.codebook);
+  auto c = compare(packed.read_words(), norms.read_floats(), ref, x, rows, 64, 3, cb.codebook);
+  EXPECT_EQ(c.unexplained, 0u);
+  EXPECT_LE(c.worst_norm_error, kNormBudget);
+  packed.poison();
+  aura::HadamardEncode<Config>(ctx).run({input, sign_t, bounds, codes, packed, norms});
+  ref = reference::aura::encode(x, rows, 64, 3, aura::hadamard_matrix(signs), cb.boundaries, cb.codebook);
+  c = compare(packed.read_words(), norms.read_floats(), ref, x, rows, 64, 3, cb.codebook);
+  EXPECT_EQ(c.unexplained, 0u);
+  EXPECT_LE(c.worst_norm_error, kNormBudget);
+}
+
+}  // namespace

@@ -1,0 +1,3 @@
+// expect: DecodeConfig: Bits must be 2, 3, 4, 6 or 8
+#include <tilekernels/aura/decode.hpp>
+tilekernels::aura::DecodeConfig<128, 1> config;

@@ -1,0 +1,3 @@
+// expect: EncodeConfig: Dim must be a multiple of 32
+#include <tilekernels/aura/encode.hpp>
+tilekernels::aura::EncodeConfig<80, 4> config;
