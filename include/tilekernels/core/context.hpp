@@ -34,6 +34,9 @@ struct ContextOptions {
   PathPreference path = PathPreference::automatic;
   // Deadline of every fence wait the Context does itself.
   std::chrono::milliseconds fence_timeout{std::chrono::seconds(60)};
+  // Serialized pipeline cache from an earlier run (Context::pipeline_cache_data);
+  // data the driver does not recognise is ignored by Vulkan.
+  std::vector<std::uint8_t> pipeline_cache;
   // Largest number of workgroups one vkCmdDispatch gets along x; 0: the
   // device limit. Larger grids are split into several dispatches (lowering
   // it lets tests exercise the split on any device).
@@ -97,6 +100,7 @@ class Context {
   }
 
   const DeviceInfo& info() const noexcept { return info_; }
+  vk::Instance instance() const { return **instance_; }
   const vk::raii::Device& device() const { return *device_; }
   const vk::raii::PhysicalDevice& physical_device() const { return *physical_; }
   vk::Queue queue() const noexcept { return queue_; }
@@ -391,7 +395,8 @@ class Context {
     force_portable_ = options_.path == PathPreference::portable || detail::env_string("TILEKERNELS_PATH") == "portable";
     detail::vk_call("creating the command pool and pipeline cache", [&] {
       command_pool_.emplace(*device_, vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eTransient, queue_family_));
-      pipeline_cache_.emplace(*device_, vk::PipelineCacheCreateInfo());
+      pipeline_cache_.emplace(*device_, vk::PipelineCacheCreateInfo({}, options_.pipeline_cache.size(),
+                                                                    options_.pipeline_cache.data()));
     });
   }
 
