@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 jobs=$(nproc)
-cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release "-DTK_LP_WIDTHS=128;256;512" >/dev/null
+# TK_WERROR=1 (set by CI) turns compiler warnings into errors.
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release "-DTK_LP_WIDTHS=128;256;512" \
+  ${TK_WERROR:+-DCMAKE_COMPILE_WARNING_AS_ERROR=ON} >/dev/null
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test --output-on-failure -j"$jobs"

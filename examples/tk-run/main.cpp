@@ -160,7 +160,9 @@ int run(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--in" || a == "--out") {
       if (i + 1 >= argc) throw UsageError(a + " needs NAME=FILE");
-      auto [name, file] = split_assignment(argv[++i], a.c_str());
+      const auto assignment = split_assignment(argv[++i], a.c_str());
+      const std::string& name = assignment.first;  // a plain reference: clang 14 cannot capture bindings
+      const std::string& file = assignment.second;
       const auto& specs = a == "--in" ? op->inputs : op->outputs;
       if (std::none_of(specs.begin(), specs.end(), [&](const TensorSpec& t) { return t.name == name; }))
         throw UsageError(op->name + " has no " + (a == "--in" ? "input" : "output") + " named '" + name + "'");
