@@ -1,0 +1,20 @@
+#!/bin/bash
+# One device call's worth of work on the lent NVIDIA machine: the test
+# suite, every headline benchmark in a fresh process, and the peer scripts.
+# Everything is written under $OUT as it goes, so a timeout loses nothing.
+# Usage there: bash bench/gpu/session.sh DIR [BENCH_FILTER]   (DIR staged by stage.sh)
+# Peers need FLA for the Gated DeltaNet scripts: carry .peers/fla.
+set -uo pipefail
+dir=${1:?usage: session.sh DIR [BENCH_FILTER]}
+filter=${2:-^BM_}
+out=${OUT:-/tmp/tk-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
+bash "$dir/run.sh" tilekernels_tests --gtest_brief=1 > "$out/tests.txt" 2>&1
+grep -E "PASSED|FAILED|SKIPPED" "$out/tests.txt"
+bash bench/gpu/run_each.sh "$dir" "$filter" > "$out/bench.txt" 2>&1
+for script in bench/compare/*.py; do
+  echo "== $script" >> "$out/peers.txt"
+  PYTHONUNBUFFERED=1 timeout 120 python3 "$script" >> "$out/peers.txt" 2>&1
+done
+cat "$out/bench.txt"
