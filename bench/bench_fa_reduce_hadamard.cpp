@@ -61,7 +61,7 @@ void BM_FaReduceHadamard(benchmark::State& state) {
 void IssueShapes(benchmark::internal::Benchmark* b) {
   for (std::int64_t rows : {32, 1024})
     for (std::int64_t nwg : {8, 32}) b->Args({rows, nwg, 0, 0, 0});
-  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+  b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
 // Forced geometries at 1024 rows, to check the automatic choice.
@@ -71,13 +71,13 @@ void Tuning(benchmark::internal::Benchmark* b) {
       for (std::int64_t rpw : {1, 2}) b->Args({1024, nwg, groups, rpw, 0});
   for (std::int64_t rows : {32, 1024})
     for (std::int64_t nwg : {8, 32}) b->Args({rows, nwg, 0, 0, 1});  // portable path
-  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+  b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
 BENCHMARK(BM_FaReduceHadamard<256>)->Apply(IssueShapes);
 BENCHMARK(BM_FaReduceHadamard<512>)->Apply(IssueShapes);
-BENCHMARK(BM_FaReduceHadamard<64>)->Args({1024, 8, 0, 0, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FaReduceHadamard<128>)->Args({1024, 8, 0, 0, 0})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FaReduceHadamard<64>)->Args({1024, 8, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FaReduceHadamard<128>)->Args({1024, 8, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FaReduceHadamard<256>)->Name("Tuning_FaReduceHadamard<256>")->Apply(Tuning);
 BENCHMARK(BM_FaReduceHadamard<512>)->Name("Tuning_FaReduceHadamard<512>")->Apply(Tuning);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 namespace tkbench {
 
@@ -51,6 +52,34 @@ double measure_fma(Context& ctx) {
   }, 5, 1);
   return 2.0 * 8.0 * iterations * groups * 256.0 / s;
 }
+
+// The copy kernel moving `bytes` (read + written) per call, rotated through
+// enough buffer pairs to leave the cache, with as many workgroups as the
+// size needs (up to 65535): what a kernel of that byte count can hope for,
+// dispatch cost and ramp included.
+void BM_CopyBytes(benchmark::State& state) {
+  Context& ctx = context();
+  const std::int64_t words = std::max<std::int64_t>(4, state.range(0) / 32 * 4);  // u32s per buffer: half the bytes
+  const double bytes = 2.0 * 4.0 * static_cast<double>(words);
+  const int sets = rotation_sets(bytes);
+  std::vector<Tensor> src, dst;
+  for (int s = 0; s < sets; ++s) {
+    src.emplace_back(ctx, DType::u32, Shape{words});
+    dst.emplace_back(ctx, DType::u32, Shape{words});
+    src.back().buffer().fill(0x3f800000u);
+  }
+  const Pipeline& p = ctx.pipeline({spirv::bench_copy, std::size(spirv::bench_copy), {}, 2, sizeof(CopyPush), 0});
+  const auto count = static_cast<std::uint32_t>(words / 4);
+  const std::uint32_t groups = std::clamp<std::uint32_t>((count + 255) / 256, 1, 65535);
+  run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
+    const auto k = static_cast<std::size_t>(i % sets);
+    detail::record_dispatch(ctx, cmd, p, {src[k].ref(), dst[k].ref()}, CopyPush{0, count, groups * 256}, groups);
+  }, bytes, 0);
+}
+// Byte counts of headline shapes (flash pass 2: 0.53, 4.26, 34.1 MB; the
+// fused reduce at 256/8/1024 rows: 9.5 MB).
+BENCHMARK(BM_CopyBytes)->Arg(530000)->Arg(4260000)->Arg(9500000)->Arg(34100000)->Arg(120000000)
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -30,6 +30,7 @@ layout(constant_id = 6) const uint UNROLL = 4;  // blocks whose loads a group ha
 layout(constant_id = 7) const uint SPLITS = 1;  // workgroups per head
 
 const uint CHUNKS = DIM / 4;  // invocations per group
+#define NEG_INF uintBitsToFloat(0xff800000u)
 
 layout(push_constant) uniform Push {
   uint group_offset;  // first query head of this dispatch slice
@@ -69,21 +70,6 @@ vec4 load_chunk(uint i) {
   return tk_unpack4(PARTIAL_DTYPE, o_16[i]);
 }
 
-// Folds one state (m, l, o) into the running one, rescaling whichever has
-// the smaller maximum so that only one exponential is evaluated.
-void merge(inout float m_acc, inout float l_acc, inout vec4 o_acc, float m, float l, vec4 o) {
-  if (m > m_acc) {
-    float a = exp(m_acc - m);
-    o_acc = o_acc * a + o;
-    l_acc = l_acc * a + l;
-    m_acc = m;
-  } else {
-    float b = exp(m - m_acc);
-    o_acc += o * b;
-    l_acc += l * b;
-  }
-}
-
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint group = tid / CHUNKS;
@@ -97,7 +83,7 @@ void main() {
   const uint end = min(first + per_split, nb);
   const uint row = q * nb;  // first (q, block) index of this head
 
-  float m_acc = uintBitsToFloat(0xff800000u);  // -inf
+  float m_acc = NEG_INF;
   float l_acc = 0.0;
   vec4 o_acc = vec4(0.0);
 
@@ -107,15 +93,31 @@ void main() {
     vec4 ob[UNROLL];
     [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
       uint b = b0 + u * GROUPS;
+      mb[u] = NEG_INF;
       lb[u] = 0.0;
+      ob[u] = vec4(0.0);
       if (b < end) {
         mb[u] = load_scalar(true, row + b);
         lb[u] = load_scalar(false, row + b);
         ob[u] = load_chunk((row + b) * CHUNKS + c);
       }
     }
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u)
-      if (lb[u] != 0.0) merge(m_acc, l_acc, o_acc, mb[u], lb[u], ob[u]);
+    // The batch is folded without branches: a branch on l would let the
+    // compiler sink the o loads behind it, one round trip per block.
+    // Empty blocks (l == 0) get weight 0 and their o (possibly garbage)
+    // is never read into the sums.
+    float m_new = m_acc;
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) m_new = max(m_new, lb[u] != 0.0 ? mb[u] : NEG_INF);
+    const float rescale = m_new == m_acc ? 1.0 : exp(m_acc - m_new);
+    o_acc *= rescale;
+    l_acc *= rescale;
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+      const bool live = lb[u] != 0.0;
+      const float w = live ? exp(mb[u] - m_new) : 0.0;
+      o_acc += live ? w * ob[u] : vec4(0.0);
+      l_acc += w * lb[u];
+    }
+    m_acc = m_new;
   }
 
   if (GROUPS > 1) {
@@ -125,9 +127,20 @@ void main() {
       s_l[group] = l_acc;
     }
     barrier();
-    if (group == 0)
-      for (uint g = 1; g < GROUPS; ++g)
-        if (s_l[g] != 0.0) merge(m_acc, l_acc, o_acc, s_m[g], s_l[g], s_o[g * CHUNKS + c]);
+    if (group == 0) {
+      float m_max = m_acc;
+      for (uint g = 1; g < GROUPS; ++g) m_max = max(m_max, s_l[g] != 0.0 ? s_m[g] : NEG_INF);
+      const float rescale = m_max == m_acc ? 1.0 : exp(m_acc - m_max);
+      o_acc *= rescale;
+      l_acc *= rescale;
+      for (uint g = 1; g < GROUPS; ++g) {
+        const bool live = s_l[g] != 0.0;
+        const float w = live ? exp(s_m[g] - m_max) : 0.0;
+        o_acc += live ? w * s_o[g * CHUNKS + c] : vec4(0.0);
+        l_acc += w * s_l[g];
+      }
+      m_acc = m_max;
+    }
   }
 
   if (SPLITS > 1) {
@@ -143,12 +156,22 @@ void main() {
     if (!s_last) return;
     memoryBarrierBuffer();
     if (group == 0) {
-      m_acc = uintBitsToFloat(0xff800000u);
+      // Maximum first, then one weighted sum: no load waits behind a
+      // branch, so the SPLITS states are fetched together.
+      m_acc = NEG_INF;
+      [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
+        const vec2 ml = work_ml[q * SPLITS + s];
+        m_acc = max(m_acc, ml.y != 0.0 ? ml.x : NEG_INF);
+      }
       l_acc = 0.0;
       o_acc = vec4(0.0);
-      for (uint s = 0; s < SPLITS; ++s) {
+      [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
         const vec2 ml = work_ml[q * SPLITS + s];
-        if (ml.y != 0.0) merge(m_acc, l_acc, o_acc, ml.x, ml.y, work_o[(q * SPLITS + s) * CHUNKS + c]);
+        const vec4 o = work_o[(q * SPLITS + s) * CHUNKS + c];
+        const bool live = ml.y != 0.0;
+        const float w = live ? exp(ml.x - m_acc) : 0.0;
+        o_acc += live ? w * o : vec4(0.0);
+        l_acc += w * ml.y;
       }
       if (tid == 0) counters[q] = 0u;
     }
@@ -163,5 +186,5 @@ void main() {
     out_f32[out_index] = result;
   else
     out_16[out_index] = tk_pack4(OUT_DTYPE, result);
-  if (WRITE_LSE != 0 && c == 0) lse[q] = l_acc > 0.0 ? m_acc + log(l_acc) : uintBitsToFloat(0xff800000u);
+  if (WRITE_LSE != 0 && c == 0) lse[q] = l_acc > 0.0 ? m_acc + log(l_acc) : NEG_INF;
 }

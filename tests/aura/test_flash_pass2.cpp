@@ -121,6 +121,15 @@ TYPED_TEST(FlashPass2Test, HeadsSplitOverWorkgroups) {
     for (std::size_t nb : {7, 133}) this->check_case(3, nb, 0.3, true, 900 + splits * nb, {1}, {0, 0, splits});
 }
 
+TYPED_TEST(FlashPass2Test, ExplicitGeometries) {
+  // Lane groups and blocks in flight chosen by hand, including a single
+  // group replaying every block and batches larger than the block count.
+  const std::uint32_t geometries[][2] = {{1, 16}, {2, 16}, {4, 1}, {1, 3}};
+  std::uint64_t seed = 4000 + TypeParam::dim;
+  for (const auto& g : geometries)
+    for (std::size_t nb : {5, 133}) this->check_case(3, nb, 0.3, true, seed++, {1}, {g[0], g[1], 0});
+}
+
 class FlashPass2Errors : public DeviceTest {};
 
 TEST_F(FlashPass2Errors, NamesTheBadTensor) {
@@ -148,6 +157,19 @@ TEST_F(FlashPass2Errors, NamesTheBadTensor) {
   TensorRef null_buffer = m.ref();
   null_buffer.buffer = nullptr;
   expect_error({o, null_buffer, l, out, {}}, ErrorCode::invalid_argument, "m_partials: no buffer given");
+
+  const auto expect_tuning_error = [&](aura::FlashPass2<Config>::Tuning tuning, const std::string& needle) {
+    try {
+      aura::FlashPass2<Config> bad(ctx, tuning);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_tuning_error({0, 17, 0}, "Tuning::unroll must be <= 16");
+  expect_tuning_error({3, 0, 0}, "Tuning::lane_groups must be a power of two");
+  expect_tuning_error({0, 0, 65}, "Tuning::splits must be <= 64");
 }
 
 // More query heads than one dispatch may have workgroups: the dispatcher

@@ -77,12 +77,12 @@ class FlashPass2 {
   // Workgroup geometry; zeros pick it from the shape and the device.
   struct Tuning {
     std::uint32_t lane_groups = 0;  // power of two; lane groups per workgroup
-    std::uint32_t unroll = 0;       // 1..8; blocks per group with loads in flight together
+    std::uint32_t unroll = 0;       // 1..16; blocks per group with loads in flight together
     std::uint32_t splits = 0;       // workgroups per head (1: no workspace)
   };
 
   explicit FlashPass2(Context& ctx, Tuning tuning = {}) : ctx_(&ctx), tuning_(tuning) {
-    if (tuning.unroll > 8) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::unroll must be <= 8");
+    if (tuning.unroll > 16) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::unroll must be <= 16");
     if (tuning.splits > 64) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::splits must be <= 64");
     if (tuning.lane_groups & (tuning.lane_groups - 1))
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::lane_groups must be a power of two");
