@@ -64,11 +64,13 @@ void IssueShapes(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
-// Forced geometries at 1024 rows, to check the automatic choice.
+// Forced geometries at 1024 rows (and 32 rows of 32 blocks), to check the
+// automatic choice.
 void Tuning(benchmark::internal::Benchmark* b) {
   for (std::int64_t nwg : {8, 32})
     for (std::int64_t groups : {1, 2, 4, 8})
       for (std::int64_t rpw : {1, 2}) b->Args({1024, nwg, groups, rpw, 0});
+  for (std::int64_t groups : {1, 2, 4, 8}) b->Args({32, 32, groups, 1, 0});
   for (std::int64_t rows : {32, 1024})
     for (std::int64_t nwg : {8, 32}) b->Args({rows, nwg, 0, 0, 1});  // portable path
   b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);

@@ -43,10 +43,10 @@ void BM_FlashPass2(benchmark::State& state) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     kernel.record(cmd, {s.o, s.m, s.l, s.out, s.lse.ref()});
   }, bytes, 0);
-  const auto splits = kernel.splits(q, nb);
-  state.counters["splits"] = splits;
-  state.counters["groups"] = kernel.lane_groups((nb + splits - 1) / splits);
-  state.counters["unroll"] = kernel.unroll((nb + splits - 1) / splits);
+  const auto g = kernel.geometry(q, nb);
+  state.counters["splits"] = g.splits;
+  state.counters["groups"] = g.lane_groups;
+  state.counters["unroll"] = g.unroll;
 }
 
 // The shapes with the automatic geometry.
@@ -62,6 +62,9 @@ BENCHMARK(BM_FlashPass2Sweep)
     ->ArgsProduct({{32}, {256}, {8, 16}, {8, 16}, {1, 2}})
     ->ArgsProduct({{64}, {1024}, {8}, {4, 8}, {8, 16, 32}})
     ->ArgsProduct({{32}, {32}, {4, 8}, {1, 2}, {4, 8}})
+    // One round of loads with 1, 2, 4, 8 lane groups to merge: what the
+    // cross-group merge costs at the small shape.
+    ->Args({32, 1, 1, 1, 1})->Args({32, 4, 1, 4, 1})->Args({32, 8, 2, 4, 1})->Args({32, 16, 4, 4, 1})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // What one dispatch plus barrier costs with nothing to do: the floor under

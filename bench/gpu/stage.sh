@@ -28,7 +28,10 @@ cat > "$dir/run.sh" <<'RUN'
 # On the NVIDIA machine: unpack the Vulkan loader, point it at the NVIDIA ICD, run a staged binary.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-for f in "$here"/debs/*.deb; do dpkg -x "$f" / ; done; ldconfig
+# Once per machine: unpacking and ldconfig cost about a second per call.
+if [ ! -f /tmp/tk-loader-unpacked ]; then
+  for f in "$here"/debs/*.deb; do dpkg -x "$f" / ; done; ldconfig && touch /tmp/tk-loader-unpacked
+fi
 for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; do
   [ -f "$icd" ] && { export VK_DRIVER_FILES=$icd; break; }
 done

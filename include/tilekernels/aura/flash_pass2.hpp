@@ -101,44 +101,60 @@ class FlashPass2 {
       throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
   }
 
-  // Lane groups per workgroup: enough that each group has one or two rounds
-  // of `unroll` blocks, within the device's invocation and shared-memory
-  // limits.
-  std::uint32_t lane_groups(std::int64_t num_blocks) const {
-    const auto& info = ctx_->info();
-    if (tuning_.lane_groups) return clamp_groups(tuning_.lane_groups);
-    const std::uint32_t max_invocations = std::min<std::uint32_t>(1024, info.max_workgroup_invocations);
-    std::uint32_t max_groups = std::max<std::uint32_t>(1, max_invocations / Config::chunks);
-    while (max_groups > 1 && Config::shared_bytes(max_groups) > std::min<std::uint32_t>(32768, info.max_shared_memory))
-      --max_groups;
-    const auto want = std::bit_ceil(static_cast<std::uint64_t>((num_blocks + 3) / 4));
-    return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::bit_floor(max_groups), want));
-  }
+  // The workgroup geometry of one call.
+  struct Geometry {
+    std::uint32_t splits;       // workgroups per head
+    std::uint32_t lane_groups;  // lane groups per workgroup
+    std::uint32_t unroll;       // blocks per group with loads in flight together
+  };
 
-  // Blocks per lane group whose loads are issued together: more in flight
-  // when each group has many blocks to replay.
-  std::uint32_t unroll(std::int64_t num_blocks) const {
-    if (tuning_.unroll) return tuning_.unroll;
-    return num_blocks >= 8 * static_cast<std::int64_t>(lane_groups(num_blocks)) ? 8 : 4;
-  }
-
-  // Workgroups per head. Measured on an H100 (bench/NOTES.md), splitting
-  // the heads of the benchmark shapes only slowed them down, so the
-  // automatic choice is 1; Tuning::splits opts in.
-  std::uint32_t splits(std::int64_t /*q_heads*/, std::int64_t num_blocks) const {
-    if (tuning_.splits) return static_cast<std::uint32_t>(std::min<std::int64_t>(tuning_.splits, num_blocks));
-    return 1;
+  // What a call with `q_heads` heads of `num_blocks` blocks runs with: the
+  // Tuning fields that are set, the automatic choice for the others.
+  //
+  // Automatic choice, from measurements on an H100 (bench/NOTES.md,
+  // aura.flash_pass2): one workgroup per head, with enough lane groups
+  // that each replays one or two rounds of 4 or 8 blocks; except that few
+  // heads with many blocks (num_blocks >= 512, fewer than 128 heads) are
+  // split into workgroups of 128 or more blocks, 8 lane groups of 8 blocks
+  // each, up to about 512 workgroups: 64 heads x 1024 blocks took 17.1 us
+  // split 8 ways against 18.1 us unsplit. More splits, or splits of fewer
+  // blocks, lost more to the merge through the workspace than they gained.
+  Geometry geometry(std::int64_t q_heads, std::int64_t num_blocks) const {
+    std::uint32_t split = 1;
+    if (tuning_.splits)
+      split = static_cast<std::uint32_t>(std::min<std::int64_t>(tuning_.splits, num_blocks));
+    else if (num_blocks >= 512 && q_heads < 128)
+      split = static_cast<std::uint32_t>(std::min<std::int64_t>(num_blocks / 128, (512 + q_heads - 1) / q_heads));
+    const std::int64_t per_split = (num_blocks + split - 1) / split;
+    // Blocks each lane group should replay: 4 per group (one or two rounds)
+    // unsplit, 16 per group (two rounds of 8) when split.
+    const std::int64_t per_group = split > 1 ? 16 : 4;
+    std::uint32_t groups = 0;
+    if (tuning_.lane_groups) {
+      groups = clamp_groups(tuning_.lane_groups);
+    } else {
+      const auto& info = ctx_->info();
+      const std::uint32_t max_invocations = std::min<std::uint32_t>(1024, info.max_workgroup_invocations);
+      std::uint32_t max_groups = std::max<std::uint32_t>(1, max_invocations / Config::chunks);
+      while (max_groups > 1 && Config::shared_bytes(max_groups) > std::min<std::uint32_t>(32768, info.max_shared_memory))
+        --max_groups;
+      const auto want = std::bit_ceil(static_cast<std::uint64_t>((per_split + per_group - 1) / per_group));
+      groups = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::bit_floor(max_groups), want));
+    }
+    std::uint32_t unroll = tuning_.unroll;
+    if (!unroll) unroll = per_split >= 8 * static_cast<std::int64_t>(groups) ? 8 : 4;
+    return {split, groups, unroll};
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
     const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
-    const std::uint32_t split = splits(q, nb);
-    const std::int64_t per_split = (nb + split - 1) / split;
-    const std::uint32_t groups = lane_groups(per_split);
+    const Geometry g = geometry(q, nb);
+    const std::uint32_t split = g.splits;
     PipelineKey key{spirv::aura_flash_pass2, std::size(spirv::aura_flash_pass2),
-                    {groups * Config::chunks, Config::dim, groups, static_cast<std::uint32_t>(Config::partial_dtype),
-                     static_cast<std::uint32_t>(Config::out_dtype), a.lse ? 1u : 0u, unroll(per_split), split},
+                    {g.lane_groups * Config::chunks, Config::dim, g.lane_groups,
+                     static_cast<std::uint32_t>(Config::partial_dtype), static_cast<std::uint32_t>(Config::out_dtype),
+                     a.lse ? 1u : 0u, g.unroll, split},
                     8, sizeof(Push), 0};
     const Pipeline& pipeline = ctx_->pipeline(key);
     // Unused bindings (lse, the workspace without splits) get a tensor of
@@ -161,7 +177,7 @@ class FlashPass2 {
   void run(const Args& a) const {
     check(a);
     const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
-    if (const auto split = splits(q, nb); split > 1)
+    if (const auto split = geometry(q, nb).splits; split > 1)
       workspace(static_cast<std::uint64_t>(q) * split, static_cast<std::uint64_t>(q));  // before recording
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
