@@ -1,6 +1,7 @@
 // gdn::ChunkO at the shapes (B, T, Hg, H) with K = V = 128, BT = 64,
-// on the tensor-core path (with a few tilings: bv = V columns per
-// workgroup, wc = subgroups along V) and the portable path. Bytes: q, k,
+// on the tensor-core path (kernel versions 1 and 2, with a few tilings: bv =
+// V columns per workgroup, wc = subgroups along V, kc = K per stage) and the
+// portable path. Bytes: q, k,
 // v_new, h, g read once and o written once. Flops: the three products over
 // full 64x64 blocks (q h^T, q k^T, A v_new), reported as TFLOP/s; the floor
 // quoted for the tensor-core path is the memory floor (its MMA peak is not
@@ -29,8 +30,8 @@ std::vector<std::uint16_t> bf16_noise(std::size_t n, std::uint32_t seed) {
   return out;
 }
 
-void BM_ChunkO(benchmark::State& state, bool portable, std::uint32_t bv, std::uint32_t wc, std::uint32_t kc,
-               int v_early) {
+void BM_ChunkO(benchmark::State& state, bool portable, int version, std::uint32_t bv, std::uint32_t wc,
+               std::uint32_t kc, int v_early, std::uint32_t nbuf, std::uint32_t upw) {
   using Config = gdn::ChunkOConfig<64, 128, 128>;
   Context& ctx = context();
   const std::int64_t B = state.range(0), T = state.range(1), Hg = state.range(2), H = state.range(3);
@@ -45,6 +46,9 @@ void BM_ChunkO(benchmark::State& state, bool portable, std::uint32_t bv, std::ui
   options.nv_wc = wc;
   options.nv_kc = kc;
   options.nv_v_early = v_early;
+  options.nv_version = version;
+  options.nv_nbuf = nbuf;
+  options.nv_upw = upw;
   gdn::ChunkO<Config> kernel(ctx, options);
   if (!portable && kernel.path() == gdn::ChunkOPath::portable) {
     state.SkipWithError("no tensor-core path on this device");
@@ -74,20 +78,40 @@ void BM_ChunkO(benchmark::State& state, bool portable, std::uint32_t bv, std::ui
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Unit(benchmark::kMicrosecond);
+  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
-// Tilings: V columns per workgroup, subgroups along V, K per stage, v_new
-// read early (with the first stage) or late. The first is the default.
-BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc4_kc64_early, false, 128u, 4u, 64u, 1)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc4_kc64_late, false, 128u, 4u, 64u, 0)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc2_kc64_early, false, 128u, 2u, 64u, 1)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc4_kc32_early, false, 128u, 4u, 32u, 1)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, nv_bv64_wc2_kc64_early, false, 64u, 2u, 64u, 1)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, portable, true, 0u, 0u, 0u, -1)
+// Version 1 (chunk_o_nv.comp) tilings: V columns per workgroup, subgroups
+// along V, K per stage, v_new read early (with the first stage) or late.
+BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc4_kc64_early, false, 1, 128u, 4u, 64u, 1, 0u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc4_kc64_late, false, 1, 128u, 4u, 64u, 0, 0u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc2_kc64_early, false, 1, 128u, 2u, 64u, 1, 0u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv_bv128_wc4_kc32_early, false, 1, 128u, 4u, 32u, 1, 0u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv_bv64_wc2_kc64_early, false, 1, 64u, 2u, 64u, 1, 0u, 0u)->Apply(shapes);
+// Version 2 (chunk_o_nv2.comp): subgroups along V (1: 128 invocations), K
+// per stage, shared stage buffers.
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_wc1_kc32_buf2, false, 2, 128u, 1u, 32u, -1, 2u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_wc1_kc16_buf2, false, 2, 128u, 1u, 16u, -1, 2u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_wc1_kc64_buf1, false, 2, 128u, 1u, 64u, -1, 1u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_wc2_kc32_buf2, false, 2, 128u, 2u, 32u, -1, 2u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_wc2_kc64_buf1, false, 2, 128u, 2u, 64u, -1, 1u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_bv64_wc2_kc64_buf1, false, 2, 64u, 2u, 64u, -1, 1u, 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv2_bv64_wc1_kc64_buf1, false, 2, 64u, 1u, 64u, -1, 1u, 0u)->Apply(shapes);
+// Version 3 (chunk_o_nv3.comp): every load of a tile issued at once, in
+// workgroups of upw tiles that load the next tile while computing this one.
+// The default is wc4_kc64_upw1.
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw8, false, 3, 128u, 4u, 64u, -1, 0u, 8u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw16, false, 3, 128u, 4u, 64u, -1, 0u, 16u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw32, false, 3, 128u, 4u, 64u, -1, 0u, 32u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc2_kc64_upw16, false, 3, 128u, 2u, 64u, -1, 0u, 16u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw1, false, 3, 128u, 4u, 64u, -1, 0u, 1u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc32_upw1, false, 3, 128u, 4u, 32u, -1, 0u, 1u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw2, false, 3, 128u, 4u, 64u, -1, 0u, 2u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, portable, true, 0, 0u, 0u, 0u, -1, 0u, 0u)
     ->Args({1, 8192, 16, 32})
     ->Args({1, 256, 2, 4})  // small enough for a CPU device
     ->UseManualTime()
+    ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

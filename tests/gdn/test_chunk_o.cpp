@@ -91,19 +91,22 @@ class ChunkOTest : public DeviceTest {
     const Inputs in = make_inputs(rng, s);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.K));
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
-    for (bool portable : {false, true}) {
+    // Tensor-core versions 1, 2 and 3, then the portable path.
+    for (int version : {1, 2, 3, 0}) {
+      const bool portable = version == 0;
       gdn::ChunkOOptions options;
       options.force_portable = portable;
+      options.nv_version = version;
       gdn::ChunkOPath path{};
       const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
       const double err = relative_rms(got, want);
-      EXPECT_LE(err, kBudget) << "path " << gdn::to_string(path);
-      std::printf("[chunk_o] %-22s BT=%u K=%u V=%u B=%zu T=%zu Hg=%zu H=%zu rel_rms=%.3g\n", gdn::to_string(path),
-                  Config::BT, Config::K, Config::V, c.B, c.T, c.Hg, c.H, err);
+      EXPECT_LE(err, kBudget) << "path " << gdn::to_string(path) << " version " << version;
+      std::printf("[chunk_o] %-22s v%d BT=%u K=%u V=%u B=%zu T=%zu Hg=%zu H=%zu rel_rms=%.3g\n",
+                  gdn::to_string(path), version, Config::BT, Config::K, Config::V, c.B, c.T, c.Hg, c.H, err);
       if (portable) {
         EXPECT_EQ(path, gdn::ChunkOPath::portable);
       }
-      if (!portable && path == gdn::ChunkOPath::portable) break;  // no second path on this device
+      if (!portable && path == gdn::ChunkOPath::portable) break;  // no tensor-core path on this device
     }
   }
 };
@@ -142,10 +145,10 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
   using Config = gdn::ChunkOConfig<64, 64, 64>;
   const Case c{1, 130, 1, 2};
   const auto s = shape_of<Config>(c);
-  for (int variant = 0; variant < 2; ++variant) {
-    Rng rng(900 + variant);
+  for (int variant = 0; variant < 6; ++variant) {  // tensor-core version 1 + variant / 2
+    Rng rng(900 + variant % 2);
     Inputs in = make_inputs(rng, s);
-    if (variant == 0) {
+    if (variant % 2 == 0) {
       // One q element of chunk 1 at 1.5e5 (finite in bf16, Inf in fp16).
       in.q[(70 * s.Hg + 0) * s.K + 5] = 150016.0f;
     } else {
@@ -159,7 +162,9 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
     const float scale = 0.125f;
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
     gdn::ChunkOPath path{};
-    const auto got = run_kernel<Config>(context(), in, s, scale, {}, &path);
+    gdn::ChunkOOptions options;
+    options.nv_version = 1 + variant / 2;
+    const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
     for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "variant " << variant << " path " << gdn::to_string(path);
     EXPECT_LE(relative_rms(got, want), kBudget) << "variant " << variant << " path " << gdn::to_string(path);
     std::printf("[chunk_o] range variant %d on %s: rel_rms=%.3g\n", variant, gdn::to_string(path),
@@ -197,6 +202,7 @@ TEST_F(ChunkOTilings, AllMatchReference) {
                                       {64, 1, 64, 1},  {64, 1, 32, 0}};
   for (const auto& t : tilings) {
     gdn::ChunkOOptions o;
+    o.nv_version = 1;
     o.nv_bv = t[0];
     o.nv_wc = t[1];
     o.nv_kc = t[2];
@@ -204,6 +210,35 @@ TEST_F(ChunkOTilings, AllMatchReference) {
     const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
     EXPECT_LE(err, kBudget) << "bv=" << t[0] << " wc=" << t[1] << " kc=" << t[2] << " v_early=" << t[3];
     std::printf("[chunk_o] tiling bv=%u wc=%u kc=%u v_early=%u rel_rms=%.3g\n", t[0], t[1], t[2], t[3], err);
+  }
+  // Version 2: bv, wc, kc, stage buffers.
+  const std::uint32_t tilings2[][4] = {{128, 1, 32, 2}, {128, 1, 16, 2}, {128, 1, 64, 1}, {128, 2, 32, 2},
+                                       {128, 2, 64, 1}, {128, 2, 16, 2}, {64, 1, 32, 2},  {64, 2, 16, 1}};
+  for (const auto& t : tilings2) {
+    gdn::ChunkOOptions o;
+    o.nv_version = 2;
+    o.nv_bv = t[0];
+    o.nv_wc = t[1];
+    o.nv_kc = t[2];
+    o.nv_nbuf = t[3];
+    const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
+    EXPECT_LE(err, kBudget) << "v2 bv=" << t[0] << " wc=" << t[1] << " kc=" << t[2] << " nbuf=" << t[3];
+    std::printf("[chunk_o] v2 tiling bv=%u wc=%u kc=%u nbuf=%u rel_rms=%.3g\n", t[0], t[1], t[2], t[3], err);
+  }
+  // Version 3: bv, wc, kc, tiles per workgroup (32 tiles here: 1, 3, 5 and 16
+  // leave partial last workgroups or several tiles each).
+  const std::uint32_t tilings3[][4] = {{128, 4, 64, 1}, {128, 4, 64, 16}, {128, 4, 64, 3}, {128, 2, 64, 5},
+                                       {128, 4, 32, 1}, {64, 4, 64, 3},   {128, 1, 16, 2}};
+  for (const auto& t : tilings3) {
+    gdn::ChunkOOptions o;
+    o.nv_version = 3;
+    o.nv_bv = t[0];
+    o.nv_wc = t[1];
+    o.nv_kc = t[2];
+    o.nv_upw = t[3];
+    const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
+    EXPECT_LE(err, kBudget) << "v3 bv=" << t[0] << " wc=" << t[1] << " kc=" << t[2] << " upw=" << t[3];
+    std::printf("[chunk_o] v3 tiling bv=%u wc=%u kc=%u upw=%u rel_rms=%.3g\n", t[0], t[1], t[2], t[3], err);
   }
 }
 
@@ -243,6 +278,9 @@ TEST_F(ChunkOErrors, NamesTheBadTensor) {
   null_h.buffer = nullptr;
   expect_error({q, k, v, null_h, g, o, 1.0f}, ErrorCode::invalid_argument, "h: no buffer given");
   EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 48, 2, 32, -1}), Error);  // 48 is not a multiple of 32
+  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 0, 0, 0, -1, 4, 0, 0}), Error);  // no version 4
+  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 0, 0, 0, -1, 2, 3}), Error);   // 3 stage buffers
+  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 0, 0, 16, -1, 1, 0}), Error);  // kc 16 is version 2 only
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.
@@ -257,10 +295,12 @@ TEST(ChunkOSplit, GridLargerThanOneDispatch) {
   Rng rng(31);
   const Inputs in = make_inputs(rng, s);
   const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, 0.5, s);
-  for (bool portable : {false, true}) {
+  for (int version : {1, 2, 3, 0}) {  // 0: portable
     gdn::ChunkOOptions o;
-    o.force_portable = portable;
-    EXPECT_LE(relative_rms(run_kernel<Config>(ctx, in, s, 0.5f, o), want), kBudget) << "portable=" << portable;
+    o.force_portable = version == 0;
+    o.nv_version = version;
+    o.nv_upw = 2;  // version 3: 6 workgroups of 2 tiles (or 12 of 1 where V is split)
+    EXPECT_LE(relative_rms(run_kernel<Config>(ctx, in, s, 0.5f, o), want), kBudget) << "version=" << version;
   }
 }
 

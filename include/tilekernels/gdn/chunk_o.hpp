@@ -19,7 +19,9 @@
 // Paths: the tensor-core path (VK_NV_cooperative_matrix, fp16 operands, f32
 // accumulators) is taken when the device has it, the shader was compiled
 // and nothing forces the portable path (ChunkOOptions::force_portable,
-// ContextOptions::path or TILEKERNELS_PATH=portable). Operands are converted
+// ContextOptions::path or TILEKERNELS_PATH=portable). It has three kernel
+// versions (ChunkOOptions::nv_version; default ChunkOConfig::nv_version = 3,
+// the fastest measured). Operands are converted
 // bf16 -> fp16 exactly when 2^-17 <= |x| <= 65504; a workgroup that meets a
 // finite input or bf16(A) element beyond 65504 recomputes its tile with a
 // scalar f32 algorithm (the portable path's rounding points), so nothing
@@ -35,6 +37,8 @@
 #include "tilekernels/spirv/gdn/chunk_o.hpp"
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
 #include "tilekernels/spirv/gdn/chunk_o_nv.hpp"
+#include "tilekernels/spirv/gdn/chunk_o_nv2.hpp"
+#include "tilekernels/spirv/gdn/chunk_o_nv3.hpp"
 #endif
 
 namespace tilekernels::gdn {
@@ -47,6 +51,22 @@ constexpr std::uint32_t chunk_o_nv_shared_bytes(std::uint32_t bt, std::uint32_t 
   const std::uint32_t sq = kc / 2 + 4, sv = bv / 2 + 4, sa = bt / 2 + 4;
   const std::uint32_t stage = (2 * bt + bv) * sq, tail = bt * sv + (bt / 16) * wc * 256;
   return 4 * ((stage > tail ? stage : tail) + bt * sa + bt + 1);
+}
+// Shared memory of chunk_o_nv2.comp (mirrors its layout, in 16-byte units):
+// nbuf K stages, or v, A and two 16x16 f32 scratch tiles per subgroup; g; a flag.
+constexpr std::uint32_t chunk_o_nv2_shared_bytes(std::uint32_t bt, std::uint32_t bv, std::uint32_t wc, std::uint32_t kc,
+                                                 std::uint32_t nbuf) {
+  const std::uint32_t sq = kc / 8 + 1, sv = bv / 8 + 1, sa = bt / 8 + 1, nw = bt / 16 * wc;
+  const std::uint32_t stages = nbuf * (2 * bt + bv) * sq, tail = bt * sv + bt * sa + nw * 32 * 5;
+  return 16 * (stages > tail ? stages : tail) + 4 * bt + 4;
+}
+// Shared memory of chunk_o_nv3.comp: one K stage, or v, A and one scratch
+// tile per subgroup; g; a flag.
+constexpr std::uint32_t chunk_o_nv3_shared_bytes(std::uint32_t bt, std::uint32_t bv, std::uint32_t wc,
+                                                 std::uint32_t kc) {
+  const std::uint32_t sq = kc / 8 + 1, sv = bv / 8 + 1, sa = bt / 8 + 1, nw = bt / 16 * wc;
+  const std::uint32_t stage = (2 * bt + bv) * sq, tail = bt * sv + bt * sa + nw * 16 * 5;
+  return 16 * (stage > tail ? stage : tail) + 4 * bt + 4;
 }
 }  // namespace detail
 
@@ -86,6 +106,42 @@ struct ChunkOConfig {
   }
   static_assert(detail::chunk_o_nv_shared_bytes(BT, nv_bv, nv_wc, nv_kc) <= 48 * 1024,
                 "ChunkOConfig: the tensor-core tiles must fit 48 KiB of shared memory");
+
+  // Tensor-core kernel version taken by default: 1 = chunk_o_nv.comp, 2 =
+  // chunk_o_nv2.comp (16-byte shared stores, q k^T blocks dealt evenly over
+  // the subgroups, the gate applied at the output), 3 = chunk_o_nv3.comp
+  // (version 2 with every load of a tile issued at once, in workgroups of
+  // nv3_upw tiles that load the next tile while computing this one).
+  // Measured on an H100 at (B, T, Hg, H) = (1, 8192, 16, 32) and
+  // (8, 2048, 16, 32), K = V = 128 (bench/NOTES.md): version 3 with one
+  // tile per workgroup 287 / 555 us, version 2 301 / 586 us, version 1
+  // 321 / 618 us; version 3 with 2 or more tiles per workgroup was slower
+  // (333 us and up: the registers of the next tile cost occupancy).
+  static constexpr int nv_version = 3;
+  // Version 2 defaults: all of V (up to 128 columns) per workgroup, 2
+  // subgroups along V (256 invocations at BT = 64), 64-wide K stages in one
+  // buffer (the fastest version-2 tiling measured).
+  static constexpr std::uint32_t nv2_bv = V < 128 ? V : 128;
+  static constexpr std::uint32_t nv2_wc = 2;
+  static constexpr std::uint32_t nv2_kc = 64;
+  static constexpr std::uint32_t nv2_nbuf = 1;
+  static constexpr std::uint32_t nv2_shared_bytes(std::uint32_t bv, std::uint32_t wc, std::uint32_t kc,
+                                                  std::uint32_t nbuf) {
+    return detail::chunk_o_nv2_shared_bytes(BT, bv, wc, kc, nbuf);
+  }
+  static_assert(detail::chunk_o_nv2_shared_bytes(BT, nv2_bv, nv2_wc, nv2_kc, nv2_nbuf) <= 48 * 1024,
+                "ChunkOConfig: the version-2 tensor-core tiles must fit 48 KiB of shared memory");
+  // Version 3 defaults: all of V (up to 128 columns), 4 subgroups along V
+  // (512 invocations at BT = 64), 64-wide K stages, one tile per workgroup.
+  static constexpr std::uint32_t nv3_bv = V < 128 ? V : 128;
+  static constexpr std::uint32_t nv3_wc = 4;
+  static constexpr std::uint32_t nv3_kc = 64;
+  static constexpr std::uint32_t nv3_upw = 1;
+  static constexpr std::uint32_t nv3_shared_bytes(std::uint32_t bv, std::uint32_t wc, std::uint32_t kc) {
+    return detail::chunk_o_nv3_shared_bytes(BT, bv, wc, kc);
+  }
+  static_assert(detail::chunk_o_nv3_shared_bytes(BT, nv3_bv, nv3_wc, nv3_kc) <= 48 * 1024,
+                "ChunkOConfig: the version-3 tensor-core tiles must fit 48 KiB of shared memory");
 };
 
 enum class ChunkOPath { portable, nv_cooperative_matrix };
@@ -102,6 +158,15 @@ struct ChunkOOptions {
   // 1 reads v_new with the first stage, 0 with the last (-1: default).
   std::uint32_t nv_bv = 0, nv_wc = 0, nv_kc = 0;
   int nv_v_early = -1;
+  // Tensor-core kernel: 0 for the Config's default (nv_version), 1 or 2. For
+  // version 2, nv_bv / nv_wc / nv_kc (16, 32 or 64) override the Config's
+  // nv2_* defaults, nv_v_early is ignored, and nv_nbuf (1 or 2, 0: default)
+  // is the number of shared-memory K stage buffers.
+  int nv_version = 0;
+  std::uint32_t nv_nbuf = 0;
+  // Version 3: tiles per workgroup (0: the Config's nv3_upw); nv_bv, nv_wc,
+  // nv_kc override the nv3_* defaults as for version 2.
+  std::uint32_t nv_upw = 0;
 };
 
 template <class Config>
@@ -115,23 +180,35 @@ class ChunkO {
   };
 
   explicit ChunkO(Context& ctx, ChunkOOptions options = {}) : ctx_(&ctx), options_(options) {
-    nv_bv_ = options.nv_bv ? options.nv_bv : Config::nv_bv;
-    nv_wc_ = options.nv_wc ? options.nv_wc : Config::nv_wc;
-    nv_kc_ = options.nv_kc ? options.nv_kc : Config::nv_kc;
+    nv_version_ = options.nv_version ? options.nv_version : Config::nv_version;
+    if (nv_version_ < 1 || nv_version_ > 3)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": nv_version=" + std::to_string(nv_version_) + ": must be 0, 1, 2 or 3");
+    const bool v2 = nv_version_ >= 2;
+    const bool v3 = nv_version_ == 3;
+    nv_bv_ = options.nv_bv ? options.nv_bv : v3 ? Config::nv3_bv : v2 ? Config::nv2_bv : Config::nv_bv;
+    nv_wc_ = options.nv_wc ? options.nv_wc : v3 ? Config::nv3_wc : v2 ? Config::nv2_wc : Config::nv_wc;
+    nv_kc_ = options.nv_kc ? options.nv_kc : v3 ? Config::nv3_kc : v2 ? Config::nv2_kc : Config::nv_kc;
+    nv_nbuf_ = options.nv_nbuf ? options.nv_nbuf : Config::nv2_nbuf;
+    nv_upw_ = options.nv_upw ? options.nv_upw : Config::nv3_upw;
     nv_v_early_ = options.nv_v_early < 0 ? Config::nv_v_early : static_cast<std::uint32_t>(options.nv_v_early != 0);
-    if (nv_wc_ == 0 || nv_bv_ % (16 * nv_wc_) != 0 || Config::V % nv_bv_ != 0 || (nv_kc_ != 32 && nv_kc_ != 64) ||
-        Config::K % nv_kc_ != 0 || Config::nv_shared_bytes(nv_bv_, nv_wc_, nv_kc_) > 48 * 1024 ||
+    const bool kc_ok = v2 ? (nv_kc_ == 16 || nv_kc_ == 32 || nv_kc_ == 64) : (nv_kc_ == 32 || nv_kc_ == 64);
+    if (nv_wc_ == 0 || nv_bv_ % (16 * nv_wc_) != 0 || Config::V % nv_bv_ != 0 || !kc_ok || Config::K % nv_kc_ != 0 ||
+        (nv_version_ == 2 && nv_nbuf_ != 1 && nv_nbuf_ != 2) || nv_shared_bytes() > 48 * 1024 ||
         (Config::BT / 16) * nv_wc_ * 32 > 1024)
       throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": tensor-core tiling nv_bv=" + std::to_string(nv_bv_) + " nv_wc=" +
-                      std::to_string(nv_wc_) + " nv_kc=" + std::to_string(nv_kc_) +
-                      ": nv_bv must be a multiple of 16 * nv_wc dividing V, nv_kc 32 or 64 dividing K, "
-                      "within 48 KiB of shared memory and 1024 invocations");
+                  std::string(name) + ": tensor-core tiling (version " + std::to_string(nv_version_) +
+                      ") nv_bv=" + std::to_string(nv_bv_) + " nv_wc=" + std::to_string(nv_wc_) +
+                      " nv_kc=" + std::to_string(nv_kc_) + " nv_nbuf=" + std::to_string(nv_nbuf_) +
+                      ": nv_bv must be a multiple of 16 * nv_wc dividing V, nv_kc 32 or 64 (version 2: also 16) "
+                      "dividing K, nv_nbuf 1 or 2, within 48 KiB of shared memory and 1024 invocations");
     path_ = choose_path();
   }
 
   // The path record() takes on this context.
   ChunkOPath path() const noexcept { return path_; }
+  // The tensor-core kernel version (1, 2 or 3) the tensor-core path would take.
+  int nv_version() const noexcept { return nv_version_; }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -162,13 +239,17 @@ class ChunkO {
     const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
     const auto NT = (T + Config::BT - 1) / Config::BT;
     const std::uint32_t bv = path_ == ChunkOPath::portable ? Config::portable_bv : nv_bv_;
-    const std::uint64_t groups = static_cast<std::uint64_t>(B * NT * H) * (Config::V / bv);
+    const std::uint64_t tiles = static_cast<std::uint64_t>(B * NT * H) * (Config::V / bv);
+    // Version 3 dispatches persistent workgroups of nv_upw tiles each;
+    // total_groups then counts tiles.
+    const bool persistent = path_ == ChunkOPath::nv_cooperative_matrix && nv_version_ == 3;
+    const std::uint64_t groups = persistent ? (tiles + nv_upw_ - 1) / nv_upw_ : tiles;
     const Push push{0,
                     static_cast<std::uint32_t>(T),
                     static_cast<std::uint32_t>(H),
                     static_cast<std::uint32_t>(Hg),
                     static_cast<std::uint32_t>(NT),
-                    static_cast<std::uint32_t>(groups),
+                    static_cast<std::uint32_t>(tiles),
                     a.scale,
                     0};
     detail::record_dispatch(*ctx_, cmd, pipeline(), {a.q, a.k, a.v, a.h, a.g, a.o}, push, groups);
@@ -188,6 +269,11 @@ class ChunkO {
   };
 
   std::uint32_t nv_workgroup() const { return (Config::BT / 16) * nv_wc_ * 32; }
+  std::uint32_t nv_shared_bytes() const {
+    return nv_version_ == 3   ? Config::nv3_shared_bytes(nv_bv_, nv_wc_, nv_kc_)
+           : nv_version_ == 2 ? Config::nv2_shared_bytes(nv_bv_, nv_wc_, nv_kc_, nv_nbuf_)
+                              : Config::nv_shared_bytes(nv_bv_, nv_wc_, nv_kc_);
+  }
 
   ChunkOPath choose_path() const {
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
@@ -195,7 +281,7 @@ class ChunkO {
     const bool size32 = info.subgroup_size == 32 ||
                         (info.subgroup_size_control && info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32);
     if (info.cooperative_matrix_nv && !ctx_->force_portable() && !options_.force_portable && size32 &&
-        info.max_shared_memory >= Config::nv_shared_bytes(nv_bv_, nv_wc_, nv_kc_) &&
+        info.max_shared_memory >= nv_shared_bytes() &&
         info.max_workgroup_invocations >= nv_workgroup())
       return ChunkOPath::nv_cooperative_matrix;
 #endif
@@ -208,6 +294,15 @@ class ChunkO {
       const auto& info = ctx_->info();
       const std::uint32_t wg = nv_workgroup();
       const std::uint32_t sg = info.subgroup_size == 32 ? 0 : 32;
+      if (nv_version_ == 3)
+        return ctx_->pipeline({spirv::gdn_chunk_o_nv3, std::size(spirv::gdn_chunk_o_nv3),
+                               {wg, Config::BT, Config::K, Config::V, nv_bv_, wg, nv_wc_, nv_kc_, nv_upw_}, 6,
+                               sizeof(Push), sg});
+      if (nv_version_ == 2)
+        return ctx_->pipeline({spirv::gdn_chunk_o_nv2, std::size(spirv::gdn_chunk_o_nv2),
+                               {wg, Config::BT, Config::K, Config::V, nv_bv_, wg, nv_wc_, nv_kc_, nv_nbuf_},
+                               6,
+                               sizeof(Push), sg});
       return ctx_->pipeline({spirv::gdn_chunk_o_nv, std::size(spirv::gdn_chunk_o_nv),
                              {wg, Config::BT, Config::K, Config::V, nv_bv_, wg, nv_wc_, nv_kc_, nv_v_early_}, 6, sizeof(Push),
                              sg});
@@ -220,7 +315,8 @@ class ChunkO {
 
   Context* ctx_;
   ChunkOOptions options_;
-  std::uint32_t nv_bv_ = 0, nv_wc_ = 0, nv_kc_ = 0, nv_v_early_ = 1;
+  int nv_version_ = 1;
+  std::uint32_t nv_bv_ = 0, nv_wc_ = 0, nv_kc_ = 0, nv_v_early_ = 1, nv_nbuf_ = 2, nv_upw_ = 16;
   ChunkOPath path_ = ChunkOPath::portable;
 };
 

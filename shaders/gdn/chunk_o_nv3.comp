@@ -1,0 +1,285 @@
+#version 460
+//! requires GL_NV_cooperative_matrix
+// Gated DeltaNet chunk_fwd_o on NVIDIA tensor cores, version 3: version 2's
+// math and shared-memory layout (chunk_o_nv2.comp), with every global load
+// of a tile issued at once (one memory round trip per tile instead of one
+// per K stage), in workgroups of UPW tiles that overlap the next tile's
+// loads with this tile's arithmetic. Measured on an H100 (bench/NOTES.md):
+// UPW = 1 is the fastest; holding the next tile's registers costs more
+// occupancy than the overlap gains.
+//
+// - A workgroup (WR x WC subgroups, WR = BT / 16; WC = 4 gives 512
+//   invocations at BT = 64) owns UPW consecutive tiles (batch, chunk, head,
+//   V tile): the GQA heads sharing q and k run back to back.
+// - Every K stage of a tile (q, k, h), its v_new and its g live in registers
+//   (NK = K / KC stage sets). Right after a set is converted to fp16 and
+//   stored in shared memory, the same registers are refilled with that part
+//   of the next tile, so a whole tile of loads is in flight while this one
+//   is multiplied, gated, rounded and written.
+// - One shared K stage buffer; after the K loop it holds v, A and one 16x16
+//   f32 scratch tile per subgroup.
+//
+// fp16 range: as versions 1 and 2; a tile with a finite value beyond 65504
+// (an input or bf16(A)) is recomputed by the scalar f32 algorithm
+// (chunk_o_scalar) and the workgroup goes on with the next tile.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BT = 64;
+layout(constant_id = 2) const uint KDIM = 128;
+layout(constant_id = 3) const uint VDIM = 128;
+layout(constant_id = 4) const uint BV = 128;
+layout(constant_id = 5) const uint WG = 512;  // equal to local_size_x = 32 * WR * WC
+layout(constant_id = 6) const uint WC = 4;    // subgroups along V
+layout(constant_id = 7) const uint KC = 64;   // K columns per stage
+layout(constant_id = 8) const uint UPW = 16;  // tiles per workgroup
+
+#define CHUNK_O_GROUP 4u
+#include "../common/gdn_chunk_o.glsl"
+
+#define F16MAT fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define F32MAT fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+const uint WR = BT / 16;
+const uint NW = WR * WC;             // subgroups
+const uint OT = BV / WC / 16;        // o tiles per subgroup
+const uint NB = WR * (WR + 1) / 2;   // lower-triangle blocks of q k^T
+const uint NA = (NB + NW - 1) / NW;  // of them per subgroup, at most
+const uint NK = KDIM / KC;           // K stages
+// Shared memory in uvec4 units (8 fp16 or 4 f32 each).
+const uint SQ = KC / 8 + 1;          // stage row stride
+const uint SV = BV / 8 + 1;
+const uint SA = BT / 8 + 1;
+const uint SS = 5;                   // f32 scratch row: 16 floats + 4 of padding
+const uint Q_OFF = 0;
+const uint K_OFF = BT * SQ;
+const uint H_OFF = 2 * BT * SQ;
+const uint STAGE = (2 * BT + BV) * SQ;
+const uint V_OFF = 0;
+const uint A_OFF = BT * SV;
+const uint SCR_OFF = A_OFF + BT * SA;
+const uint TAIL = SCR_OFF + NW * 16 * SS;
+const uint REGION = STAGE > TAIL ? STAGE : TAIL;
+shared uvec4 smem[REGION];
+shared float gsh[BT];
+shared uint bad_flag;
+
+// uvec4 loads (8 bf16) per invocation: q and k, h per stage; v.
+const uint QN = BT * KC / 8, HN = BV * KC / 8, VN = BT * BV / 8;
+const uint RQ = (QN + WG - 1) / WG, RH = (HN + WG - 1) / WG, RV = (VN + WG - 1) / WG;
+
+// The next tile's inputs in flight: every K stage, v and g.
+uvec4 rq[NK * RQ], rk[NK * RQ], rh[NK * RH], rv[RV];
+float rg;
+
+void load_stage(ChunkOTile s, uint tid, uint kc) {
+  const uint t0 = s.it * BT;
+  [[unroll]] for (uint r = 0; r < RQ; ++r) {
+    const uint u = tid + r * WG, row = u / (KC / 8), c8 = u % (KC / 8);
+    rq[kc * RQ + r] = uvec4(0);
+    rk[kc * RQ + r] = uvec4(0);
+    if (u < QN && t0 + row < pc.T) {
+      const uint e = (((s.b * pc.T + t0 + row) * pc.Hg + s.kh) * KDIM + kc * KC) / 8 + c8;
+      rq[kc * RQ + r] = q_4[e];
+      rk[kc * RQ + r] = k_4[e];
+    }
+  }
+  [[unroll]] for (uint r = 0; r < RH; ++r) {
+    const uint u = tid + r * WG, row = u / (KC / 8), c8 = u % (KC / 8);
+    if (u < HN)
+      rh[kc * RH + r] = h_4[((((s.b * pc.NT + s.it) * pc.H + s.ih) * VDIM + s.v0 + row) * KDIM + kc * KC) / 8 + c8];
+  }
+}
+
+void load_v(ChunkOTile s, uint tid) {
+  const uint t0 = s.it * BT;
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    const uint u = tid + r * WG, row = u / (BV / 8), c8 = u % (BV / 8);
+    rv[r] = uvec4(0);
+    if (u < VN && t0 + row < pc.T) rv[r] = v_4[(((s.b * pc.T + t0 + row) * pc.H + s.ih) * VDIM + s.v0) / 8 + c8];
+  }
+}
+
+void load_g(ChunkOTile s, uint tid) {
+  const uint t = s.it * BT + tid;
+  rg = tid < BT && t < pc.T ? g_f[(s.b * pc.T + t) * pc.H + s.ih] : 0.0;
+}
+
+// A finite bf16 beyond the fp16 range (|x| >= 65536; Inf and NaN excluded).
+bool beyond_f16(uint bits16) { return (bits16 & 0x7fffu) - 0x4780u < 0x7f80u - 0x4780u; }
+
+// 8 bf16 -> 8 fp16; raises `bad` for a finite value fp16 cannot hold.
+uvec4 to_f16x8(uvec4 w, inout bool bad) {
+  uvec4 h;
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    bad = bad || beyond_f16(w[i]) || beyond_f16(w[i] >> 16);
+    h[i] = packHalf2x16(vec2(bf16_lo(w[i]), bf16_hi(w[i])));
+  }
+  return h;
+}
+
+void put_stage(uint kc, uint tid, inout bool bad) {
+  [[unroll]] for (uint r = 0; r < RQ; ++r) {
+    const uint u = tid + r * WG;
+    if (u < QN) {
+      const uint o = (u / (KC / 8)) * SQ + u % (KC / 8);
+      smem[o + Q_OFF] = to_f16x8(rq[kc * RQ + r], bad);
+      smem[o + K_OFF] = to_f16x8(rk[kc * RQ + r], bad);
+    }
+  }
+  [[unroll]] for (uint r = 0; r < RH; ++r) {
+    const uint u = tid + r * WG;
+    if (u < HN) smem[H_OFF + (u / (KC / 8)) * SQ + u % (KC / 8)] = to_f16x8(rh[kc * RH + r], bad);
+  }
+}
+
+void sync_subgroup() {
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+}
+
+void main() {
+  const uint first = (gl_WorkGroupID.x + pc.group_offset) * UPW;
+  if (first >= pc.total_groups) return;  // uniform over the workgroup; total_groups counts tiles here
+  const uint tid = gl_LocalInvocationID.x;
+  const uint warp = tid / 32, lane = tid % 32;
+  const uint wr = warp / WC, wc = warp % WC;
+  const uint lr = lane / 2, lh = lane % 2;  // scratch row and 8-column half of this invocation
+  const uint scr = SCR_OFF + warp * 16 * SS;
+
+  // This subgroup's q k^T blocks (row block ar, column block ac <= ar).
+  uint ar[NA], ac[NA];
+  [[unroll]] for (uint a = 0; a < NA; ++a) {
+    uint b = warp + a * NW, r = 0;
+    [[unroll]] for (uint x = 1; x < WR; ++x)
+      if (b >= r + 1) {
+        b -= r + 1;
+        ++r;
+      }
+    ar[a] = r;
+    ac[a] = b;
+  }
+
+  ChunkOTile s = chunk_o_tile(first);
+  [[unroll]] for (uint kc = 0; kc < NK; ++kc) load_stage(s, tid, kc);
+  load_v(s, tid);
+  load_g(s, tid);
+
+  for (uint j = 0; j < UPW; ++j) {
+    const uint unit = first + j;
+    if (unit >= pc.total_groups) break;  // uniform
+    const bool more = j + 1 < UPW && unit + 1 < pc.total_groups;
+    const ChunkOTile nx = chunk_o_tile(more ? unit + 1 : unit);
+    const uint t0 = s.it * BT;
+
+    F32MAT acc_o[OT];
+    F32MAT acc_a[NA];
+    [[unroll]] for (uint n = 0; n < OT; ++n) acc_o[n] = F32MAT(0.0);
+    [[unroll]] for (uint a = 0; a < NA; ++a) acc_a[a] = F32MAT(0.0);
+
+    bool bad = false;
+    [[unroll]] for (uint kc = 0; kc < NK; ++kc) {
+      barrier();  // the stage buffer (at kc = 0: the previous tile's v, A, scratch and g) is free
+      if (kc == 0) {
+        if (tid < BT) gsh[tid] = rg;
+        if (tid == 0) bad_flag = 0;
+        if (more) load_g(nx, tid);
+      }
+      put_stage(kc, tid, bad);
+      barrier();
+      if (more) load_stage(nx, tid, kc);
+      [[unroll]] for (uint ks = 0; ks < KC / 16; ++ks) {
+        F16MAT qa;
+        coopMatLoadNV(qa, smem, Q_OFF + 16 * wr * SQ + 2 * ks, SQ, false);
+        [[unroll]] for (uint n = 0; n < OT; ++n) {
+          F16MAT hb;  // h^T block: column n of it is row n of h
+          coopMatLoadNV(hb, smem, H_OFF + (wc * OT + n) * 16 * SQ + 2 * ks, SQ, true);
+          acc_o[n] = coopMatMulAddNV(qa, hb, acc_o[n]);
+        }
+        [[unroll]] for (uint a = 0; a < NA; ++a) {
+          if (warp + a * NW < NB) {
+            F16MAT qb, kb;
+            coopMatLoadNV(qb, smem, Q_OFF + 16 * ar[a] * SQ + 2 * ks, SQ, false);
+            coopMatLoadNV(kb, smem, K_OFF + 16 * ac[a] * SQ + 2 * ks, SQ, true);
+            acc_a[a] = coopMatMulAddNV(qb, kb, acc_a[a]);
+          }
+        }
+      }
+    }
+    barrier();  // the stage is consumed: v, A and the scratch tiles take its place
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      const uint u = tid + r * WG;
+      if (u < VN) smem[V_OFF + (u / (BV / 8)) * SV + u % (BV / 8)] = to_f16x8(rv[r], bad);
+    }
+    if (more) load_v(nx, tid);
+
+    // bf16(tril_incl(q k^T * exp(gi - gj))) as fp16 into the A region.
+    [[unroll]] for (uint a = 0; a < NA; ++a) {
+      if (warp + a * NW >= NB) continue;
+      coopMatStoreNV(acc_a[a], smem, scr, SS, false);
+      sync_subgroup();
+      const uint i = 16 * ar[a] + lr;
+      const float gi = gsh[i];
+      const uvec4 x0 = smem[scr + lr * SS + 2 * lh], x1 = smem[scr + lr * SS + 2 * lh + 1];
+      uvec4 packed;
+      [[unroll]] for (uint e = 0; e < 4; ++e) {
+        vec2 x;
+        [[unroll]] for (uint p = 0; p < 2; ++p) {
+          const uint m = 2 * e + p;
+          const uint jj = 16 * ac[a] + 8 * lh + m;
+          const float val = uintBitsToFloat(m < 4 ? x0[m] : x1[m - 4]) * exp(gi - gsh[jj]);
+          x[p] = jj <= i ? round_bf16(val) : 0.0;
+          bad = bad || beyond_f16(tk_f32_to_bf16(x[p]));
+        }
+        packed[e] = packHalf2x16(x);
+      }
+      smem[A_OFF + i * SA + 2 * ac[a] + lh] = packed;
+      sync_subgroup();
+    }
+    if (bad) atomicOr(bad_flag, 1u);
+    barrier();  // A, v and the flag complete
+    if (bad_flag != 0u) {
+      chunk_o_scalar(s, tid);
+    } else {
+      // o = scale * (exp(gi) (q h^T) + A v), one 16-column tile at a time.
+      F16MAT af[WR];
+      [[unroll]] for (uint jt = 0; jt < WR; ++jt)
+        if (jt <= wr) coopMatLoadNV(af[jt], smem, A_OFF + 16 * wr * SA + 2 * jt, SA, false);
+      const uint i = 16 * wr + lr;
+      const float eg = exp(gsh[i]);
+      const bool row_ok = t0 + i < pc.T;
+      const uint orow = (((s.b * pc.T + t0 + i) * pc.H + s.ih) * VDIM + s.v0) / 8;
+      [[unroll]] for (uint n = 0; n < OT; ++n) {
+        const uint c16 = wc * OT + n;  // 16-column tile within the V tile
+        F32MAT av = F32MAT(0.0);
+        [[unroll]] for (uint jt = 0; jt < WR; ++jt) {
+          if (jt <= wr) {
+            F16MAT vb;
+            coopMatLoadNV(vb, smem, V_OFF + 16 * jt * SV + 2 * c16, SV, false);
+            av = coopMatMulAddNV(af[jt], vb, av);
+          }
+        }
+        coopMatStoreNV(acc_o[n], smem, scr, SS, false);
+        sync_subgroup();
+        const vec4 qh0 = uintBitsToFloat(smem[scr + lr * SS + 2 * lh]);
+        const vec4 qh1 = uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1]);
+        sync_subgroup();
+        coopMatStoreNV(av, smem, scr, SS, false);
+        sync_subgroup();
+        const vec4 y0 = (qh0 * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh])) * pc.scale;
+        const vec4 y1 = (qh1 * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1])) * pc.scale;
+        if (row_ok)
+          o_4[orow + 2 * c16 + lh] = uvec4(tk_f32_to_bf16(y0.x) | (tk_f32_to_bf16(y0.y) << 16),
+                                           tk_f32_to_bf16(y0.z) | (tk_f32_to_bf16(y0.w) << 16),
+                                           tk_f32_to_bf16(y1.x) | (tk_f32_to_bf16(y1.y) << 16),
+                                           tk_f32_to_bf16(y1.z) | (tk_f32_to_bf16(y1.w) << 16));
+        sync_subgroup();
+      }
+    }
+    s = nx;
+  }
+}
