@@ -1,7 +1,9 @@
 // gdn::RecomputeWU at the shapes (B, T, Hg, H) with BT = 64,
 // K = V = 128, A in f32 (and in bf16, as FLA passes it). Arg `variant`:
-// 0 tensor cores, 1 portable, 2 tensor cores with A split in hi + lo fp16,
-// 3 tensor cores with 128-invocation workgroups, 4 both. Bytes: every
+// 0 tensor-core kernel 2 with 128-invocation workgroups, 1 portable, 2
+// kernel 2 with A split in hi + lo fp16, 3 kernel 2 with 256 invocations,
+// 4 the first tensor-core kernel (256 invocations), 5 kernel 2 with 512
+// invocations (the default). Bytes: every
 // tensor read or written once (k once, although GQA heads share it); flops:
 // the two products over full BT x BT blocks. The tensor-core entries take
 // the nominal dense fp16 tensor-core rate of an H100/H200 (989 TFLOP/s) as
@@ -28,8 +30,9 @@ void BM_RecomputeWU(benchmark::State& state) {
   gdn::RecomputeWUOptions options;
   options.force_portable = variant == 1;
   options.tensor_cores = variant != 1;
-  options.split_a = variant == 2 || variant == 4;
-  if (variant >= 3) options.coop_workgroup = 128;
+  options.split_a = variant == 2;
+  options.coop_workgroup = variant == 3 || variant == 4 ? 256 : variant == 5 ? 512 : 128;
+  options.tc_kernel = variant == 4 ? 1 : 2;
   Kernel kernel(ctx, options);
   if (variant != 1 && kernel.path() != gdn::RecomputeWUPath::cooperative_matrix_nv) {
     state.SkipWithError("no tensor-core path on this device");
@@ -71,33 +74,37 @@ void BM_RecomputeWU(benchmark::State& state) {
         kernel.record(cmd, {s.k, s.v, s.beta, s.g, s.A, s.w, s.u});
       },
       bytes, flops, kernel.path() == gdn::RecomputeWUPath::cooperative_matrix_nv ? 989e12 : 0.0);
-  state.SetLabel(gdn::path_name(kernel.path()) + std::string(options.split_a ? "+split" : "") +
-                 (AType == DType::bf16 ? "+A_bf16" : "") +
-                 (options.coop_workgroup == 128 ? "+wg128" : ""));
+  const bool tc = kernel.path() == gdn::RecomputeWUPath::cooperative_matrix_nv;
+  state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
+                 (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
+                 (tc ? "+wg" + std::to_string(options.coop_workgroup) : ""));
 }
 
 BENCHMARK(BM_RecomputeWU<DType::f32>)
     ->ArgNames({"B", "T", "Hg", "H", "variant"})
+    ->Args({1, 8192, 16, 32, 5})
+    ->Args({8, 2048, 16, 32, 5})
+    ->Args({1, 8192, 16, 32, 3})
+    ->Args({8, 2048, 16, 32, 3})
     ->Args({1, 8192, 16, 32, 0})
     ->Args({8, 2048, 16, 32, 0})
     ->Args({1, 8192, 16, 32, 2})
-    ->Args({1, 8192, 16, 32, 3})
-    ->Args({8, 2048, 16, 32, 3})
+    ->Args({1, 8192, 16, 32, 4})
     ->Args({1, 8192, 16, 32, 1})
-    ->Args({8, 2048, 16, 32, 1})
-    ->Args({1, 8192, 32, 32, 0})
     ->UseManualTime()
+    ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 // A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed).
 BENCHMARK(BM_RecomputeWU<DType::bf16>)
     ->ArgNames({"B", "T", "Hg", "H", "variant"})
-    ->Args({1, 8192, 16, 32, 0})
-    ->Args({8, 2048, 16, 32, 0})
+    ->Args({1, 8192, 16, 32, 5})
+    ->Args({8, 2048, 16, 32, 5})
     ->Args({1, 8192, 16, 32, 3})
     ->Args({8, 2048, 16, 32, 3})
-    ->Args({1, 8192, 16, 32, 1})
-    ->Args({8, 2048, 16, 32, 1})
+    ->Args({1, 8192, 16, 32, 0})
+    ->Args({8, 2048, 16, 32, 0})
     ->UseManualTime()
+    ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -34,7 +34,7 @@ void run_recompute_wu(tilekernels::Context& ctx, Invocation& inv) {
   Tensor w(ctx, DType::bf16, {B, T, H, K}), u(ctx, DType::bf16, {B, T, H, V});
   tilekernels::gdn::RecomputeWUOptions options;
   options.force_portable = path == "portable";
-  options.tensor_cores = path == "tensor_cores";
+  options.tensor_cores = path != "portable";
   with_value<16, 32, 64>("bt", bt, [&](auto bt_c) {
     with_value<64, 128, 256>("K (last dimension of k)", K, [&](auto k_c) {
       with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
@@ -58,7 +58,7 @@ const Registrar recompute_wu{Op{
     "gdn.recompute_wu",
     "Gated DeltaNet WY representation per chunk: u = A bf16(v*beta), w = A bf16(k*beta*exp(g)) (FLA recompute_w_u_fwd)",
     {{"bt", "64", "chunk length BT: 16, 32 or 64"},
-     {"path", "auto", "auto, portable, or tensor_cores (NV cooperative matrix where the device has it; opt-in)"},
+     {"path", "auto", "auto, portable, or tensor_cores (the NV cooperative-matrix path is the default where the device has it)"},
      {"a_dtype", "f32", "dtype A is stored in: f32, or bf16 as FLA's pipeline passes it (inputs rounded to it)"}},
     {{"k", "bf16", "[B, T, Hg, K]  (K in 64, 128, 256)"},
      {"v", "bf16", "[B, T, H, V]  (V in 64, 128, 256; H a multiple of Hg)"},

@@ -63,16 +63,21 @@ struct PathCase {
   const char* label;
 };
 
-// The paths this device can run: portable, and the tensor-core path (A in
-// one fp16 part, split, and 128-invocation workgroups) where the device has it.
+// The paths this device can run: portable, and where the device has the
+// tensor-core path: kernel 2 (128, 256 and 512 invocations, A in one fp16
+// part and split) and the first kernel (one part and split).
 template <class Config>
 std::vector<PathCase> paths() {
   std::vector<PathCase> out{{{true, false}, "portable"}};
-  if (gdn::RecomputeWU<Config>(context(), {false, false, 256, true}).path() ==
+  if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 2}).path() ==
       gdn::RecomputeWUPath::cooperative_matrix_nv) {
-    out.push_back({{false, false, 256, true}, "coopmat"});
-    out.push_back({{false, true, 256, true}, "coopmat-split"});
-    out.push_back({{false, false, 128, true}, "coopmat-wg128"});
+    out.push_back({{false, false, 128, true, 2}, "tc2-wg128"});
+    out.push_back({{false, false, 256, true, 2}, "tc2-wg256"});
+    out.push_back({{false, false, 512, true, 2}, "tc2-wg512"});
+    out.push_back({{false, true, 128, true, 2}, "tc2-split"});
+    out.push_back({{false, false, 256, true, 1}, "tc1"});
+    out.push_back({{false, true, 256, true, 1}, "tc1-split"});
+    out.push_back({{false, true, 512, true, 2}, "tc2-split-wg512"});
   }
   return out;
 }
@@ -216,14 +221,25 @@ TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
 
 TEST_F(RecomputeWUErrors, ReportsItsPath) {
   using Config = gdn::RecomputeWUConfig<64, 128, 128>;
-  EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {true, false, 256, true}).path(), gdn::RecomputeWUPath::portable);
-  // The tensor-core path is opt-in (slower than the portable one where measured).
-  EXPECT_EQ(gdn::RecomputeWU<Config>(context()).path(), gdn::RecomputeWUPath::portable);
-  const auto opted = gdn::RecomputeWU<Config>(context(), {false, false, 256, true}).path();
+  EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {true, false, 128, true}).path(), gdn::RecomputeWUPath::portable);
+  EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {false, false, 128, false}).path(), gdn::RecomputeWUPath::portable);
+  // The tensor-core path (kernel 2) is the default where the device has it.
+  const gdn::RecomputeWU<Config> automatic(context());
   if (context().force_portable() || !context().info().cooperative_matrix_nv) {
-    EXPECT_EQ(opted, gdn::RecomputeWUPath::portable);
+    EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::portable);
+  } else if (TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX) {
+    EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::cooperative_matrix_nv);
+    EXPECT_EQ(automatic.tc_kernel(), 2u);
   }
-  std::printf("[recompute_wu] path with tensor_cores requested on this device: %s\n", gdn::path_name(opted));
+  // Split A with K = V = 256 does not fit kernel 2's 48 KiB: kernel 1 takes it.
+  using Wide = gdn::RecomputeWUConfig<64, 256, 256>;
+  EXPECT_EQ(gdn::RecomputeWU<Wide>(context(), {false, true, 128, true, 2}).tc_kernel(), 1u);
+  if (context().info().max_shared_memory >= 49152) {
+    EXPECT_EQ(gdn::RecomputeWU<Wide>(context(), {false, false, 128, true, 2}).tc_kernel(), 2u);
+  }
+  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 3}), tilekernels::Error);
+  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 384, true, 2}), tilekernels::Error);
+  std::printf("[recompute_wu] automatic path on this device: %s\n", gdn::path_name(automatic.path()));
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.

@@ -24,13 +24,23 @@
 // precision, and A is rounded to fp16 (11 bits) -- or, with
 // RecomputeWUOptions::split_a, carried as hi + lo fp16 parts (about 22 bits).
 //
-// Path choice. The tensor-core path is correct (tested on an H100) but was
-// measured SLOWER than the portable path there (1196 us against 624 us at
-// B=1, T=8192, Hg=16, H=32, K=V=128), so until it is fixed it is opt-in:
-// RecomputeWUOptions::tensor_cores selects it where the device has it
-// (VK_NV_cooperative_matrix, subgroups of 32, enough shared memory) and the
-// build compiled it; force_portable or TILEKERNELS_PATH=portable override.
-// To make it automatic again, default `tensor_cores` to true.
+// Tensor-core kernels (RecomputeWUOptions::tc_kernel):
+// 2 (default) shaders/gdn/recompute_wu_tc.comp: one workgroup for u and one
+//   for w per (batch, chunk, head), every load issued up front, two barriers
+//   before the products, per-subgroup output through shared memory;
+//   RecomputeWUOptions::coop_workgroup 128, 256 or 512 invocations (512 by
+//   default: the fastest measured);
+// 1 shaders/gdn/recompute_wu_nv.comp, the first version (u and w in one
+//   workgroup, 128-column passes, five barriers each, 128 or 256
+//   invocations): kept for comparison, and as the fallback where version 2
+//   does not fit 48 KiB (split A with BT = 64 and K or V > 128).
+// Measured on an H100 at B=1, T=8192, Hg=16, H=32, K=V=128, A in f32:
+// portable 621 us, kernel 1 1197 us, kernel 2 271 us (bench/NOTES.md).
+//
+// Path choice: the tensor-core path where the device has it
+// (VK_NV_cooperative_matrix, subgroups of 32, enough shared memory and
+// invocations) and the build compiled it; RecomputeWUOptions::force_portable,
+// tensor_cores = false or TILEKERNELS_PATH=portable force the portable path.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +52,7 @@
 #include "tilekernels/spirv/gdn/recompute_wu.hpp"
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
 #include "tilekernels/spirv/gdn/recompute_wu_nv.hpp"
+#include "tilekernels/spirv/gdn/recompute_wu_tc.hpp"
 #endif
 
 namespace tilekernels::gdn {
@@ -69,7 +80,7 @@ struct RecomputeWUConfig {
   static_assert(portable_shared_bytes <= 32768,
                 "RecomputeWUConfig: the portable path must fit the portable 32 KiB of shared memory");
 
-  // Tensor-core path (shaders/gdn/recompute_wu_nv.comp): per pass of 128
+  // Tensor-core kernel 1 (shaders/gdn/recompute_wu_nv.comp): per pass of 128
   // columns, fp16 operand rows and A (hi, and lo when split), then the same
   // memory reused for the f32 accumulators; plus two shift tables.
   static constexpr std::uint32_t coop_vec4(bool split) {
@@ -80,6 +91,27 @@ struct RecomputeWUConfig {
   static constexpr std::uint32_t coop_shared_bytes(bool split) { return coop_vec4(split) * 16 + 2 * BT * 4; }
   static_assert(coop_shared_bytes(true) <= 49152,
                 "RecomputeWUConfig: the tensor-core path must fit 48 KiB of shared memory");
+
+  // Tensor-core kernel 2 (shaders/gdn/recompute_wu_tc.comp): fp16 operand rows
+  // [BT][max(K, V) / 8 + 1] and A (hi, and lo when split) [BT][BT / 8 + 1]
+  // uvec4s, later reused as per-subgroup f32 scratch (16 x 20 floats each);
+  // plus two shift tables. A subgroup keeps at most 8 accumulator tiles, so
+  // BT = 64 with K or V > 128 takes 8 subgroups whatever was asked.
+  static constexpr std::uint32_t tc_op_stride = std::max(K, V) / 8 + 1;
+  static constexpr std::uint32_t tc_workgroup(std::uint32_t requested) {
+    const std::uint32_t wg = BT == 64 && std::max(K, V) > 128 && requested < 256 ? 256 : requested;
+    return std::min(wg, BT * 16);  // at least one operand row per 16 lanes
+  }
+  static constexpr std::uint32_t tc_vec4(bool split, std::uint32_t workgroup) {
+    const std::uint32_t staged = BT * tc_op_stride + BT * (BT / 8 + 1) * (split ? 2 : 1);
+    const std::uint32_t scratch = tc_workgroup(workgroup) / 32 * 16 * 5;
+    return std::max(staged, scratch);
+  }
+  static constexpr std::uint32_t tc_shared_bytes(bool split, std::uint32_t workgroup) {
+    return tc_vec4(split, workgroup) * 16 + 2 * BT * 4;
+  }
+  static_assert(tc_shared_bytes(false, 512) <= 49152,
+                "RecomputeWUConfig: tensor-core kernel 2 must fit 48 KiB of shared memory without split A");
 };
 
 enum class RecomputeWUPath { portable, cooperative_matrix_nv };
@@ -91,8 +123,9 @@ inline const char* path_name(RecomputeWUPath p) {
 struct RecomputeWUOptions {
   bool force_portable = false;  // take the portable path even where the tensor-core one exists
   bool split_a = false;         // tensor-core path: A as hi + lo fp16 parts (two MMAs)
-  std::uint32_t coop_workgroup = 256;  // tensor-core path: invocations per workgroup, 128 or 256
-  bool tensor_cores = false;    // take the tensor-core path where available (see the header comment)
+  std::uint32_t coop_workgroup = 512;  // tensor-core path: invocations per workgroup, 128, 256 or 512 (kernel 1: 128 or 256)
+  bool tensor_cores = true;     // take the tensor-core path where available (see the header comment)
+  std::uint32_t tc_kernel = 2;  // tensor-core kernel: 2 (recompute_wu_tc) or 1 (recompute_wu_nv, the first version)
 };
 
 template <class Config>
@@ -105,9 +138,22 @@ class RecomputeWU {
   };
 
   explicit RecomputeWU(Context& ctx, RecomputeWUOptions options = {}) : ctx_(&ctx), options_(options) {
-    if (options_.coop_workgroup != 128 && options_.coop_workgroup != 256)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": coop_workgroup must be 128 or 256, got " +
+    if (options_.coop_workgroup != 128 && options_.coop_workgroup != 256 && options_.coop_workgroup != 512)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": coop_workgroup must be 128, 256 or 512, got " +
                                                    std::to_string(options_.coop_workgroup));
+    if (options_.tc_kernel != 1 && options_.tc_kernel != 2)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": tc_kernel must be 1 or 2, got " + std::to_string(options_.tc_kernel));
+  }
+
+  // The tensor-core kernel record() uses on the tensor-core path: 2 unless
+  // asked for 1, or 2 does not fit this device's shared memory (then 1).
+  std::uint32_t tc_kernel() const {
+    if (options_.tc_kernel == 2 && Config::tc_shared_bytes(options_.split_a, options_.coop_workgroup) <= 49152 &&
+        Config::tc_shared_bytes(options_.split_a, options_.coop_workgroup) <= ctx_->info().max_shared_memory &&
+        Config::tc_workgroup(options_.coop_workgroup) <= ctx_->info().max_workgroup_invocations)
+      return 2;
+    return 1;
   }
 
   // The path record() takes on this context with these options.
@@ -118,7 +164,7 @@ class RecomputeWU {
                                                         : info.subgroup_size == 32;
     if (options_.tensor_cores && !options_.force_portable && !ctx_->force_portable() && info.cooperative_matrix_nv &&
         subgroup_32 &&
-        info.max_workgroup_invocations >= options_.coop_workgroup && Config::coop_shared_bytes(options_.split_a) <= info.max_shared_memory)
+        info.max_workgroup_invocations >= std::min(options_.coop_workgroup, 256u) && Config::coop_shared_bytes(options_.split_a) <= info.max_shared_memory)
       return RecomputeWUPath::cooperative_matrix_nv;
 #endif
     return RecomputeWUPath::portable;
@@ -165,11 +211,24 @@ class RecomputeWU {
     PipelineKey key{spirv::gdn_recompute_wu, std::size(spirv::gdn_recompute_wu),
                     {Config::bt, Config::k, Config::v, a_code}, 7, sizeof(Push), 0};
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+    if (path() == RecomputeWUPath::cooperative_matrix_nv && tc_kernel() == 2) {
+      const std::uint32_t wg = Config::tc_workgroup(options_.coop_workgroup);
+      key = PipelineKey{spirv::gdn_recompute_wu_tc,
+                        std::size(spirv::gdn_recompute_wu_tc),
+                        {Config::bt, Config::k, Config::v, options_.split_a ? 1u : 0u,
+                         Config::tc_vec4(options_.split_a, options_.coop_workgroup), wg, a_code, Config::tc_op_stride},
+                        7,
+                        sizeof(Push),
+                        ctx_->info().subgroup_size_control ? 32u : 0u};
+      const Pipeline& pipeline = ctx_->pipeline(key);
+      detail::record_dispatch(*ctx_, cmd, pipeline, {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, push, 2 * groups);
+      return;
+    }
     if (path() == RecomputeWUPath::cooperative_matrix_nv) {
       key = PipelineKey{spirv::gdn_recompute_wu_nv,
                         std::size(spirv::gdn_recompute_wu_nv),
                         {Config::bt, Config::k, Config::v, options_.split_a ? 1u : 0u,
-                         Config::coop_vec4(options_.split_a), options_.coop_workgroup, a_code},
+                         Config::coop_vec4(options_.split_a), std::min(options_.coop_workgroup, 256u), a_code},
                         7,
                         sizeof(Push),
                         ctx_->info().subgroup_size_control ? 32u : 0u};

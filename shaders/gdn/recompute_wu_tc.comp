@@ -1,0 +1,376 @@
+#version 460
+//! requires GL_NV_cooperative_matrix
+// Gated DeltaNet WY representation on NVIDIA tensor cores, built for memory
+// bandwidth (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32, 16x16x16):
+//   u = A bf16(v * beta),   w = A bf16((k * beta) * exp(g)).
+//
+// Geometry (the host relies on it):
+// - two workgroups per (batch, chunk, value head): the even one computes u
+//   (D = V columns), the odd one w (D = K columns). They are adjacent in the
+//   grid, so the second read of the chunk's A block (and of the k rows shared
+//   by the heads of one GQA group, adjacent too) is served by the L2 cache;
+// - WG = 128, 256 or 512 invocations (NSG = 4, 8 or 16 subgroups of 32;
+//   at most 16 * BT). Every global load of the workgroup (operand rows, A,
+//   beta, g) is issued up front, unconditionally (clamped addresses, selects
+//   afterwards), in 16-byte pieces, before the first value is used;
+// - operand rows: invocation (row, lane16) = (tid / 16 + n * WG / 16,
+//   tid % 16) holds the 8 columns 8 * (lane16 + 16 q) .. + 7; the 16 lanes
+//   of a row are one half-subgroup. A: BT / 8 lanes per row, 8 columns each;
+// - subgroup s multiplies row tile s % RT against the MT = ceil(CT / SPR)
+//   consecutive column tiles from (s / RT) * MT on (RT = BT / 16 row tiles,
+//   CT = D / 16 column tiles, SPR = NSG / RT subgroups per row tile); the
+//   host guarantees MT <= 8 (NSG >= 8 when BT = 64 and D > 128);
+// - after one workgroup barrier the staging memory becomes per-subgroup
+//   scratch: each subgroup turns one accumulator tile at a time into bf16
+//   and writes whole 32-byte sectors, synchronising only itself.
+// Two workgroup barriers in all: after the operand rows are staged (their
+// shifts are needed by A), after A is staged; a third before the scratch.
+//
+// fp16 range (no silent overflow), as in recompute_wu_nv.comp: operand row j
+// (bf16 already) is multiplied by 2^s_j so that its largest magnitude lies in
+// [2^14, 2^15) (exact); column j of A is divided by 2^s_j, then row i of A is
+// multiplied by 2^r_i so that its largest magnitude lies in [2^14, 2^15);
+// the accumulator row is multiplied by 2^-r_i before rounding to bf16. Only
+// A loses precision (fp16 keeps 11 bits; SPLIT = 1 adds a second product
+// with the residual A - fp16(A)). Shifts are clamped to [-64, 64].
+//
+// Measured on an H100 (bench/NOTES.md): 271 us at B=1, T=8192, H=32,
+// K=V=128 with 512 invocations -- 2.3x faster than the portable path, but
+// only 0.38 of the memory floor, and the time hardly moves with the bytes
+// (A in bf16 or f32), the workgroup size or the products: not yet understood.
+//
+// TK_RWU_EMULATE (a check on lavapipe, not built by default): the products
+// computed from the staged fp16 values by plain loops, subgroups taken as 32
+// consecutive invocations and subgroup steps replaced by workgroup barriers,
+// so that everything but the cooperative-matrix calls runs on a CPU device
+// with LP_NATIVE_VECTOR_WIDTH=1024 (32-wide subgroups): add
+// "//! variant emu -DTK_RWU_EMULATE=1" above and select
+// spirv::gdn_recompute_wu_tc_emu in the header's record().
+#ifndef TK_RWU_EMULATE
+#extension GL_NV_cooperative_matrix : require
+#endif
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+#include "../common/convert.glsl"
+
+layout(local_size_x_id = 5) in;
+layout(constant_id = 0) const uint BT = 64;
+layout(constant_id = 1) const uint K = 128;
+layout(constant_id = 2) const uint V = 128;
+layout(constant_id = 3) const uint SPLIT = 0;         // 1: A as hi + lo fp16 parts
+layout(constant_id = 4) const uint SMEM_VEC4 = 1664;  // shared uvec4s, computed by the host
+layout(constant_id = 5) const uint WG = 128;          // 128 or 256 invocations
+layout(constant_id = 6) const uint A_DTYPE = 0;       // TK_F32 or TK_BF16
+layout(constant_id = 7) const uint OPS = 17;          // uvec4 per staged operand row: max(K, V) / 8 + 1
+
+const uint NSG = WG / 32;
+const uint RT = BT / 16;              // row tiles
+const uint SPR = NSG / RT;            // subgroups per row tile
+const uint OPR = WG / 16;             // operand rows per sweep
+const uint OSW = BT / OPR;            // operand sweeps (BT >= 16 >= OPR / ... : at least 1, see host)
+const uint LA = BT / 8;               // lanes per A row (8 columns each)
+const uint ARS = WG / LA;             // A rows per sweep
+const uint ASW = (BT + ARS - 1) / ARS;
+const uint AS = BT / 8 + 1;           // uvec4 per staged A row (odd: no bank conflicts)
+const uint A_BASE = BT * OPS;
+const uint AL_BASE = A_BASE + BT * AS;
+const uint SCR = 5;                   // uvec4 per scratch row: 16 f32 + 4 of skew
+const uint SCR_SG = 16 * SCR;         // scratch uvec4 per subgroup
+
+// Literal bounds (largest over the allowed specialisations) with the
+// specialised bound as a guard: glslc unrolls, arrays stay in registers.
+const uint MAX_OSW = 8;   // BT = 64, WG = 128
+const uint MAX_CG = 2;    // D = 256
+const uint MAX_ASW = 4;   // BT = 64, WG = 128
+const uint MAX_RT = 4;
+const uint MAX_MT = 8;
+
+layout(push_constant) uniform Push {
+  uint group_offset;
+  uint batch;
+  uint T;
+  uint Hg;
+  uint H;
+  uint chunks;
+} pc;
+
+layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
+layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
+layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
+layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
+layout(std430, binding = 4) readonly buffer ABuf { vec4 a4[]; };
+layout(std430, binding = 4) readonly buffer ABufH { uvec4 a8[]; };  // 8 bf16 values
+layout(std430, binding = 5) writeonly buffer WBuf { uvec4 w8[]; };
+layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
+
+// Staged fp16 operand rows [BT][OPS], then A hi [BT][AS] (and lo); after the
+// products, per-subgroup f32 scratch [NSG][16][SCR].
+shared uvec4 smem[SMEM_VEC4];
+shared int s_col_shift[BT];  // s_j
+shared int s_row_shift[BT];  // r_i
+
+// Shift that brings a largest magnitude m (>= 0) into [2^14, 2^15).
+int normalising_shift(float m) {
+  if (m == 0.0) return 0;
+  return clamp(141 - int(floatBitsToUint(m) >> 23), -64, 64);  // 14 - (biased exponent - 127)
+}
+
+float pow2(int s) { return uintBitsToFloat(uint(s + 127) << 23); }  // s in [-126, 127]
+
+float round_bf16(float x) { return uintBitsToFloat(tk_f32_to_bf16(x) << 16); }
+
+vec4 bf16_lo(uvec2 w) {  // elements 0..3 of 4 packed bf16
+  return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u), uintBitsToFloat(w.y << 16),
+              uintBitsToFloat(w.y & 0xffff0000u));
+}
+
+// bf16(x * f) (u) or bf16((x * f) * d) (w) of 8 packed bf16 values.
+void convert8(uvec4 wv, float f, float d, bool is_w, out vec4 lo, out vec4 hi) {
+  lo = bf16_lo(wv.xy) * f;
+  hi = bf16_lo(wv.zw) * f;
+  if (is_w) {
+    lo *= d;
+    hi *= d;
+  }
+  lo = vec4(round_bf16(lo.x), round_bf16(lo.y), round_bf16(lo.z), round_bf16(lo.w));
+  hi = vec4(round_bf16(hi.x), round_bf16(hi.y), round_bf16(hi.z), round_bf16(hi.w));
+}
+
+uvec4 pack_out(vec4 lo, vec4 hi) { return uvec4(tk_pack4(TK_BF16, lo), tk_pack4(TK_BF16, hi)); }
+
+uvec4 pack8(vec4 lo, vec4 hi) {
+  return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+
+// The whole kernel for u (IS_W false) or w (IS_W true). main() calls it
+// under a branch that is uniform per workgroup, with a literal argument, so
+// that D and every guard below fold to constants at specialisation and no
+// global load sits inside a conditional block (seen on the H100: a load in a
+// guarded block is waited for at the block's end, which serialised the
+// loads of the first version of this kernel).
+void body(const bool IS_W) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint group = gl_WorkGroupID.x + pc.group_offset;
+  const uint H = pc.H, T = pc.T;
+  const uint head_group = group >> 1;
+  const uint h = head_group % H;
+  const uint chunk = (head_group / H) % pc.chunks;
+  const uint b = head_group / H / pc.chunks;
+  const uint kh = h / (H / pc.Hg);
+  const uint t0 = chunk * BT;
+  const uint rows = min(BT, T - t0);
+  const uint D = IS_W ? K : V;
+  const uint D8 = D / 8;
+
+  // ---- every global load first, unconditionally --------------------------
+  // Rows past the tail are loaded from the last valid row (a valid address)
+  // and zeroed by a select afterwards; column groups past D re-read group 0.
+  // Every [[unroll]] loop is flat: glslc (spirv-opt) leaves nested loops as
+  // loops, and then the small arrays would be indexed at run time.
+  const uint lane16 = tid % 16, orow0 = tid / 16;
+  uvec4 raw[MAX_OSW * MAX_CG];
+  float row_f[MAX_OSW], row_d[MAX_OSW];
+  [[unroll]] for (uint x = 0; x < MAX_OSW * MAX_CG; ++x) {
+    const uint n = x / MAX_CG, q = x % MAX_CG;
+    if (n < OSW && 16 * q < D8) {  // specialisation constants only
+      const uint r = min(orow0 + n * OPR, rows - 1);
+      const uint c8 = lane16 + 16 * q < D8 ? lane16 + 16 * q : 0;
+      const uint t = b * T + t0 + r;
+      if (IS_W)
+        raw[x] = k8[(t * pc.Hg + kh) * (K / 8) + c8];
+      else
+        raw[x] = v8[(t * H + h) * (V / 8) + c8];
+    }
+  }
+  [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {
+    if (n < OSW) {
+      const uint r = min(orow0 + n * OPR, rows - 1);
+      const uint bh = (b * T + t0 + r) * H + h;
+      row_f[n] = beta[bh];
+      row_d[n] = 0.0;
+      if (IS_W) row_d[n] = gate[bh];
+    }
+  }
+  const uint al = tid % LA, arow0 = tid / LA;
+  vec4 a_lo[MAX_ASW], a_hi[MAX_ASW];
+  [[unroll]] for (uint n = 0; n < MAX_ASW; ++n) {
+    if (n < ASW) {
+      const uint r = min(arow0 + n * ARS, rows - 1);
+      const uint e = ((b * T + t0 + r) * H + h) * BT + 8 * al;
+      if (A_DTYPE == TK_F32) {  // only the view of the stored dtype is read
+        a_lo[n] = a4[e / 4];
+        a_hi[n] = a4[e / 4 + 1];
+      } else {
+        const uvec4 x = a8[e / 8];
+        a_lo[n] = bf16_lo(x.xy);
+        a_hi[n] = bf16_lo(x.zw);
+      }
+    }
+  }
+
+  // ---- operand rows: scale, round to bf16 (as FLA), normalise, stage fp16 -
+  [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {
+    if (n < OSW) {
+      const uint r = orow0 + n * OPR;
+      const bool live_row = r < rows;
+      const float f = row_f[n], d = exp(row_d[n]);
+      // column groups q = 0 and 1 written out (MAX_CG = 2): no nested loop
+      const bool g0 = live_row && lane16 < D8, g1 = 16 < D8 && live_row && lane16 + 16 < D8;
+      vec4 x0, x1, x2 = vec4(0.0), x3 = vec4(0.0);
+      convert8(mix(uvec4(0u), raw[n * MAX_CG], bvec4(g0)), f, d, IS_W, x0, x1);
+      if (16 < D8) convert8(mix(uvec4(0u), raw[n * MAX_CG + 1], bvec4(g1)), f, d, IS_W, x2, x3);
+      const vec4 mag = max(max(abs(x0), abs(x1)), max(abs(x2), abs(x3)));
+      float m = max(max(mag.x, mag.y), max(mag.z, mag.w));
+      m = max(m, subgroupShuffleXor(m, 1u));
+      m = max(m, subgroupShuffleXor(m, 2u));
+      m = max(m, subgroupShuffleXor(m, 4u));
+      m = max(m, subgroupShuffleXor(m, 8u));
+      const int s = normalising_shift(m);
+      if (lane16 == 0) s_col_shift[r] = s;
+      const float scale = pow2(s);
+      if (lane16 < D8) smem[r * OPS + lane16] = pack8(x0 * scale, x1 * scale);
+      if (16 < D8 && lane16 + 16 < D8) smem[r * OPS + lane16 + 16] = pack8(x2 * scale, x3 * scale);
+    }
+  }
+  barrier();
+
+  // ---- A: columns / 2^s_j, rows normalised, stage fp16 (hi, and lo) -------
+  ivec4 sj_lo = ivec4(s_col_shift[8 * al], s_col_shift[8 * al + 1], s_col_shift[8 * al + 2], s_col_shift[8 * al + 3]);
+  ivec4 sj_hi =
+      ivec4(s_col_shift[8 * al + 4], s_col_shift[8 * al + 5], s_col_shift[8 * al + 6], s_col_shift[8 * al + 7]);
+  const vec4 cs_lo = vec4(pow2(-sj_lo.x), pow2(-sj_lo.y), pow2(-sj_lo.z), pow2(-sj_lo.w));
+  const vec4 cs_hi = vec4(pow2(-sj_hi.x), pow2(-sj_hi.y), pow2(-sj_hi.z), pow2(-sj_hi.w));
+  // Columns at or past the chunk's last row are ignored (they may hold anything).
+  const uint c0 = 8 * al;
+  const bvec4 keep_lo = bvec4(c0 < rows, c0 + 1 < rows, c0 + 2 < rows, c0 + 3 < rows);
+  const bvec4 keep_hi = bvec4(c0 + 4 < rows, c0 + 5 < rows, c0 + 6 < rows, c0 + 7 < rows);
+  [[unroll]] for (uint n = 0; n < MAX_ASW; ++n) {
+    const uint r = arow0 + n * ARS;
+    if (n < ASW && r < BT) {  // uniform per group of LA lanes
+      vec4 lo = a_lo[n] * cs_lo, hi = a_hi[n] * cs_hi;
+      // selects: NaN in ignored columns (or in the clamped rows) does not leak
+      lo = mix(vec4(0.0), mix(vec4(0.0), lo, keep_lo), bvec4(r < rows));
+      hi = mix(vec4(0.0), mix(vec4(0.0), hi, keep_hi), bvec4(r < rows));
+      const vec4 mag = max(abs(lo), abs(hi));
+      float m = max(max(mag.x, mag.y), max(mag.z, mag.w));
+      m = max(m, subgroupShuffleXor(m, 1u));
+      if (LA > 2) m = max(m, subgroupShuffleXor(m, 2u));
+      if (LA > 4) m = max(m, subgroupShuffleXor(m, 4u));
+      const int ri = normalising_shift(m);
+      if (al == 0) s_row_shift[r] = ri;
+      const float scale = pow2(ri);
+      lo *= scale;
+      hi *= scale;
+      const uvec4 ph = uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+      smem[A_BASE + r * AS + al] = ph;
+      if (SPLIT != 0) {
+        const vec4 rl = lo - vec4(unpackHalf2x16(ph.x), unpackHalf2x16(ph.y));
+        const vec4 rh = hi - vec4(unpackHalf2x16(ph.z), unpackHalf2x16(ph.w));
+        smem[AL_BASE + r * AS + al] =
+            uvec4(packHalf2x16(rl.xy), packHalf2x16(rl.zw), packHalf2x16(rh.xy), packHalf2x16(rh.zw));
+      }
+    }
+  }
+  barrier();
+
+  // ---- products ---------------------------------------------------------
+#ifndef TK_RWU_EMULATE
+  const uint sg = gl_SubgroupID;
+#else
+  const uint sg = tid / 32;
+#endif
+  const uint rt = sg % RT, cs = sg / RT;
+  const uint CT = D / 16;
+  const uint MT = (CT + SPR - 1) / SPR;
+  const uint ct0 = cs * MT;
+#ifndef TK_RWU_EMULATE
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[MAX_MT];
+  [[unroll]] for (uint m = 0; m < MAX_MT; ++m) acc[m] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> am, al16, xb;
+  // No runtime condition around the loads and products: a subgroup whose
+  // range runs past the last column tile repeats that tile (its result is
+  // not stored).
+  [[unroll]] for (uint x = 0; x < MAX_RT * MAX_MT; ++x) {
+    const uint kk = x / MAX_MT, m = x % MAX_MT;
+    if (kk < RT && m == 0) {
+      coopMatLoadNV(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, false);
+      if (SPLIT != 0) coopMatLoadNV(al16, smem, AL_BASE + rt * 16 * AS + kk * 2, AS, false);
+    }
+    if (kk < RT && m < MT) {  // specialisation constants only
+      coopMatLoadNV(xb, smem, kk * 16 * OPS + min(ct0 + m, CT - 1) * 2, OPS, false);
+      acc[m] = coopMatMulAddNV(am, xb, acc[m]);
+      if (SPLIT != 0) acc[m] = coopMatMulAddNV(al16, xb, acc[m]);
+    }
+  }
+#else
+  float emu[MAX_MT * 8];
+  {
+    const uint erow = (tid % 32) / 2, ecol = (tid % 2) * 8;
+    [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+      [[unroll]] for (uint e = 0; e < 8; ++e) emu[m * 8 + e] = 0.0;
+      if (m < MT && ct0 + m < CT) {  // emulation: branches do not matter
+        for (uint j = 0; j < BT; ++j) {
+          const uint aw = smem[A_BASE + (rt * 16 + erow) * AS + j / 8][(j % 8) / 2];
+          float a = unpackHalf2x16(aw)[j % 2];
+          if (SPLIT != 0) a += unpackHalf2x16(smem[AL_BASE + (rt * 16 + erow) * AS + j / 8][(j % 8) / 2])[j % 2];
+          [[unroll]] for (uint e = 0; e < 8; ++e) {
+            const uint col = 16 * (ct0 + m) + ecol + e;
+            emu[m * 8 + e] += a * unpackHalf2x16(smem[j * OPS + col / 8][(col % 8) / 2])[col % 2];
+          }
+        }
+      }
+    }
+  }
+#endif
+  barrier();  // every subgroup is done with the staged operands: the memory becomes scratch
+
+  // ---- output: one tile at a time through this subgroup's scratch --------
+#ifndef TK_RWU_EMULATE
+  const uint lane = gl_SubgroupInvocationID;
+#define SCRATCH_SYNC() subgroupMemoryBarrierShared(); subgroupBarrier()
+#else  // lavapipe check of everything but the products: whole-workgroup steps
+  const uint lane = tid % 32;
+#define SCRATCH_SYNC() barrier()
+#endif
+  const uint orow = lane / 2, half_ = lane % 2;  // row of the tile, 8-column half
+  const uint i = rt * 16 + orow;
+  const float unscale = pow2(-s_row_shift[i]);
+  const uint scr = sg * SCR_SG;
+  const uint bh_out = (b * T + t0 + i) * H + h;
+  [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+    if (m < MT) {  // specialisation constants only
+      const bool live = ct0 + m < CT;  // uniform per subgroup
+      if (live) {
+#ifndef TK_RWU_EMULATE
+        coopMatStoreNV(acc[m], smem, scr, SCR, false);
+#else
+        [[unroll]] for (uint e = 0; e < 8; ++e) {
+          const uint col = (lane % 2) * 8 + e;
+          smem[scr + (lane / 2) * SCR + col / 4][col % 4] = floatBitsToUint(emu[m * 8 + e]);
+        }
+#endif
+      }
+      SCRATCH_SYNC();
+      if (live && i < rows) {  // two lanes write one 32-byte sector of a row
+        const uint base = scr + orow * SCR + 2 * half_;
+        const uvec4 outv = pack_out(uintBitsToFloat(smem[base]) * unscale, uintBitsToFloat(smem[base + 1]) * unscale);
+        const uint col8 = (ct0 + m) * 2 + half_;
+        if (IS_W)
+          w8[bh_out * (K / 8) + col8] = outv;
+        else
+          u8[bh_out * (V / 8) + col8] = outv;
+      }
+      SCRATCH_SYNC();  // the scratch is read before the next tile overwrites it
+    }
+  }
+}
+
+void main() {
+  if ((gl_WorkGroupID.x + pc.group_offset) % 2 == 1)
+    body(true);
+  else
+    body(false);
+}
