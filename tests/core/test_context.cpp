@@ -1,5 +1,10 @@
-// Context: adopting a caller's device, and seeding the pipeline cache.
+// Context: adopting a caller's device, seeding the pipeline cache, and the
+// driver's pipeline statistics.
 #include <tilekernels/aura/flash_pass2.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "../support.hpp"
 
@@ -50,6 +55,36 @@ TEST(ContextPipelineCache, SavedDataSeedsANewContext) {
   options.pipeline_cache = data;
   Context second(options);
   EXPECT_EQ(merge_once(second).size(), 128u);
+}
+
+TEST(ContextPipelineStatistics, ReportsEachPipelineWhereTheDriverCan) {
+  ContextOptions options;
+  options.validation = true;  // the extension's use must be valid too
+  options.pipeline_statistics = true;
+  Context ctx(options);
+  const auto out = merge_once(ctx);
+  EXPECT_EQ(out.size(), 128u);
+  const std::string report = ctx.pipeline_report();
+  if (!ctx.info().pipeline_statistics) {
+    EXPECT_TRUE(report.empty());
+    GTEST_SKIP() << "no VK_KHR_pipeline_executable_properties on " << ctx.info().name;
+  }
+  // One line for the merge's pipeline, naming its specialization constants
+  // and at least one statistic.
+  EXPECT_NE(report.find("spec ["), std::string::npos) << report;
+  EXPECT_NE(report.find(" | "), std::string::npos) << report;
+  EXPECT_EQ(std::count(report.begin(), report.end(), '\n'), 1) << report;
+  std::printf("%s", report.c_str());
+}
+
+TEST(ContextPipelineStatistics, OffByDefault) {
+  ContextOptions options;
+  options.validation = false;
+  options.pipeline_statistics = false;
+  Context ctx(options);
+  merge_once(ctx);
+  EXPECT_FALSE(ctx.info().pipeline_statistics);
+  EXPECT_TRUE(ctx.pipeline_report().empty());
 }
 
 }  // namespace

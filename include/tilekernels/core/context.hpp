@@ -41,6 +41,13 @@ struct ContextOptions {
   // device limit. Larger grids are split into several dispatches (lowering
   // it lets tests exercise the split on any device).
   std::uint32_t max_groups_per_dispatch = 0;
+  // Ask the driver for per-pipeline statistics (registers, shared and local
+  // memory, instruction counts: whatever it reports) through
+  // VK_KHR_pipeline_executable_properties, where the device has it; read
+  // them with Context::pipeline_report(). Unset: on when the environment
+  // variable TILEKERNELS_PIPELINE_STATS is 1. A diagnostic: it may slow
+  // pipeline creation.
+  std::optional<bool> pipeline_statistics;
 };
 
 // What a caller enabled on a device it hands to Context (see adopt ctor).
@@ -133,9 +140,32 @@ class Context {
     std::lock_guard lock(pipeline_mutex_);
     auto it = pipelines_.find(key);
     if (it == pipelines_.end())
-      it = pipelines_.emplace(key, std::make_unique<Pipeline>(*device_, pipeline_cache_ ? &*pipeline_cache_ : nullptr, key))
+      it = pipelines_
+               .emplace(key, std::make_unique<Pipeline>(*device_, pipeline_cache_ ? &*pipeline_cache_ : nullptr, key,
+                                                         info_.pipeline_statistics))
                .first;
     return *it->second;
+  }
+
+  // One line per pipeline built so far: its module size and specialization
+  // constants (which identify the kernel and its configuration), then the
+  // driver's statistics for it. Empty unless pipeline statistics are on
+  // (ContextOptions::pipeline_statistics) and the device supports them.
+  std::string pipeline_report() {
+    std::lock_guard lock(pipeline_mutex_);
+    std::string out;
+    if (!info_.pipeline_statistics) return out;
+    for (const auto& [key, p] : pipelines_) {
+      out += "spirv " + std::to_string(key.spirv_words) + " words, spec [";
+      for (std::size_t i = 0; i < key.spec.size(); ++i) {
+        if (i) out += ' ';
+        out += std::to_string(key.spec[i]);
+      }
+      out += "]";
+      for (const auto& [name, value] : p->statistics()) out += " | " + name + " " + value;
+      out += "\n";
+    }
+    return out;
   }
 
   // Serialised pipeline cache, for saving across runs.
@@ -360,6 +390,20 @@ class Context {
       info_.cooperative_matrix_nv = true;
     } else {
       enable.unlink<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+    }
+
+    // Diagnostics only: the driver's per-pipeline statistics.
+    const bool want_statistics = options_.pipeline_statistics.value_or(detail::env_string("TILEKERNELS_PIPELINE_STATS") == "1");
+    vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info;
+    if (want_statistics && has_extension(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
+        physical_->getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
+            .get<vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
+            .pipelineExecutableInfo) {
+      executable_info.pipelineExecutableInfo = VK_TRUE;
+      executable_info.pNext = enable.get<vk::PhysicalDeviceFeatures2>().pNext;
+      enable.get<vk::PhysicalDeviceFeatures2>().pNext = &executable_info;
+      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      info_.pipeline_statistics = true;
     }
 
     const float priority = 1.0f;

@@ -44,6 +44,7 @@ struct DeviceInfo {
   bool storage_16bit = false;  // storageBuffer16BitAccess
   bool float16 = false;        // shaderFloat16
   bool cooperative_matrix_nv = false;  // fp16 x fp16 -> fp32 16x16x16 tiles in compute
+  bool pipeline_statistics = false;    // pipelines capture the driver's statistics (ContextOptions)
 
   bool is_cpu() const noexcept { return type == vk::PhysicalDeviceType::eCpu; }
 };

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tilekernels/core/vulkan.hpp"
@@ -31,10 +33,53 @@ struct PipelineKey {
 
 class Pipeline {
  public:
-  Pipeline(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key)
+  // `statistics`: capture the driver's statistics (the device must have
+  // VK_KHR_pipeline_executable_properties enabled).
+  Pipeline(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key,
+           bool statistics = false)
       : set_layout_(nullptr), layout_(nullptr), pipeline_(nullptr), bindings_(key.bindings),
-        push_bytes_(key.push_constant_bytes) {
+        push_bytes_(key.push_constant_bytes), statistics_(statistics) {
     detail::vk_call("creating a compute pipeline", [&] { build(device, cache, key); });
+  }
+
+  // (name, value) of every statistic the driver reports for this pipeline's
+  // executables; empty when it was built without statistics.
+  std::vector<std::pair<std::string, std::string>> statistics() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!statistics_) return out;
+    detail::vk_call("reading pipeline statistics", [&] {
+      const auto& d = *pipeline_.getDispatcher();
+      const VkDevice device = pipeline_.getDevice();
+      VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, nullptr, *pipeline_};
+      std::uint32_t count = 0;
+      vk::resultCheck(vk::Result(d.vkGetPipelineExecutablePropertiesKHR(device, &info, &count, nullptr)),
+                      "vkGetPipelineExecutablePropertiesKHR");
+      for (std::uint32_t e = 0; e < count; ++e) {
+        VkPipelineExecutableInfoKHR exe{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, nullptr, *pipeline_, e};
+        std::uint32_t n = 0;
+        vk::resultCheck(vk::Result(d.vkGetPipelineExecutableStatisticsKHR(device, &exe, &n, nullptr)),
+                        "vkGetPipelineExecutableStatisticsKHR");
+        VkPipelineExecutableStatisticKHR blank{};
+        blank.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+        std::vector<VkPipelineExecutableStatisticKHR> stats(n, blank);
+        vk::resultCheck(vk::Result(d.vkGetPipelineExecutableStatisticsKHR(device, &exe, &n, stats.data())),
+                        "vkGetPipelineExecutableStatisticsKHR");
+        for (const auto& st : stats) {
+          std::string value;
+          switch (st.format) {
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: value = st.value.b32 ? "true" : "false"; break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: value = std::to_string(st.value.i64); break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: value = std::to_string(st.value.u64); break;
+            default: value = std::to_string(st.value.f64); break;
+          }
+          std::string name = count > 1 ? std::to_string(e) : std::string();
+          if (count > 1) name += ':';
+          name += st.name;
+          out.emplace_back(std::move(name), std::move(value));
+        }
+      }
+    });
+    return out;
   }
 
   vk::Pipeline pipeline() const { return *pipeline_; }
@@ -68,7 +113,8 @@ class Pipeline {
       stage.pNext = &subgroup;
       stage.flags = vk::PipelineShaderStageCreateFlagBits::eRequireFullSubgroups;
     }
-    const vk::ComputePipelineCreateInfo info({}, stage, *layout_);
+    const vk::ComputePipelineCreateInfo info(
+        statistics_ ? vk::PipelineCreateFlagBits::eCaptureStatisticsKHR : vk::PipelineCreateFlags{}, stage, *layout_);
     pipeline_ = vk::raii::Pipeline(device, cache ? vk::Optional<const vk::raii::PipelineCache>(*cache) : nullptr, info);
   }
 
@@ -77,6 +123,7 @@ class Pipeline {
   vk::raii::Pipeline pipeline_;
   std::uint32_t bindings_;
   std::uint32_t push_bytes_;
+  bool statistics_;
 };
 
 }  // namespace tilekernels
