@@ -18,15 +18,33 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
-enum Kind { dense = 0, hadamard = 1 };
+enum Kind { dense = 0, hadamard = 1, hadamard_legacy = 2, hadamard_blocks2 = 3, hadamard_blocks4 = 4,
+            hadamard_blocks8 = 5, hadamard_wg512 = 6, hadamard_portable = 7, dense_tiled = 8, hadamard_v64 = 9,
+            hadamard_v16 = 10, hadamard_wide_cells = 11, hadamard_wide_cells_blocks4 = 12 };
 
-// Args: rows, kind (0 dense, 1 Hadamard).
+aura::HadamardEncodeOptions hadamard_options(std::int64_t kind) {
+  switch (kind) {
+    case hadamard_legacy: return {0, 0, false, true};
+    case hadamard_blocks2: return {0, 0, false, false, 2};
+    case hadamard_blocks4: return {0, 0, false, false, 4};
+    case hadamard_blocks8: return {0, 0, false, false, 8};
+    case hadamard_wg512: return {0, 512, false, false};
+    case hadamard_portable: return {0, 0, true, false};
+    case hadamard_v64: return {64, 0, false, false};
+    case hadamard_v16: return {16, 0, false, false};
+    case hadamard_wide_cells: return {0, 0, false, false, 0, true};
+    case hadamard_wide_cells_blocks4: return {0, 0, false, false, 4, true};
+    default: return {};
+  }
+}
+
+// Args: rows, kind (0 dense, 1 Hadamard, 2.. Hadamard variants: see Kind).
 template <std::uint32_t Dim>
 void BM_AuraEncode(benchmark::State& state) {
   using Config = aura::EncodeConfig<Dim, 4, DType::bf16>;
   Context& ctx = context();
   const std::int64_t rows = state.range(0);
-  const bool is_hadamard = state.range(1) == hadamard;
+  const bool is_hadamard = state.range(1) != dense && state.range(1) != dense_tiled;
   const double bytes = double(rows) * (Dim * 2 + Config::packed_words * 4 + 4);
   const double flops = is_hadamard ? 0.0 : 2.0 * double(rows) * Dim * Dim;
   const int sets = rotation_sets(bytes);
@@ -45,8 +63,8 @@ void BM_AuraEncode(benchmark::State& state) {
   for (int s = 0; s < sets; ++s)
     inputs.push_back({Tensor::from_floats(ctx, DType::bf16, {rows, Dim}, x),
                       Tensor(ctx, DType::u32, {rows, Config::packed_words}), Tensor(ctx, DType::f32, {rows})});
-  aura::Encode<Config> dense_kernel(ctx);
-  aura::HadamardEncode<Config> hadamard_kernel(ctx);
+  aura::Encode<Config> dense_kernel(ctx, state.range(1) == dense_tiled ? aura::EncodeOptions{0} : aura::EncodeOptions{});
+  aura::HadamardEncode<Config> hadamard_kernel(ctx, hadamard_options(state.range(1)));
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     if (is_hadamard)
@@ -54,14 +72,19 @@ void BM_AuraEncode(benchmark::State& state) {
     else
       dense_kernel.record(cmd, {s.input, rotation, bounds, codes, s.packed, s.norms});
   }, bytes, flops);
-  if (!is_hadamard) state.counters["rows_per_inv"] = aura::Encode<Config>::rows_per_invocation(rows);
+  if (!is_hadamard && (state.range(1) == dense_tiled || rows > aura::EncodeOptions{}.small_rows))
+    state.counters["rows_per_inv"] = aura::Encode<Config>::rows_per_invocation(rows);
 }
 
 BENCHMARK(BM_AuraEncode<128>)
-    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard}})
+    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard, hadamard_legacy, hadamard_blocks2, hadamard_blocks4,
+                                       hadamard_blocks8, hadamard_wg512, hadamard_portable, dense_tiled, hadamard_v64,
+                                       hadamard_v16, hadamard_wide_cells, hadamard_wide_cells_blocks4}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AuraEncode<256>)
-    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard}})
+    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard, hadamard_legacy, hadamard_blocks2, hadamard_blocks4,
+                                       hadamard_blocks8, hadamard_wg512, hadamard_portable, dense_tiled, hadamard_v64,
+                                       hadamard_v16, hadamard_wide_cells, hadamard_wide_cells_blocks4}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // Decode to bf16: packed + norms read, rows x Dim bf16 written.

@@ -55,6 +55,9 @@ layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
 layout(std430, binding = 4) writeonly buffer Packed { uint packed[]; };
 layout(std430, binding = 5) writeonly buffer Norms { float norms[]; };
 
+#define TK_AURA_CELL_TABLE
+#include "../common/aura_pack.glsl"
+
 // Scratch: during the product, the input chunk [KC][U_STRIDE] then the
 // rotation chunk [KC][R_STRIDE] (floats); afterwards the code bytes
 // [ROWS][DIM/4] words and the partial sums [ROWS][LANES].
@@ -100,6 +103,9 @@ void main() {
     s_bound[i] = i + 1u < LEVELS ? boundaries[i] : 0.0;
     s_code[i] = codebook[i];
   }
+
+  bool table = false;  // the cell-table quantiser (BITS <= 4), visible after the loop's first barrier
+  if (BITS <= 4u) table = tk_cell_table_build(t);
 
   vec4 acc[2 * TM];
   [[unroll]] for (uint m = 0; m < 2 * TM; ++m) acc[m] = vec4(0.0);
@@ -159,24 +165,41 @@ void main() {
   if (t < ROWS) s_norm[t] = sqrt(sumsq);
   barrier();  // the chunks are consumed and the norms are visible
 
-  [[unroll]] for (uint m = 0; m < TM; ++m) {
-    const uint r = rg * TM + m;
-    const float norm = s_norm[r];
-    const float inv_norm = norm > 0.0 ? 1.0 / norm : 0.0;
-    float part = 0.0;
-    [[unroll]] for (uint h = 0; h < 2u; ++h) {
-      uint word = 0u;
-      [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        const float v = acc[2u * m + h][c] * inv_norm;
-        uint idx;
-        TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
-        const float cv = s_code[idx];
-        part += cv * cv;
-        word |= idx << (8u * c);
-      }
-      mem_store(r * (DIM / 4u) + h * LANES + lane, word);
-    }
-    mem_store(PART_BASE + r * LANES + lane, floatBitsToUint(part));
+  if (BITS <= 4u) table = tk_cell_table_usable(table);
+#define TK_ENCODE_EPILOGUE(TABLE)                                                 \
+  [[unroll]] for (uint m = 0; m < TM; ++m) {                                      \
+    const uint r = rg * TM + m;                                                   \
+    const float norm = s_norm[r];                                                 \
+    const float inv_norm = norm > 0.0 ? 1.0 / norm : 0.0;                         \
+    float part = 0.0;                                                             \
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {                                    \
+      uint word = 0u;                                                             \
+      [[unroll]] for (uint c = 0; c < 4u; ++c) {                                  \
+        const float v = acc[2u * m + h][c] * inv_norm;                           \
+        if (TABLE) {                                                              \
+          const uvec4 cell = tk_s_cell[tk_cell_of(v)];                            \
+          part += uintBitsToFloat(cell.z);                                        \
+          word += cell.y << (8u * c);                                             \
+          if (v > uintBitsToFloat(cell.x)) {                                      \
+            part += uintBitsToFloat(cell.w);                                      \
+            word += 1u << (8u * c);                                               \
+          }                                                                       \
+        } else {                                                                  \
+          uint idx;                                                               \
+          TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);                              \
+          const float cv = s_code[idx];                                           \
+          part += cv * cv;                                                        \
+          word |= idx << (8u * c);                                                \
+        }                                                                         \
+      }                                                                           \
+      mem_store(r * (DIM / 4u) + h * LANES + lane, word);                         \
+    }                                                                             \
+    mem_store(PART_BASE + r * LANES + lane, floatBitsToUint(part));               \
+  }
+  if (table) {
+    TK_ENCODE_EPILOGUE(true)
+  } else {
+    TK_ENCODE_EPILOGUE(false)
   }
   barrier();
 

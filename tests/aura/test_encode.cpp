@@ -232,6 +232,131 @@ TEST_F(AuraEncode, ZeroNanAndInfRows) {
   check_special_rows<aura::HadamardEncode<aura::EncodeConfig<64, 6, DType::f16>>, 64, 6, DType::f16>(true);
 }
 
+// The dense encode through the few-rows kernel and through the tiled one,
+// whatever the row count.
+template <std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_dense(std::size_t rows, std::uint64_t seed, aura::EncodeOptions options) {
+  using Config = aura::EncodeConfig<Dim, Bits, In>;
+  SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
+               " rows=" + std::to_string(rows) + " small_rows=" + std::to_string(options.small_rows));
+  Context& ctx = context();
+  Rng rng(seed);
+  const auto& cb = codebook(Dim, Bits);
+  const auto x = make_rows(rng, rows, Dim, In);
+  const auto R = static_cast<std::int64_t>(rows);
+  auto input = Tensor::from_floats(ctx, In, {R, Dim}, x);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
+  GuardedTensor packed(ctx, DType::u32, {R, Config::packed_words});
+  GuardedTensor norms(ctx, DType::f32, {R});
+  aura::Encode<Config> kernel(ctx, options);
+  const auto got = run_twice<Config>(ctx, kernel, typename aura::Encode<Config>::Args{input, rotation, bounds, codes, packed, norms},
+                                     packed, norms);
+  const auto ref = reference::aura::encode(x, rows, Dim, Bits, dense_rotation(Dim), cb.boundaries, cb.codebook);
+  const auto c = compare(got.packed, got.norms, ref, x, rows, Dim, Bits, cb.codebook);
+  EXPECT_EQ(c.unexplained, 0u) << "codes differ from the reference away from any boundary";
+  EXPECT_LE(c.mismatches, rows * Dim / 1000 + 2) << "too many codes within rounding of a boundary";
+  EXPECT_LE(c.worst_norm_error, kNormBudget) << "norm relative error";
+}
+
+TEST_F(AuraEncode, DenseFewRowsAndTiledKernels) {
+  const aura::EncodeOptions small{1000}, tiled{0};
+  check_dense<128, 4, DType::bf16>(37, 800, small);
+  check_dense<128, 4, DType::bf16>(7, 801, tiled);
+  check_dense<96, 3, DType::f16>(37, 802, small);
+  check_dense<96, 3, DType::f16>(1, 803, tiled);
+  check_dense<256, 6, DType::f32>(19, 804, small);
+  check_dense<512, 2, DType::bf16>(9, 805, small);
+  check_dense<32, 8, DType::f32>(17, 806, small);
+  check_dense<480, 4, DType::bf16>(9, 807, small);
+}
+
+// The register Hadamard kernel in every shape option (values per invocation,
+// workgroup size, with and without subgroup shuffles) and the previous
+// kernel, against the reference; `bounds_override` replaces the boundaries
+// (e.g. duplicated ones, which make the quantiser fall back to its search).
+template <std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_hadamard(std::size_t rows, std::uint64_t seed, aura::HadamardEncodeOptions options,
+                    const std::vector<float>* bounds_override = nullptr) {
+  using Config = aura::EncodeConfig<Dim, Bits, In>;
+  SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
+               " rows=" + std::to_string(rows) + " values=" + std::to_string(options.values_per_invocation) +
+               " invocations=" + std::to_string(options.invocations) + " portable=" + std::to_string(options.portable) +
+               " legacy=" + std::to_string(options.legacy));
+  Context& ctx = context();
+  Rng rng(seed);
+  const auto& cb = codebook(Dim, Bits);
+  const std::vector<float>& b = bounds_override ? *bounds_override : cb.boundaries;
+  const auto x = make_rows(rng, rows, Dim, In);
+  const auto R = static_cast<std::int64_t>(rows);
+  auto input = Tensor::from_floats(ctx, In, {R, Dim}, x);
+  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, b);
+  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  const auto signs = aura::hadamard_signs(Dim, seed);
+  auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
+  GuardedTensor packed(ctx, DType::u32, {R, Config::packed_words});
+  GuardedTensor norms(ctx, DType::f32, {R});
+  aura::HadamardEncode<Config> had(ctx, options);
+  const auto got = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{input, sign_t, bounds, codes, packed, norms},
+                                     packed, norms);
+  const auto ref = reference::aura::encode(x, rows, Dim, Bits, aura::hadamard_matrix(signs), b, cb.codebook);
+  const auto c = compare(got.packed, got.norms, ref, x, rows, Dim, Bits, cb.codebook);
+  EXPECT_EQ(c.unexplained, 0u) << "codes differ from the reference away from any boundary";
+  EXPECT_LE(c.mismatches, rows * Dim / 1000 + 2) << "too many codes within rounding of a boundary";
+  EXPECT_LE(c.worst_norm_error, kNormBudget) << "norm relative error";
+}
+
+// Every values-per-invocation with subgroup shuffles where the device has
+// them; the portable module, small workgroups and the previous kernel once
+// each (lavapipe compiles every variant: keep the list short).
+template <std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_hadamard_shapes(std::size_t rows, std::uint64_t seed) {
+  for (std::uint32_t values : {8u, 16u, 32u, 64u})
+    if (values <= Dim) check_hadamard<Dim, Bits, In>(rows, seed + values, {values, 0, false, false});
+  check_hadamard<Dim, Bits, In>(rows, seed + 1, {0, 0, true, false});                // portable
+  check_hadamard<Dim, Bits, In>(rows, seed + 2, {16, 2 * Dim / 16, false, false});  // 2 rows per workgroup
+  check_hadamard<Dim, Bits, In>(rows, seed + 3, {8, Dim / 8, true, false});         // 1 row, portable
+  check_hadamard<Dim, Bits, In>(rows, seed + 4, {0, 0, false, true});               // the previous kernel
+  check_hadamard<Dim, Bits, In>(rows, seed + 5, {0, 2 * Dim / 32, false, false, 3});  // 2-row blocks, 3 per workgroup
+  check_hadamard<Dim, Bits, In>(rows, seed + 6, {0, 0, true, false, 2});
+  check_hadamard<Dim, Bits, In>(rows, seed + 7, {0, 0, false, false, 0, true});  // 16-byte cell entries
+}
+
+TEST_F(AuraEncode, HadamardShapesAndPaths) {
+  check_hadamard_shapes<64, 4, DType::bf16>(37, 700);
+  check_hadamard_shapes<128, 4, DType::bf16>(301, 710);
+  check_hadamard_shapes<128, 3, DType::f32>(37, 720);
+  check_hadamard_shapes<256, 6, DType::f16>(37, 730);
+  check_hadamard_shapes<512, 2, DType::bf16>(19, 750);
+  check_hadamard_shapes<32, 4, DType::f16>(37, 770);
+  check_hadamard<512, 8, DType::bf16>(19, 760, {});
+  check_hadamard<256, 4, DType::f32>(37, 740, {});
+}
+
+// Boundaries that put two in one quantiser cell (duplicates, a cluster):
+// the table quantiser must notice and fall back to the search.
+TEST_F(AuraEncode, HadamardCrowdedBoundaries) {
+  auto b = codebook(128, 4).boundaries;
+  b[6] = b[7];                   // a duplicate
+  b[9] = std::nextafter(b[8], 1.0f);  // two boundaries one float apart
+  check_hadamard<128, 4, DType::bf16>(301, 780, {});
+  check_hadamard<128, 4, DType::bf16>(301, 781, {}, &b);
+  check_hadamard<128, 4, DType::bf16>(301, 782, {0, 0, true, false}, &b);
+  auto b3 = codebook(64, 3).boundaries;
+  for (auto& v : b3) v = 0.0f;  // degenerate: every boundary at 0
+  check_hadamard<64, 3, DType::f32>(37, 783, {}, &b3);
+}
+
+TEST_F(AuraEncode, HadamardOptionsAreChecked) {
+  Context& ctx = context();
+  using Config = aura::EncodeConfig<64, 4, DType::bf16>;
+  EXPECT_THROW((aura::HadamardEncode<Config>(ctx, {128, 0, false, false}).geometry()), Error);
+  EXPECT_THROW((aura::HadamardEncode<Config>(ctx, {24, 0, false, false}).geometry()), Error);
+  EXPECT_THROW((aura::HadamardEncode<Config>(ctx, {8, 12, false, false}).geometry()), Error);
+  EXPECT_NO_THROW((aura::HadamardEncode<Config>(ctx, {8, 16, false, false}).geometry()));
+}
+
 TEST_F(AuraEncode, ErrorsNameTheTensor) {
   Context& ctx = context();
   using Config = aura::EncodeConfig<64, 4, DType::bf16>;

@@ -15,7 +15,8 @@
 //
 // Layout (row-major):
 //   input      [rows, Dim]          In (f32, f16 or bf16)
-//   rotation   [Dim, Dim]           f32   (Encode)      signs [Dim] f32 +-1 (HadamardEncode)
+//   rotation   [Dim, Dim]           f32   (Encode)      signs [Dim] f32 +-1 (HadamardEncode; the
+//                                                       default kernel reads only their sign bits)
 //   boundaries [2^Bits - 1]         f32, ascending (the kernel binary-searches them)
 //   codebook   [2^Bits]             f32
 //   packed     [rows, Dim*Bits/32]  u32
@@ -37,6 +38,9 @@
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/aura/encode.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard.hpp"
+#include "tilekernels/spirv/aura/encode_small.hpp"
+#include "tilekernels/spirv/aura/encode_hadamard_sg.hpp"
+#include "tilekernels/spirv/aura/encode_hadamard_sg_shuffle.hpp"
 
 namespace tilekernels::aura {
 
@@ -56,6 +60,9 @@ struct EncodeConfig {
   static constexpr std::uint32_t packed_words = Dim * Bits / 32;  // per row
   static_assert(packed_words * 32 == Dim * Bits, "EncodeConfig: a row must pack into whole u32 words");
 
+  // The cell-table quantiser of aura_pack.glsl (32 cells of 16 + 8 bytes and 8 flag words of 16).
+  static constexpr std::uint32_t cell_table_bytes = 32 * 16 + 8 * 16 + 32 * 8;
+
   // Dense kernel: LANES * ROW_GROUPS invocations, each owning 8 coordinates
   // of TM rows; the product runs over K chunks of k_chunk columns.
   static constexpr std::uint32_t lanes = Dim / 8;
@@ -73,11 +80,27 @@ struct EncodeConfig {
     return (std::max(product, epilogue) + 3) / 4;
   }
   static constexpr std::uint32_t dense_shared_bytes(std::uint32_t tm) {
-    return dense_scratch_vec4(tm) * 16 + 8 * levels + 4 * tm * row_groups;
+    return dense_scratch_vec4(tm) * 16 + 8 * levels + 4 * tm * row_groups + cell_table_bytes;
   }
   static_assert(dense_shared_bytes(1) <= 32768 && dense_shared_bytes(2) <= 32768 &&
                     dense_shared_bytes(max_rows_per_invocation) <= 32768,
                 "EncodeConfig: the dense kernel must fit the portable 32 KiB of shared memory");
+
+  // Few-rows dense kernel (encode_small.comp): small_rows_per_group rows per
+  // workgroup of Dim * small_split invocations, each owning one output
+  // coordinate and Dim / small_split columns of the product.
+  static constexpr std::uint32_t small_rows_per_group = 8;
+  static constexpr std::uint32_t small_split() {
+    std::uint32_t ks = 1;
+    while (Dim * ks * 2 <= 512 && Dim % (8 * ks) == 0) ks *= 2;
+    return ks;
+  }
+  static constexpr std::uint32_t small_invocations = Dim * small_split();
+  static constexpr std::uint32_t small_shared_bytes =
+      4 * (small_rows_per_group * small_invocations + 3 * small_rows_per_group * Dim / 4 + 9 * small_rows_per_group +
+           2 * levels);
+  static_assert(small_shared_bytes <= 32768,
+                "EncodeConfig: the few-rows dense kernel must fit the portable 32 KiB of shared memory");
 
   // Hadamard kernel: Dim/32 invocations per row, 128 invocations per workgroup.
   static constexpr std::uint32_t hadamard_blocks = Dim / 32;
@@ -86,6 +109,28 @@ struct EncodeConfig {
       4 * (hadamard_rows * (Dim + hadamard_blocks) + 2 * hadamard_rows * hadamard_blocks + 2 * levels + Dim);
   static_assert(hadamard_shared_bytes <= 32768,
                 "EncodeConfig: the Hadamard kernel must fit the portable 32 KiB of shared memory");
+
+  // Register Hadamard kernel (encode_hadamard_sg.comp): v values per
+  // invocation (8..64, a power of two, <= Dim), Dim / v invocations per row,
+  // `rows` rows per workgroup.
+  static constexpr std::uint32_t hadamard_values = 32;
+  static constexpr std::uint32_t hadamard_sg_shared_bytes(std::uint32_t v, std::uint32_t rows) {
+    const std::uint32_t wg = rows * (Dim / v);
+    return 4 * (wg * (v > 32 ? v / 4 : 8) + wg + Dim + 2 * levels) + cell_table_bytes;
+  }
+  static_assert(hadamard_sg_shared_bytes(hadamard_values, 256 * hadamard_values / Dim) <= 32768,
+                "EncodeConfig: the register Hadamard kernel must fit the portable 32 KiB of shared memory");
+};
+
+// Tuning of HadamardEncode; 0 fields mean automatic.
+struct HadamardEncodeOptions {
+  std::uint32_t values_per_invocation = 0;  // 8, 16, 32 or 64 (<= Dim); 0: 32
+  std::uint32_t invocations = 0;            // per workgroup, a multiple of Dim / values; 0: 256
+  bool portable = false;                    // never use subgroup operations (also Context::force_portable())
+  bool legacy = false;                      // the previous kernel (encode_hadamard.comp: shared-memory transpose)
+  std::uint32_t row_blocks = 0;             // blocks of rows per workgroup, the next one's loads in flight;
+                                            // 0: 2 where that still leaves >= 1024 workgroups, else 1
+  bool wide_cell_entries = false;           // quantiser table as one 16-byte entry per cell (else 3 32-bit reads)
 };
 
 namespace impl {
@@ -120,6 +165,14 @@ struct EncodePush {
 
 }  // namespace impl
 
+// Tuning of Encode.
+struct EncodeOptions {
+  // Calls of up to this many rows run the few-rows kernel (one workgroup per
+  // 8 rows, each invocation one output coordinate: latency-bound calls);
+  // larger ones the register-tiled kernel. 0: always the tiled kernel.
+  std::uint32_t small_rows = 64;
+};
+
 // Dense-rotation encode.
 template <class Config>
 class Encode {
@@ -130,7 +183,7 @@ class Encode {
     TensorRef input, rotation, boundaries, codebook, packed, norms;
   };
 
-  explicit Encode(Context& ctx) : ctx_(&ctx) {}
+  explicit Encode(Context& ctx, EncodeOptions options = {}) : ctx_(&ctx), options_(options) {}
 
   void check(const Args& a) const {
     impl::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
@@ -148,6 +201,19 @@ class Encode {
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
     const auto rows = a.input.shape[0];
+    if (rows <= static_cast<std::int64_t>(options_.small_rows)) {
+      impl::expect_workgroup(*ctx_, name, Config::small_invocations, Config::small_shared_bytes);
+      PipelineKey key{spirv::aura_encode_small, std::size(spirv::aura_encode_small),
+                      {Config::small_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype),
+                       Config::small_rows_per_group, Config::small_split()},
+                      6, sizeof(impl::EncodePush), 0};
+      const Pipeline& pipeline = ctx_->pipeline(key);
+      const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
+      tilekernels::detail::record_dispatch(
+          *ctx_, cmd, pipeline, {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms}, push,
+          static_cast<std::uint64_t>((rows + Config::small_rows_per_group - 1) / Config::small_rows_per_group));
+      return;
+    }
     const std::uint32_t tm = rows_per_invocation(rows);
     impl::expect_workgroup(*ctx_, name, Config::dense_invocations, Config::dense_shared_bytes(tm));
     const std::uint32_t rows_per_group = tm * Config::row_groups;
@@ -168,11 +234,16 @@ class Encode {
 
  private:
   Context* ctx_;
+  EncodeOptions options_;
 };
 
 // Randomised-Hadamard encode (Dim a power of two): the rotation is given by
 // its signs (rotation.hpp's hadamard_signs); the codes equal Encode's with
 // hadamard_matrix(signs) up to values within f32 rounding of a boundary.
+// Default kernel: encode_hadamard_sg.comp (the transform in registers, Dim/32
+// invocations per row exchanging through subgroup shuffles where the
+// subgroup is wide enough, else shared memory; a cell-table quantiser for
+// Bits <= 4). HadamardEncodeOptions::legacy selects the previous kernel.
 template <class Config>
 class HadamardEncode {
   static_assert(std::has_single_bit(Config::dim), "HadamardEncode: Dim must be a power of two (Sylvester Hadamard matrix)");
@@ -184,27 +255,76 @@ class HadamardEncode {
     TensorRef input, signs, boundaries, codebook, packed, norms;
   };
 
-  explicit HadamardEncode(Context& ctx) : ctx_(&ctx) {}
+  explicit HadamardEncode(Context& ctx, HadamardEncodeOptions options = {}) : ctx_(&ctx), options_(options) {}
 
   void check(const Args& a) const {
     impl::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
     tilekernels::detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::dim});
   }
 
+  struct Geometry {
+    std::uint32_t values = 0;       // per invocation
+    std::uint32_t rows = 0;         // per workgroup
+    std::uint32_t invocations = 0;  // per workgroup
+    std::uint32_t blocks = 1;       // blocks of `rows` rows per workgroup
+    bool shuffle = false;
+  };
+
+  // The register kernel's workgroup shape; throws for options out of range.
+  Geometry geometry(std::int64_t rows = 0) const {
+    Geometry g;
+    g.values = options_.values_per_invocation ? options_.values_per_invocation : Config::hadamard_values;
+    if (g.values < 8 || g.values > 64 || g.values > Config::dim || !std::has_single_bit(g.values))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": values_per_invocation must be 8, 16, 32 or 64 and at most Dim, got " +
+                                                   std::to_string(g.values));
+    const std::uint32_t per_row = Config::dim / g.values;
+    const std::uint32_t wg = options_.invocations ? options_.invocations : std::max<std::uint32_t>(256, per_row);
+    if (wg % per_row != 0 || wg > 1024)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": invocations must be a multiple of Dim / values_per_invocation (" +
+                                                   std::to_string(per_row) + ") and at most 1024, got " + std::to_string(wg));
+    g.rows = wg / per_row;
+    g.invocations = wg;
+    // Measured on an H100 at 262144 rows: 2 blocks 51 us, 4 blocks 51 us, 1 block 56 us (Dim 128);
+    // at 4096 rows 4 blocks were 2x slower than 1 (too few workgroups).
+    g.blocks = options_.row_blocks ? options_.row_blocks : ((rows + g.rows - 1) / g.rows >= 2048 ? 2 : 1);
+    if (g.blocks > 64)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": row_blocks must be at most 64, got " + std::to_string(g.blocks));
+    const auto& info = ctx_->info();
+    // The shuffle variant numbers invocations by subgroup, a permutation of
+    // the workgroup when it is whole subgroups (or less than one).
+    g.shuffle = !options_.portable && !ctx_->force_portable() && info.subgroup_shuffle && info.subgroup_size > 0 &&
+                (wg % info.subgroup_size == 0 || wg < info.subgroup_size);
+    return g;
+  }
+
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
     const auto rows = a.input.shape[0];
-    constexpr std::uint32_t wg = Config::hadamard_blocks * Config::hadamard_rows;
-    impl::expect_workgroup(*ctx_, name, wg, Config::hadamard_shared_bytes);
     const float inv_sqrt = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Config::dim)));
-    PipelineKey key{spirv::aura_encode_hadamard, std::size(spirv::aura_encode_hadamard),
-                    {wg, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype), Config::hadamard_rows,
-                     std::bit_cast<std::uint32_t>(inv_sqrt)},
+    if (options_.legacy) {
+      constexpr std::uint32_t wg = Config::hadamard_blocks * Config::hadamard_rows;
+      impl::expect_workgroup(*ctx_, name, wg, Config::hadamard_shared_bytes);
+      PipelineKey key{spirv::aura_encode_hadamard, std::size(spirv::aura_encode_hadamard),
+                      {wg, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype), Config::hadamard_rows,
+                       std::bit_cast<std::uint32_t>(inv_sqrt)},
+                      6, sizeof(impl::EncodePush), 0};
+      const Pipeline& pipeline = ctx_->pipeline(key);
+      const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
+      tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms},
+                              push, static_cast<std::uint64_t>((rows + Config::hadamard_rows - 1) / Config::hadamard_rows));
+      return;
+    }
+    const Geometry g = geometry(rows);
+    impl::expect_workgroup(*ctx_, name, g.invocations, Config::hadamard_sg_shared_bytes(g.values, g.rows));
+    PipelineKey key{g.shuffle ? spirv::aura_encode_hadamard_sg_shuffle : spirv::aura_encode_hadamard_sg,
+                    g.shuffle ? std::size(spirv::aura_encode_hadamard_sg_shuffle) : std::size(spirv::aura_encode_hadamard_sg),
+                    {g.invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype), g.rows,
+                     std::bit_cast<std::uint32_t>(inv_sqrt), g.values, g.blocks, options_.wide_cell_entries ? 1u : 0u},
                     6, sizeof(impl::EncodePush), 0};
     const Pipeline& pipeline = ctx_->pipeline(key);
     const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
     tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms},
-                            push, static_cast<std::uint64_t>((rows + Config::hadamard_rows - 1) / Config::hadamard_rows));
+                            push, static_cast<std::uint64_t>((rows + g.rows * g.blocks - 1) / (g.rows * g.blocks)));
   }
 
   void run(const Args& a) const {
@@ -214,6 +334,7 @@ class HadamardEncode {
 
  private:
   Context* ctx_;
+  HadamardEncodeOptions options_;
 };
 
 }  // namespace tilekernels::aura
