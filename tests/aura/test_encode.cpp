@@ -35,6 +35,49 @@ EncodeRun run_twice(Context& ctx, const Kernel& kernel, Args args, GuardedTensor
   return first;
 }
 
+// Random rows of one (Dim, Bits, In) with the codebook's tables and
+// NaN-guarded outputs; `bounds_override` replaces the boundaries.
+template <class Config>
+struct RandomRows {
+  RandomRows(Context& ctx, std::size_t rows_, std::uint64_t seed, const std::vector<float>* bounds_override = nullptr)
+      : rows(rows_),
+        cb(codebook(Config::dim, Config::bits)),
+        boundaries(bounds_override ? *bounds_override : cb.boundaries),
+        x(make_x(seed)),
+        input(Tensor::from_floats(ctx, Config::in_dtype, {R(), Config::dim}, x)),
+        bounds(Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, boundaries)),
+        codes(Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook)),
+        packed(ctx, DType::u32, {R(), Config::packed_words}),
+        norms(ctx, DType::f32, {R()}) {}
+
+  std::int64_t R() const { return static_cast<std::int64_t>(rows); }
+  std::vector<float> make_x(std::uint64_t seed) const {
+    Rng rng(seed);
+    return make_rows(rng, rows, Config::dim, Config::in_dtype);
+  }
+
+  // Checks `got` against the reference encode with `rotation`: codes exact
+  // away from boundaries, few flips near them, norms within budget.
+  reference::aura::EncodeResult check(const EncodeRun& got, const std::vector<float>& rotation, const char* what) const {
+    const auto ref = reference::aura::encode(x, rows, Config::dim, Config::bits, rotation, boundaries, cb.codebook);
+    const auto c = compare(got.packed, got.norms, ref, x, rows, Config::dim, Config::bits, cb.codebook);
+    EXPECT_EQ(c.unexplained, 0u) << what << ": codes differ from the reference away from any boundary";
+    EXPECT_LE(c.mismatches, rows * Config::dim / 1000 + 2) << what << ": too many codes within rounding of a boundary";
+    EXPECT_LE(c.worst_norm_error, kNormBudget) << what << ": norm relative error";
+    if (c.mismatches)
+      std::printf("  [%s Dim=%u Bits=%u rows=%zu] %zu code(s) within %.0e of a boundary differ\n", what, Config::dim,
+                  Config::bits, rows, c.mismatches, kBoundaryMargin);
+    return ref;
+  }
+
+  std::size_t rows;
+  const aura::Codebook& cb;
+  std::vector<float> boundaries;
+  std::vector<float> x;
+  Tensor input, bounds, codes;
+  GuardedTensor packed, norms;
+};
+
 // Dense encode (and, for power-of-two Dim, the Hadamard encode and the dense
 // encode of the equivalent matrix) of `rows` random rows.
 template <std::uint32_t Dim, std::uint32_t Bits, DType In>
@@ -43,31 +86,15 @@ void check_encode(std::size_t rows, std::uint64_t seed) {
   SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" +
                std::string(dtype_name(In)) + " rows=" + std::to_string(rows) + " seed=" + std::to_string(seed));
   Context& ctx = context();
-  Rng rng(seed);
-  const auto& cb = codebook(Dim, Bits);
-  const auto x = make_rows(rng, rows, Dim, In);
-  const auto R = static_cast<std::int64_t>(rows);
-  auto input = Tensor::from_floats(ctx, In, {R, Dim}, x);
-  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
-  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
-  GuardedTensor packed(ctx, DType::u32, {R, Config::packed_words});
-  GuardedTensor norms(ctx, DType::f32, {R});
-
-  const auto check_against = [&](const EncodeRun& got, const std::vector<float>& rotation, const char* what) {
-    const auto ref = reference::aura::encode(x, rows, Dim, Bits, rotation, cb.boundaries, cb.codebook);
-    const auto c = compare(got.packed, got.norms, ref, x, rows, Dim, Bits, cb.codebook);
-    EXPECT_EQ(c.unexplained, 0u) << what << ": codes differ from the reference away from any boundary";
-    EXPECT_LE(c.mismatches, rows * Dim / 1000 + 2) << what << ": too many codes within rounding of a boundary";
-    EXPECT_LE(c.worst_norm_error, kNormBudget) << what << ": norm relative error";
-    if (c.mismatches) std::printf("  [%s Dim=%u Bits=%u rows=%zu] %zu code(s) within %.0e of a boundary differ\n", what, Dim, Bits, rows, c.mismatches, kBoundaryMargin);
-    return ref;
-  };
+  RandomRows<Config> t(ctx, rows, seed);
+  auto& packed = t.packed;
+  auto& norms = t.norms;
 
   const auto& rot = dense_rotation(Dim);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
   aura::Encode<Config> dense(ctx);
-  const auto got = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{input, rotation, bounds, codes, packed, norms}, packed, norms);
-  check_against(got, rot, "dense");
+  const auto got = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{t.input, rotation, t.bounds, t.codes, packed, norms}, packed, norms);
+  t.check(got, rot, "dense");
 
   if constexpr (std::has_single_bit(Dim)) {
     const auto signs = aura::hadamard_signs(Dim, seed);
@@ -77,12 +104,12 @@ void check_encode(std::size_t rows, std::uint64_t seed) {
     packed.poison();
     norms.poison();
     aura::HadamardEncode<Config> had(ctx);
-    const auto got_h = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{input, sign_t, bounds, codes, packed, norms}, packed, norms);
-    const auto ref = check_against(got_h, hmat, "hadamard");
+    const auto got_h = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{t.input, sign_t, t.bounds, t.codes, packed, norms}, packed, norms);
+    const auto ref = t.check(got_h, hmat, "hadamard");
     packed.poison();
     norms.poison();
-    const auto got_d = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{input, hrot, bounds, codes, packed, norms}, packed, norms);
-    check_against(got_d, hmat, "dense with the Hadamard matrix");
+    const auto got_d = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{t.input, hrot, t.bounds, t.codes, packed, norms}, packed, norms);
+    t.check(got_d, hmat, "dense with the Hadamard matrix");
     // The two kernels agree with each other wherever the value is not on a boundary.
     const auto a = reference::aura::unpack(got_h.packed, rows, Dim, Bits);
     const auto b = reference::aura::unpack(got_d.packed, rows, Dim, Bits);
@@ -240,24 +267,12 @@ void check_dense(std::size_t rows, std::uint64_t seed, aura::EncodeOptions optio
   SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
                " rows=" + std::to_string(rows) + " small_rows=" + std::to_string(options.small_rows));
   Context& ctx = context();
-  Rng rng(seed);
-  const auto& cb = codebook(Dim, Bits);
-  const auto x = make_rows(rng, rows, Dim, In);
-  const auto R = static_cast<std::int64_t>(rows);
-  auto input = Tensor::from_floats(ctx, In, {R, Dim}, x);
-  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
-  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  RandomRows<Config> t(ctx, rows, seed);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
-  GuardedTensor packed(ctx, DType::u32, {R, Config::packed_words});
-  GuardedTensor norms(ctx, DType::f32, {R});
   aura::Encode<Config> kernel(ctx, options);
-  const auto got = run_twice<Config>(ctx, kernel, typename aura::Encode<Config>::Args{input, rotation, bounds, codes, packed, norms},
-                                     packed, norms);
-  const auto ref = reference::aura::encode(x, rows, Dim, Bits, dense_rotation(Dim), cb.boundaries, cb.codebook);
-  const auto c = compare(got.packed, got.norms, ref, x, rows, Dim, Bits, cb.codebook);
-  EXPECT_EQ(c.unexplained, 0u) << "codes differ from the reference away from any boundary";
-  EXPECT_LE(c.mismatches, rows * Dim / 1000 + 2) << "too many codes within rounding of a boundary";
-  EXPECT_LE(c.worst_norm_error, kNormBudget) << "norm relative error";
+  const auto got = run_twice<Config>(ctx, kernel, typename aura::Encode<Config>::Args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms},
+                                     t.packed, t.norms);
+  t.check(got, dense_rotation(Dim), "dense");
 }
 
 TEST_F(AuraEncode, DenseFewRowsAndTiledKernels) {
@@ -285,26 +300,13 @@ void check_hadamard(std::size_t rows, std::uint64_t seed, aura::HadamardEncodeOp
                " invocations=" + std::to_string(options.invocations) + " portable=" + std::to_string(options.portable) +
                " legacy=" + std::to_string(options.legacy));
   Context& ctx = context();
-  Rng rng(seed);
-  const auto& cb = codebook(Dim, Bits);
-  const std::vector<float>& b = bounds_override ? *bounds_override : cb.boundaries;
-  const auto x = make_rows(rng, rows, Dim, In);
-  const auto R = static_cast<std::int64_t>(rows);
-  auto input = Tensor::from_floats(ctx, In, {R, Dim}, x);
-  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, b);
-  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+  RandomRows<Config> t(ctx, rows, seed, bounds_override);
   const auto signs = aura::hadamard_signs(Dim, seed);
   auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
-  GuardedTensor packed(ctx, DType::u32, {R, Config::packed_words});
-  GuardedTensor norms(ctx, DType::f32, {R});
   aura::HadamardEncode<Config> had(ctx, options);
-  const auto got = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{input, sign_t, bounds, codes, packed, norms},
-                                     packed, norms);
-  const auto ref = reference::aura::encode(x, rows, Dim, Bits, aura::hadamard_matrix(signs), b, cb.codebook);
-  const auto c = compare(got.packed, got.norms, ref, x, rows, Dim, Bits, cb.codebook);
-  EXPECT_EQ(c.unexplained, 0u) << "codes differ from the reference away from any boundary";
-  EXPECT_LE(c.mismatches, rows * Dim / 1000 + 2) << "too many codes within rounding of a boundary";
-  EXPECT_LE(c.worst_norm_error, kNormBudget) << "norm relative error";
+  const auto got = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{t.input, sign_t, t.bounds, t.codes, t.packed, t.norms},
+                                     t.packed, t.norms);
+  t.check(got, aura::hadamard_matrix(signs), "hadamard");
 }
 
 // Every values-per-invocation with subgroup shuffles where the device has

@@ -197,48 +197,34 @@ TEST_F(ChunkOTilings, AllMatchReference) {
   Rng rng(4242);
   const Inputs in = make_inputs(rng, s);
   const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, 0.1, s);
-  const std::uint32_t tilings[][4] = {{128, 2, 64, 1}, {128, 2, 64, 0}, {128, 4, 64, 1}, {128, 4, 64, 0},
-                                      {128, 2, 32, 1}, {128, 4, 32, 1}, {128, 1, 32, 0}, {64, 2, 64, 1},
-                                      {64, 1, 64, 1},  {64, 1, 32, 0}};
+  // Per version: bv, wc, kc and the version's own knob (1: v_early, 2:
+  // stage buffers, 3: tiles per workgroup; with 32 tiles here, 1, 3, 5 and
+  // 16 leave partial last workgroups or several tiles each).
+  struct Tiling {
+    int version;
+    std::uint32_t bv, wc, kc, knob;
+  };
+  const Tiling tilings[] = {
+      {1, 128, 2, 64, 1}, {1, 128, 2, 64, 0}, {1, 128, 4, 64, 1}, {1, 128, 4, 64, 0}, {1, 128, 2, 32, 1},
+      {1, 128, 4, 32, 1}, {1, 128, 1, 32, 0}, {1, 64, 2, 64, 1},  {1, 64, 1, 64, 1},  {1, 64, 1, 32, 0},
+      {2, 128, 1, 32, 2}, {2, 128, 1, 16, 2}, {2, 128, 1, 64, 1}, {2, 128, 2, 32, 2}, {2, 128, 2, 64, 1},
+      {2, 128, 2, 16, 2}, {2, 64, 1, 32, 2},  {2, 64, 2, 16, 1},  {3, 128, 4, 64, 1}, {3, 128, 4, 64, 16},
+      {3, 128, 4, 64, 3}, {3, 128, 2, 64, 5}, {3, 128, 4, 32, 1}, {3, 64, 4, 64, 3},  {3, 128, 1, 16, 2}};
+  const char* knob_name[] = {"", "v_early", "nbuf", "upw"};
   for (const auto& t : tilings) {
     gdn::ChunkOOptions o;
-    o.nv_version = 1;
-    o.nv_bv = t[0];
-    o.nv_wc = t[1];
-    o.nv_kc = t[2];
-    o.nv_v_early = static_cast<int>(t[3]);
+    o.nv_version = t.version;
+    o.nv_bv = t.bv;
+    o.nv_wc = t.wc;
+    o.nv_kc = t.kc;
+    if (t.version == 1) o.nv_v_early = static_cast<int>(t.knob);
+    if (t.version == 2) o.nv_nbuf = t.knob;
+    if (t.version == 3) o.nv_upw = t.knob;
     const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
-    EXPECT_LE(err, kBudget) << "bv=" << t[0] << " wc=" << t[1] << " kc=" << t[2] << " v_early=" << t[3];
-    std::printf("[chunk_o] tiling bv=%u wc=%u kc=%u v_early=%u rel_rms=%.3g\n", t[0], t[1], t[2], t[3], err);
-  }
-  // Version 2: bv, wc, kc, stage buffers.
-  const std::uint32_t tilings2[][4] = {{128, 1, 32, 2}, {128, 1, 16, 2}, {128, 1, 64, 1}, {128, 2, 32, 2},
-                                       {128, 2, 64, 1}, {128, 2, 16, 2}, {64, 1, 32, 2},  {64, 2, 16, 1}};
-  for (const auto& t : tilings2) {
-    gdn::ChunkOOptions o;
-    o.nv_version = 2;
-    o.nv_bv = t[0];
-    o.nv_wc = t[1];
-    o.nv_kc = t[2];
-    o.nv_nbuf = t[3];
-    const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
-    EXPECT_LE(err, kBudget) << "v2 bv=" << t[0] << " wc=" << t[1] << " kc=" << t[2] << " nbuf=" << t[3];
-    std::printf("[chunk_o] v2 tiling bv=%u wc=%u kc=%u nbuf=%u rel_rms=%.3g\n", t[0], t[1], t[2], t[3], err);
-  }
-  // Version 3: bv, wc, kc, tiles per workgroup (32 tiles here: 1, 3, 5 and 16
-  // leave partial last workgroups or several tiles each).
-  const std::uint32_t tilings3[][4] = {{128, 4, 64, 1}, {128, 4, 64, 16}, {128, 4, 64, 3}, {128, 2, 64, 5},
-                                       {128, 4, 32, 1}, {64, 4, 64, 3},   {128, 1, 16, 2}};
-  for (const auto& t : tilings3) {
-    gdn::ChunkOOptions o;
-    o.nv_version = 3;
-    o.nv_bv = t[0];
-    o.nv_wc = t[1];
-    o.nv_kc = t[2];
-    o.nv_upw = t[3];
-    const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
-    EXPECT_LE(err, kBudget) << "v3 bv=" << t[0] << " wc=" << t[1] << " kc=" << t[2] << " upw=" << t[3];
-    std::printf("[chunk_o] v3 tiling bv=%u wc=%u kc=%u upw=%u rel_rms=%.3g\n", t[0], t[1], t[2], t[3], err);
+    EXPECT_LE(err, kBudget) << "v" << t.version << " bv=" << t.bv << " wc=" << t.wc << " kc=" << t.kc << " "
+                            << knob_name[t.version] << "=" << t.knob;
+    std::printf("[chunk_o] v%d tiling bv=%u wc=%u kc=%u %s=%u rel_rms=%.3g\n", t.version, t.bv, t.wc, t.kc,
+                knob_name[t.version], t.knob, err);
   }
 }
 
