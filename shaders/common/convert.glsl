@@ -12,10 +12,12 @@ const uint TK_BF16 = 2u;
 
 float tk_bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
 
+// Written with a select rather than an early return: a branch per element
+// costs several instructions on GPUs, and these run once per element.
 uint tk_f32_to_bf16(float value) {
-  uint x = floatBitsToUint(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
-  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const uint x = floatBitsToUint(value);
+  const uint rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return mix(rounded, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);
 }
 
 float tk_f16_to_f32(uint bits) {

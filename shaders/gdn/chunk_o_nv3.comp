@@ -109,20 +109,23 @@ void load_g(ChunkOTile s, uint tid) {
   rg = tid < BT && t < pc.T ? g_f[(s.b * pc.T + t) * pc.H + s.ih] : 0.0;
 }
 
-// A finite bf16 beyond the fp16 range (|x| >= 65536; Inf and NaN excluded).
-bool beyond_f16(uint bits16) { return (bits16 & 0x7fffu) - 0x4780u < 0x7f80u - 0x4780u; }
+// Bit 15 or 31 set where a bf16 half of `w` has a magnitude of at least
+// 65536 (0x4780), the fp16 range exceeded. Inf and NaN are flagged too (the
+// tile then takes the f32 path, which handles them as well). Two operations
+// per pair: no half can carry into the next (0x7fff + 0x3880 < 0x10000).
+uint beyond_f16x2(uint w) { return ((w & 0x7fff7fffu) + 0x38803880u) & 0x80008000u; }
 
-// 8 bf16 -> 8 fp16; raises `bad` for a finite value fp16 cannot hold.
-uvec4 to_f16x8(uvec4 w, inout bool bad) {
+// 8 bf16 -> 8 fp16; sets `bad` nonzero for a value fp16 cannot hold.
+uvec4 to_f16x8(uvec4 w, inout uint bad) {
   uvec4 h;
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    bad = bad || beyond_f16(w[i]) || beyond_f16(w[i] >> 16);
+    bad |= beyond_f16x2(w[i]);
     h[i] = packHalf2x16(vec2(bf16_lo(w[i]), bf16_hi(w[i])));
   }
   return h;
 }
 
-void put_stage(uint kc, uint tid, inout bool bad) {
+void put_stage(uint kc, uint tid, inout uint bad) {
   [[unroll]] for (uint r = 0; r < RQ; ++r) {
     const uint u = tid + r * WG;
     if (u < QN) {
@@ -181,7 +184,7 @@ void main() {
     [[unroll]] for (uint n = 0; n < OT; ++n) acc_o[n] = F32MAT(0.0);
     [[unroll]] for (uint a = 0; a < NA; ++a) acc_a[a] = F32MAT(0.0);
 
-    bool bad = false;
+    uint bad = 0u;
     [[unroll]] for (uint kc = 0; kc < NK; ++kc) {
       barrier();  // the stage buffer (at kc = 0: the previous tile's v, A, scratch and g) is free
       if (kc == 0) {
@@ -233,14 +236,14 @@ void main() {
           const uint jj = 16 * ac[a] + 8 * lh + m;
           const float val = uintBitsToFloat(m < 4 ? x0[m] : x1[m - 4]) * exp(gi - gsh[jj]);
           x[p] = jj <= i ? round_bf16(val) : 0.0;
-          bad = bad || beyond_f16(tk_f32_to_bf16(x[p]));
+          if (!(abs(x[p]) < 65536.0)) bad |= 1u;  // beyond fp16, Inf or NaN
         }
         packed[e] = packHalf2x16(x);
       }
       smem[A_OFF + i * SA + 2 * ac[a] + lh] = packed;
       sync_subgroup();
     }
-    if (bad) atomicOr(bad_flag, 1u);
+    if (bad != 0u) atomicOr(bad_flag, 1u);
     barrier();  // A, v and the flag complete
     if (bad_flag != 0u) {
       chunk_o_scalar(s, tid);
