@@ -17,7 +17,11 @@
 // - lane group 0 runs the transform: the two lowest bits of the slot index
 //   in registers, the bit pairs above in shared memory, one barrier per
 //   pair; the variant `shuffle` (TK_SHUFFLE) does the bits that fit in a
-//   subgroup with shuffles instead, for whatever the subgroup size is.
+//   subgroup with shuffles instead, for whatever the subgroup size is;
+// - the variant `shuffle` also computes the weights with subgroup
+//   reductions where a subgroup lies within one row and has a lane per
+//   block slot (no shared memory, no barrier), and for f32 output lets the
+//   last shared-memory round of the transform store the output directly.
 // The plain module uses no subgroup operation: correct for any subgroup
 // size. Every barrier is reached by every invocation (rows past the end
 // included).
@@ -25,6 +29,7 @@
 #include "../common/convert.glsl"
 #ifdef TK_SHUFFLE
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 
@@ -57,7 +62,9 @@ layout(std430, binding = 1) readonly buffer MPartialsH { uint m_16[]; };
 layout(std430, binding = 2) readonly buffer LPartialsF { float l_f32[]; };
 layout(std430, binding = 2) readonly buffer LPartialsH { uint l_16[]; };
 layout(std430, binding = 3) readonly buffer Signs { vec4 signs[]; };
+layout(std430, binding = 3) readonly buffer SignsS { float signs_s[]; };
 layout(std430, binding = 4) writeonly buffer OutputF { vec4 out_f32[]; };
+layout(std430, binding = 4) writeonly buffer OutputS { float out_s[]; };
 layout(std430, binding = 4) writeonly buffer OutputH { uvec2 out_16[]; };
 
 shared float s_m[ROWS * STAT];
@@ -111,8 +118,35 @@ void shared_rounds(uint first_bit, bool owner, uint xo, uint c) {
   }
 }
 
+// The first `count` rounds of shared_rounds(first_bit, ...), each ending in a barrier.
+void shared_rounds_limited(uint first_bit, uint count, bool owner, uint xo, uint c) {
+  for (uint n = 0; n < count; ++n) {
+    const uint p = first_bit + 2u * n;
+    const bool pair = p + 1 < LOG_DIM;
+    const uint q = pair ? p : p - 1;
+    if (owner) {
+      const uint step = 1u << q;
+      const uint i = xo + ((c & (step - 1u)) | ((c >> q) << (q + 2)));
+      vec4 v = vec4(s_x[i], s_x[i + step], s_x[i + 2 * step], s_x[i + 3 * step]);
+      store_slots(i, step, pair ? butterfly2(v) : butterfly_upper(v));
+    }
+    barrier();
+  }
+}
+
 void main() {
+#ifdef TK_SHUFFLE
+  // Invocations numbered by subgroup (see the transform below): each
+  // subgroup is then a run of consecutive lanes of one row or of several.
+  const uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  // The weights by subgroup operations where one subgroup lies within one
+  // row and holds a lane per block slot (uniform over the workgroup): no
+  // shared memory, no barrier, no serial loop over the blocks.
+  const bool sg_weights = LANES % gl_SubgroupSize == 0u && gl_SubgroupSize >= STAT;
+#else
   const uint tid = gl_LocalInvocationID.x;
+  const bool sg_weights = false;
+#endif
   const uint r = tid / LANES;
   const uint lane = tid % LANES;
   const uint g = lane / CHUNKS;
@@ -129,39 +163,62 @@ void main() {
     ob[u] = vec4(0.0);
     if (live && b < nwg) ob[u] = load_chunk((row * nwg + b) * CHUNKS + c);
   }
-  for (uint b = lane; b < STAT; b += LANES) {
-    const bool used = live && b < nwg;
-    s_m[stat + b] = used ? load_scalar(true, row * nwg + b) : 0.0;
-    s_l[stat + b] = used ? load_scalar(false, row * nwg + b) : 0.0;
-  }
-#ifdef TK_SHUFFLE
-  const uint t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-  const uint tr = t / LANES, tg = (t % LANES) / CHUNKS, tc = t % CHUNKS;
-  const uint txo = tr * DIM;
-  const uint t_row = (gl_WorkGroupID.x + pc.group_offset) * ROWS + tr;
-  const bool t_live = t_row < pc.rows;
-  const uint sign_chunk = tc, sign_group = tg;
-#else
-  const uint sign_chunk = c, sign_group = g;
-#endif
   vec4 sign4 = vec4(1.0);
-  if (sign_group == 0) sign4 = signs[sign_chunk];
-  barrier();
-
-  // One weight per block; empty blocks (l == 0) get 0 and are skipped below.
-  if (lane < STAT) {
-    float m_max = uintBitsToFloat(0xff800000u);  // -inf
-    for (uint b = 0; b < STAT; ++b)
-      if (s_l[stat + b] != 0.0) m_max = max(m_max, s_m[stat + b]);
-    for (uint b = lane; b < STAT; b += LANES)
-      s_e[stat + b] = s_l[stat + b] != 0.0 ? exp(s_m[stat + b] - m_max) : 0.0;
-  }
-  barrier();
-
+  if (g == 0) sign4 = signs[c];
+#ifdef TK_SHUFFLE
+  // f32 output: the last shared-memory round of the transform writes the
+  // output itself (see below); the signs of its four slots, loaded early.
+  const uint lane_bits = min(LOG_DIM - 2u, uint(findMSB(gl_SubgroupSize)));
+  const bool fold_last = OUT_DTYPE == TK_F32 && 2u + lane_bits < LOG_DIM;
+  const uint last_p = LOG_DIM - 2u;  // the last round's lower bit: a pair (p, p+1), or (p, p+1) with only p+1 left
+  const uint last_step = 1u << last_p;
+  const uint last_slot = (c & (last_step - 1u)) | ((c >> last_p) << (last_p + 2u));
+  vec4 last_signs = vec4(1.0);
+  if (fold_last && g == 0u)
+    last_signs = vec4(signs_s[last_slot], signs_s[last_slot + last_step], signs_s[last_slot + 2u * last_step],
+                      signs_s[last_slot + 3u * last_step]);
+#endif
   vec4 acc = vec4(0.0);
-  for (uint u = 0; u < BPG; ++u) {
-    const uint b = g + u * GROUPS;
-    if (s_l[stat + b] != 0.0) acc += s_e[stat + b] * ob[u];
+  float l_sum = 0.0;
+#ifdef TK_SHUFFLE
+  if (sg_weights) {
+    // Lane i of every subgroup of the row holds block i's weight.
+    const uint i = gl_SubgroupInvocationID;
+    const bool used = live && i < nwg;
+    const float mi = used ? load_scalar(true, row * nwg + i) : 0.0;
+    const float li = used ? load_scalar(false, row * nwg + i) : 0.0;
+    const float m_max = subgroupMax(li != 0.0 ? mi : uintBitsToFloat(0xff800000u));
+    const float ei = li != 0.0 ? exp(mi - m_max) : 0.0;
+    l_sum = subgroupAdd(ei * li);
+    for (uint u = 0; u < BPG; ++u) {
+      const uint b = g + u * GROUPS;
+      const float w = subgroupShuffle(ei, b);
+      if (w != 0.0) acc += w * ob[u];  // empty blocks are skipped, whatever o holds
+    }
+  }
+#endif
+  if (!sg_weights) {
+    for (uint b = lane; b < STAT; b += LANES) {
+      const bool used = live && b < nwg;
+      s_m[stat + b] = used ? load_scalar(true, row * nwg + b) : 0.0;
+      s_l[stat + b] = used ? load_scalar(false, row * nwg + b) : 0.0;
+    }
+    barrier();
+    // One weight per block; empty blocks (l == 0) get 0 and are skipped below.
+    if (lane < STAT) {
+      float m_max = uintBitsToFloat(0xff800000u);  // -inf
+      for (uint b = 0; b < STAT; ++b)
+        if (s_l[stat + b] != 0.0) m_max = max(m_max, s_m[stat + b]);
+      for (uint b = lane; b < STAT; b += LANES)
+        s_e[stat + b] = s_l[stat + b] != 0.0 ? exp(s_m[stat + b] - m_max) : 0.0;
+    }
+    barrier();
+    for (uint u = 0; u < BPG; ++u) {
+      const uint b = g + u * GROUPS;
+      if (s_l[stat + b] != 0.0) acc += s_e[stat + b] * ob[u];
+    }
+    if (g == 0)
+      for (uint b = 0; b < STAT; ++b) l_sum += s_e[stat + b] * s_l[stat + b];
   }
   if (GROUPS > 1) {
     if (g != 0) s_acc[(r * (GROUPS - 1) + g - 1) * CHUNKS + c] = acc;
@@ -172,43 +229,62 @@ void main() {
 
   const uint xo = r * DIM;  // this row's slots in s_x
   if (g == 0) {
-    float l_sum = 0.0;
-    for (uint b = 0; b < STAT; ++b) l_sum += s_e[stat + b] * s_l[stat + b];
     // A row whose blocks are all empty has l_sum = 0: zeros, never NaN.
     // (!= rather than >: a NaN sum propagates instead of giving zeros.)
     const float scale = l_sum != 0.0 ? pc.inv_sqrt_dim / l_sum : 0.0;
     acc *= scale;
-    store_slots(xo + 4 * c, 1u, acc);
   }
-  barrier();
 
 #ifdef TK_SHUFFLE
-  // The transform numbers invocations by subgroup, t = subgroup * size +
-  // lane (a permutation of the workgroup when subgroups are full: the host
-  // uses this variant only for workgroups that are a whole number of
-  // subgroups, or one partial one), so that bit j of t's lane is bit 2+j of
-  // the slot index of t's vec4. Those bits are butterflied with shuffles, as
-  // many as the subgroup holds (any size works); the rest in shared memory.
-  const vec4 v0 = tg == 0u ? vec4(s_x[txo + 4 * tc], s_x[txo + 4 * tc + 1], s_x[txo + 4 * tc + 2], s_x[txo + 4 * tc + 3])
-                           : vec4(0.0);
-  vec4 v = butterfly2(v0);
-  const uint lane_bits = min(LOG_DIM - 2u, uint(findMSB(gl_SubgroupSize)));
+  // Invocations are numbered by subgroup, tid = subgroup * size + lane (a
+  // permutation of the workgroup when subgroups are full: the host uses this
+  // variant only for workgroups that are a whole number of subgroups, or one
+  // partial one), so that bit j of the subgroup lane is bit 2+j of the slot
+  // index of the invocation's vec4. Those bits are butterflied with
+  // shuffles, as many as the subgroup holds (any size works), straight from
+  // the merged registers; the rest in shared memory.
+  vec4 v = butterfly2(g == 0u ? acc : vec4(0.0));
   for (uint j = 0; j < lane_bits; ++j) {
     const uint mask = 1u << j;
     const vec4 other = subgroupShuffleXor(v, mask);
-    v = (tc & mask) != 0u ? other - v : v + other;
+    v = (c & mask) != 0u ? other - v : v + other;
+  }
+  if (fold_last) {
+    // The rounds in shared memory but the last, which spans index bits
+    // (LOG_DIM - 2, LOG_DIM - 1) (a pair, or only the upper one when the
+    // count is odd): its four slots per invocation are butterflied, signed
+    // and stored straight to the output (each store instruction of a
+    // subgroup still writes consecutive floats), saving a barrier and a
+    // shared-memory round trip.
+    if (g == 0u) store_slots(xo + 4 * c, 1u, v);
+    barrier();
+    const uint first = 2u + lane_bits;
+    const uint rounds = (LOG_DIM - first + 1u) / 2u;
+    if (rounds > 1u) shared_rounds_limited(first, rounds - 1u, g == 0u, xo, c);
+    if (g != 0u || !live) return;
+    const uint i = xo + last_slot;
+    vec4 w = vec4(s_x[i], s_x[i + last_step], s_x[i + 2u * last_step], s_x[i + 3u * last_step]);
+    w = ((LOG_DIM - first) % 2u == 0u ? butterfly2(w) : butterfly_upper(w)) * last_signs;
+    const uint o = row * DIM + last_slot;
+    out_s[o] = w.x;
+    out_s[o + last_step] = w.y;
+    out_s[o + 2u * last_step] = w.z;
+    out_s[o + 3u * last_step] = w.w;
+    return;
   }
   if (2u + lane_bits < LOG_DIM) {
     // Every invocation writes back only the slots it read: no barrier before.
-    if (tg == 0u) store_slots(txo + 4 * tc, 1u, v);
+    if (g == 0u) store_slots(xo + 4 * c, 1u, v);
     barrier();
-    shared_rounds(2u + lane_bits, tg == 0u, txo, tc);
-    if (tg == 0u) v = vec4(s_x[txo + 4 * tc], s_x[txo + 4 * tc + 1], s_x[txo + 4 * tc + 2], s_x[txo + 4 * tc + 3]);
+    shared_rounds(2u + lane_bits, g == 0u, xo, c);
+    if (g == 0u) v = vec4(s_x[xo + 4 * c], s_x[xo + 4 * c + 1], s_x[xo + 4 * c + 2], s_x[xo + 4 * c + 3]);
   }
-  if (tg != 0u || !t_live) return;
+  if (g != 0u || !live) return;
   v *= sign4;
-  const uint out_index = t_row * CHUNKS + tc;
+  const uint out_index = row * CHUNKS + c;
 #else
+  if (g == 0) store_slots(xo + 4 * c, 1u, acc);
+  barrier();
   shared_rounds(2u, g == 0u, xo, c);
   if (g != 0u || !live) return;
   vec4 v = vec4(s_x[xo + 4 * c], s_x[xo + 4 * c + 1], s_x[xo + 4 * c + 2], s_x[xo + 4 * c + 3]);

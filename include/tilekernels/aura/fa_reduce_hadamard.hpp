@@ -33,8 +33,10 @@
 // a workgroup has at least 64 invocations. The transform runs in shared
 // memory with one barrier per pair of index bits; where the device has
 // subgroup shuffles, the index bits that fit in a subgroup are done with
-// shuffles instead (any subgroup size; FaReduceHadamardOptions::portable or
-// TILEKERNELS_PATH=portable force the shared-memory-only path).
+// shuffles instead, and the block weights with subgroup reductions where a
+// subgroup holds a lane per block slot (any subgroup size;
+// FaReduceHadamardOptions::portable or TILEKERNELS_PATH=portable force the
+// shared-memory-only path).
 #pragma once
 
 #include <algorithm>
