@@ -1,6 +1,6 @@
-// aura::Encode (dense rotation), aura::HadamardEncode and aura::Decode at
-// the shapes: rows {8, 4096, 262144} x Dim {128, 256}, 4 bits, bf16
-// input. Bytes: input read once, packed codes and norms written once (the
+// aura::Encode (dense rotation: default path, f32 kernel, tensor-core
+// kernel), aura::HadamardEncode and aura::Decode at the shapes:
+// rows {8, 4096, 262144} x Dim {128, 256}, 4 bits, bf16 input. Bytes: input read once, packed codes and norms written once (the
 // rotation / signs / tables are read once per workgroup from cache and not
 // counted). Flops: the dense product, 2 * rows * Dim^2 (encode and decode);
 // the Hadamard transform's rows * Dim * log2(Dim) additions are not counted.
@@ -20,7 +20,30 @@ namespace aura = tilekernels::aura;
 
 enum Kind { dense = 0, hadamard = 1, hadamard_legacy = 2, hadamard_blocks2 = 3, hadamard_blocks4 = 4,
             hadamard_blocks8 = 5, hadamard_wg512 = 6, hadamard_portable = 7, dense_tiled = 8, hadamard_v64 = 9,
-            hadamard_v16 = 10, hadamard_wide_cells = 11, hadamard_wide_cells_blocks4 = 12 };
+            hadamard_v16 = 10, hadamard_wide_cells = 11, hadamard_wide_cells_blocks4 = 12, dense_tc = 13,
+            dense_tc_parts2 = 14, dense_tc_wg1056 = 15, dense_tc_wg264 = 16, dense_tc_no_prefetch = 17,
+            dense_tc_inv512 = 18, dense_tc_bm64 = 19, dense_tc_inv512_bm64 = 20, dense_tc_inv512_parts2 = 21 };
+
+// Dense kinds: dense (the default options: the tensor-core kernel where the
+// device has it, above small_rows), dense_tiled (the f32 kernel), dense_tc*
+// (the tensor-core kernel at any row count: default options, 2 rotation
+// parts, grid caps, without the next block's prefetch, 512 invocations,
+// 64-row blocks).
+aura::EncodeOptions dense_options(std::int64_t kind) {
+  aura::EncodeOptions o;
+  if (kind == dense) return o;
+  o.small_rows = 0;
+  if (kind == dense_tiled) o.tensor_cores = false;
+  if (kind == dense_tc_parts2 || kind == dense_tc_inv512_parts2) o.rotation_parts = 2;
+  if (kind == dense_tc_wg1056) o.tc_workgroups = 1056;
+  if (kind == dense_tc_wg264) o.tc_workgroups = 264;
+  if (kind == dense_tc_no_prefetch) o.tc_prefetch = false;
+  if (kind == dense_tc_inv512 || kind == dense_tc_inv512_bm64 || kind == dense_tc_inv512_parts2) o.tc_invocations = 512;
+  if (kind == dense_tc_bm64 || kind == dense_tc_inv512_bm64) o.tc_block_rows = 64;
+  return o;
+}
+
+bool is_dense(std::int64_t kind) { return kind == dense || kind == dense_tiled || kind >= dense_tc; }
 
 aura::HadamardEncodeOptions hadamard_options(std::int64_t kind) {
   switch (kind) {
@@ -44,7 +67,7 @@ void BM_AuraEncode(benchmark::State& state) {
   using Config = aura::EncodeConfig<Dim, 4, DType::bf16>;
   Context& ctx = context();
   const std::int64_t rows = state.range(0);
-  const bool is_hadamard = state.range(1) != dense && state.range(1) != dense_tiled;
+  const bool is_hadamard = !is_dense(state.range(1));
   const double bytes = double(rows) * (Dim * 2 + Config::packed_words * 4 + 4);
   const double flops = is_hadamard ? 0.0 : 2.0 * double(rows) * Dim * Dim;
   const int sets = rotation_sets(bytes);
@@ -63,7 +86,12 @@ void BM_AuraEncode(benchmark::State& state) {
   for (int s = 0; s < sets; ++s)
     inputs.push_back({Tensor::from_floats(ctx, DType::bf16, {rows, Dim}, x),
                       Tensor(ctx, DType::u32, {rows, Config::packed_words}), Tensor(ctx, DType::f32, {rows})});
-  aura::Encode<Config> dense_kernel(ctx, state.range(1) == dense_tiled ? aura::EncodeOptions{0} : aura::EncodeOptions{});
+  aura::Encode<Config> dense_kernel(ctx, dense_options(state.range(1)));
+  if (!is_hadamard && state.range(1) >= dense_tc &&
+      dense_kernel.path(rows) != aura::EncodePath::cooperative_matrix_nv) {
+    state.SkipWithError("no tensor-core path on this device");
+    return;
+  }
   aura::HadamardEncode<Config> hadamard_kernel(ctx, hadamard_options(state.range(1)));
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
@@ -72,8 +100,9 @@ void BM_AuraEncode(benchmark::State& state) {
     else
       dense_kernel.record(cmd, {s.input, rotation, bounds, codes, s.packed, s.norms});
   }, bytes, flops);
-  if (!is_hadamard && (state.range(1) == dense_tiled || rows > aura::EncodeOptions{}.small_rows))
+  if (!is_hadamard && dense_kernel.path(rows) == aura::EncodePath::tiled)
     state.counters["rows_per_inv"] = aura::Encode<Config>::rows_per_invocation(rows);
+  if (!is_hadamard) state.counters["tensor_cores"] = dense_kernel.path(rows) == aura::EncodePath::cooperative_matrix_nv;
 }
 
 BENCHMARK(BM_AuraEncode<128>)
@@ -85,6 +114,18 @@ BENCHMARK(BM_AuraEncode<256>)
     ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard, hadamard_legacy, hadamard_blocks2, hadamard_blocks4,
                                        hadamard_blocks8, hadamard_wg512, hadamard_portable, dense_tiled, hadamard_v64,
                                        hadamard_v16, hadamard_wide_cells, hadamard_wide_cells_blocks4}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+// The tensor-core kernel next to the dense entries above (which take it by
+// default where the device has it): the defaults (3 rotation parts), 2
+// parts, grid caps, no prefetch, 512 invocations, 64-row blocks.
+BENCHMARK(BM_AuraEncode<128>)
+    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts2, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
+                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts2}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AuraEncode<256>)
+    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts2, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
+                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts2}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // Decode to bf16: packed + norms read, rows x Dim bf16 written.

@@ -159,20 +159,29 @@ TEST_F(AuraEncode, ThousandRows) {
 // Values exactly on a boundary go to the lower cell; one float either side
 // goes to its side. With input rows e_j (unit, norm exactly 1) the rotated
 // row j is column j of the matrix, exactly, so every boundary is hit.
+// On the tensor-core path with R as three fp16 parts (exact, the default;
+// two parts keep 2^-20 of each entry, not enough for values one float from
+// a boundary).
 template <std::uint32_t Bits>
-void check_ties() {
+void check_ties(aura::EncodeOptions options = {}) {
+  options.rotation_parts = 3;
   constexpr std::uint32_t Dim = 128;
   using Config = aura::EncodeConfig<Dim, Bits, DType::f32>;
-  SCOPED_TRACE("Bits=" + std::to_string(Bits));
+  const auto path = aura::Encode<Config>(context(), options).path(Dim);
+  SCOPED_TRACE("Bits=" + std::to_string(Bits) + " path=" + aura::path_name(path));
+  const bool tc = path == aura::EncodePath::cooperative_matrix_nv || path == aura::EncodePath::cooperative_matrix_nv_emulated;
+  const float tiny = tc ? 0x1p-16f : std::numeric_limits<float>::min();
   Context& ctx = context();
   const auto& cb = codebook(Dim, Bits);
   std::vector<float> values;
   // The neighbours of the middle boundary 0 are +-FLT_MIN, not the
   // subnormals next to 0: GPUs may flush subnormals to zero (NVIDIA does).
+  // (The tensor-core kernel counts entries below ~2^-40 max |R| as 0: it
+  // gets +-2^-16.)
   for (float b : cb.boundaries) {
     values.push_back(b);
-    values.push_back(b == 0.0f ? -std::numeric_limits<float>::min() : std::nextafter(b, -1.0f));
-    values.push_back(b == 0.0f ? std::numeric_limits<float>::min() : std::nextafter(b, 1.0f));
+    values.push_back(b == 0.0f ? -tiny : std::nextafter(b, -1.0f));
+    values.push_back(b == 0.0f ? tiny : std::nextafter(b, 1.0f));
   }
   std::vector<float> mat(Dim * Dim), x(Dim * Dim, 0.0f);
   for (std::size_t j = 0; j < Dim; ++j) {
@@ -185,7 +194,7 @@ void check_ties() {
   auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
   GuardedTensor packed(ctx, DType::u32, {Dim, Config::packed_words});
   GuardedTensor norms(ctx, DType::f32, {Dim});
-  aura::Encode<Config>(ctx).run({input, rotation, bounds, codes, packed, norms});
+  aura::Encode<Config>(ctx, options).run({input, rotation, bounds, codes, packed, norms});
   const auto got = reference::aura::unpack(packed.read_words(), Dim, Dim, Bits);
   for (std::size_t j = 0; j < Dim; ++j)
     for (std::size_t d = 0; d < Dim; ++d) {
@@ -206,7 +215,7 @@ TEST_F(AuraEncode, BoundaryTiesGoToTheLowerCell) {
 // is 0 and is not exceeded), no NaN; NaN and Inf rows do not disturb the
 // others and get a non-finite norm.
 template <class Kernel, std::uint32_t Dim, std::uint32_t Bits, DType In>
-void check_special_rows(bool hadamard) {
+void check_special_rows(bool hadamard, aura::EncodeOptions options = {}) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
   Context& ctx = context();
   Rng rng(77);
@@ -228,7 +237,7 @@ void check_special_rows(bool hadamard) {
   if constexpr (std::is_same_v<Kernel, aura::HadamardEncode<Config>>)
     Kernel(ctx).run({input, sign_t, bounds, codes, packed, norms});
   else
-    Kernel(ctx).run({input, rotation, bounds, codes, packed, norms});
+    Kernel(ctx, options).run({input, rotation, bounds, codes, packed, norms});
   const auto words = packed.read_words();
   const auto got_norms = norms.read_floats();
   const auto got = reference::aura::unpack(words, rows, Dim, Bits);
@@ -276,7 +285,7 @@ void check_dense(std::size_t rows, std::uint64_t seed, aura::EncodeOptions optio
 }
 
 TEST_F(AuraEncode, DenseFewRowsAndTiledKernels) {
-  const aura::EncodeOptions small{1000}, tiled{0};
+  const aura::EncodeOptions small{1000}, tiled{0, false};
   check_dense<128, 4, DType::bf16>(37, 800, small);
   check_dense<128, 4, DType::bf16>(7, 801, tiled);
   check_dense<96, 3, DType::f16>(37, 802, small);
@@ -412,6 +421,152 @@ TEST(AuraEncodeSplit, GridLargerThanOneDispatch) {
   c = compare(packed.read_words(), norms.read_floats(), ref, x, rows, 64, 3, cb.codebook);
   EXPECT_EQ(c.unexplained, 0u);
   EXPECT_LE(c.worst_norm_error, kNormBudget);
+}
+
+// ---- the tensor-core kernel ----------------------------------------------
+// On a device with VK_NV_cooperative_matrix the kernel itself (skipped
+// elsewhere); on any device its emulation variant (plain loops in place of
+// the cooperative-matrix calls), which checks the staging, scaling,
+// quantising and packing on CPU drivers.
+
+aura::EncodeOptions tc_options(bool emulate, std::uint32_t parts = 3, std::uint32_t workgroups = 0,
+                               bool prefetch = true, std::uint32_t invocations = 0, std::uint32_t block_rows = 0) {
+  aura::EncodeOptions o;
+  o.small_rows = 0;
+  o.tc_emulate = emulate;
+  o.rotation_parts = parts;
+  o.tc_workgroups = workgroups;
+  o.tc_prefetch = prefetch;
+  o.tc_invocations = invocations;
+  o.tc_block_rows = block_rows;
+  return o;
+}
+
+template <class Config>
+bool tc_available() {
+  return aura::Encode<Config>(context()).tensor_cores_available();
+}
+
+template <class Config>
+bool tc_emulation_available() {
+  return aura::Encode<Config>(context(), tc_options(true)).path(1) == aura::EncodePath::cooperative_matrix_nv_emulated;
+}
+
+// `rows` random rows through the tensor-core kernel (or its emulation)
+// against the reference, run twice (bit for bit).
+template <std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_tc(std::size_t rows, std::uint64_t seed, aura::EncodeOptions options) {
+  using Config = aura::EncodeConfig<Dim, Bits, In>;
+  SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
+               " rows=" + std::to_string(rows) + " parts=" + std::to_string(options.rotation_parts) +
+               " emulate=" + std::to_string(options.tc_emulate) + " seed=" + std::to_string(seed));
+  Context& ctx = context();
+  RandomRows<Config> t(ctx, rows, seed);
+  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
+  aura::Encode<Config> kernel(ctx, options);
+  const auto expected = options.tc_emulate ? aura::EncodePath::cooperative_matrix_nv_emulated
+                                           : aura::EncodePath::cooperative_matrix_nv;
+  ASSERT_EQ(kernel.path(static_cast<std::int64_t>(rows)), expected);
+  const auto got = run_twice<Config>(
+      ctx, kernel, typename aura::Encode<Config>::Args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms},
+      t.packed, t.norms);
+  t.check(got, dense_rotation(Dim), options.tc_emulate ? "tensor cores (emulated)" : "tensor cores");
+}
+
+template <std::uint32_t Dim, DType In>
+void check_tc_all_bits(std::size_t rows, std::uint64_t seed) {
+  check_tc<Dim, 2, In>(rows, seed, tc_options(false));
+  check_tc<Dim, 3, In>(rows, seed + 1, tc_options(false));
+  check_tc<Dim, 4, In>(rows, seed + 2, tc_options(false));
+  check_tc<Dim, 6, In>(rows, seed + 3, tc_options(false));
+  check_tc<Dim, 8, In>(rows, seed + 4, tc_options(false));
+}
+
+template <std::uint32_t Dim>
+void check_tc_dim(std::uint64_t seed) {
+  if (!tc_available<aura::EncodeConfig<Dim, 4, DType::bf16>>()) GTEST_SKIP() << "no tensor-core path on this device";
+  for (std::size_t rows : {1, 7, 1000}) {
+    check_tc_all_bits<Dim, DType::f32>(rows, seed);
+    check_tc_all_bits<Dim, DType::f16>(rows, seed + 10);
+    check_tc_all_bits<Dim, DType::bf16>(rows, seed + 20);
+  }
+}
+
+TEST_F(AuraEncode, TensorCoresDim64AllBitsAndDtypes) { check_tc_dim<64>(1100); }
+TEST_F(AuraEncode, TensorCoresDim96AllBitsAndDtypes) { check_tc_dim<96>(1200); }
+TEST_F(AuraEncode, TensorCoresDim128AllBitsAndDtypes) { check_tc_dim<128>(1300); }
+TEST_F(AuraEncode, TensorCoresDim256AllBitsAndDtypes) { check_tc_dim<256>(1400); }
+
+// The default options take the tensor-core kernel above small_rows; two
+// rotation parts; a capped grid (several blocks per workgroup), with and
+// without the prefetch of the next block; Dim 512 keeps the f32 kernel.
+TEST_F(AuraEncode, TensorCoresDefaultPathAndOptions) {
+  using C128 = aura::EncodeConfig<128, 4, DType::bf16>;
+  if (!tc_available<C128>()) GTEST_SKIP() << "no tensor-core path on this device";
+  Context& ctx = context();
+  EXPECT_EQ(aura::Encode<C128>(ctx).path(64), aura::EncodePath::few_rows);
+  EXPECT_EQ(aura::Encode<C128>(ctx).path(65), aura::EncodePath::cooperative_matrix_nv);
+  aura::EncodeOptions portable;
+  portable.tensor_cores = false;
+  EXPECT_EQ(aura::Encode<C128>(ctx, portable).path(65), aura::EncodePath::tiled);
+  EXPECT_EQ((aura::Encode<aura::EncodeConfig<512, 4, DType::bf16>>(ctx).path(1000)), aura::EncodePath::tiled);
+  check_tc<128, 4, DType::bf16>(4096, 1500, aura::EncodeOptions{});
+  check_tc<256, 4, DType::bf16>(4096, 1501, aura::EncodeOptions{});
+  check_tc<128, 4, DType::bf16>(20000, 1502, tc_options(false, 3, 7));
+  check_tc<256, 3, DType::f32>(3001, 1503, tc_options(false, 3, 5));
+  check_tc<128, 4, DType::bf16>(3001, 1507, tc_options(false, 3, 5, false));
+  check_tc<256, 4, DType::f16>(1001, 1508, tc_options(false, 3, 0, false));
+  check_tc<128, 4, DType::bf16>(1000, 1504, tc_options(false, 2));
+  check_tc<256, 8, DType::f16>(1000, 1505, tc_options(false, 2));
+  check_tc<128, 6, DType::f32>(1000, 1506, tc_options(false, 2));
+  // 512 invocations; 64-row blocks; both.
+  check_tc<128, 4, DType::bf16>(5000, 1510, tc_options(false, 3, 0, true, 512));
+  check_tc<256, 4, DType::bf16>(5000, 1511, tc_options(false, 3, 0, true, 512));
+  check_tc<128, 6, DType::f32>(1000, 1512, tc_options(false, 3, 0, true, 512));
+  check_tc<256, 3, DType::f16>(1000, 1513, tc_options(false, 3, 0, true, 512));
+  check_tc<96, 8, DType::bf16>(1000, 1514, tc_options(false, 3, 0, true, 512));
+  check_tc<128, 4, DType::bf16>(5000, 1515, tc_options(false, 3, 0, true, 256, 64));
+  check_tc<64, 8, DType::f16>(1000, 1516, tc_options(false, 3, 0, true, 256, 64));
+  check_tc<128, 4, DType::bf16>(5000, 1517, tc_options(false, 3, 0, true, 512, 64));
+  check_tc<256, 2, DType::f32>(1000, 1518, tc_options(false, 2, 0, true, 512, 32));
+  EXPECT_THROW((aura::Encode<C128>(ctx, tc_options(false, 4))), Error);
+  EXPECT_THROW((aura::Encode<C128>(ctx, tc_options(false, 3, 0, true, 384))), Error);
+  EXPECT_THROW((aura::Encode<C128>(ctx, tc_options(false, 3, 0, true, 0, 48))), Error);
+}
+
+TEST_F(AuraEncode, TensorCoresTiesZeroNanAndInfRows) {
+  if (!tc_available<aura::EncodeConfig<128, 4, DType::f32>>()) GTEST_SKIP() << "no tensor-core path on this device";
+  const auto o = tc_options(false);
+  check_ties<2>(o);
+  check_ties<3>(o);
+  check_ties<4>(o);
+  check_ties<6>(o);
+  check_ties<8>(o);
+  aura::EncodeOptions wide = o;
+  wide.tc_invocations = 512;
+  check_ties<4>(wide);
+  check_special_rows<aura::Encode<aura::EncodeConfig<128, 4, DType::bf16>>, 128, 4, DType::bf16>(false, o);
+  check_special_rows<aura::Encode<aura::EncodeConfig<96, 3, DType::f32>>, 96, 3, DType::f32>(false, o);
+  check_special_rows<aura::Encode<aura::EncodeConfig<256, 8, DType::f16>>, 256, 8, DType::f16>(false, o);
+}
+
+// The emulation variant on any device (lavapipe included): a few shapes,
+// geometries and both rotation splits; kept small (plain loops on a CPU).
+TEST_F(AuraEncode, TensorCoreKernelEmulated) {
+  if (!tc_emulation_available<aura::EncodeConfig<128, 4, DType::bf16>>())
+    GTEST_SKIP() << "the build has no tensor-core shader (glslc without GL_NV_cooperative_matrix)";
+  check_tc<128, 4, DType::bf16>(300, 1600, tc_options(true, 3, 2));
+  check_tc<128, 2, DType::bf16>(200, 1605, tc_options(true, 3, 2, false));
+  check_tc<96, 3, DType::f16>(37, 1601, tc_options(true));
+  check_tc<256, 6, DType::f32>(40, 1602, tc_options(true));
+  check_tc<64, 8, DType::f32>(7, 1603, tc_options(true, 2));
+  check_tc<32, 2, DType::bf16>(17, 1604, tc_options(true));
+  check_tc<128, 4, DType::bf16>(100, 1606, tc_options(true, 3, 0, true, 512, 32));
+  check_tc<128, 8, DType::bf16>(150, 1608, tc_options(true, 3, 1));
+  check_tc<256, 3, DType::f16>(40, 1607, tc_options(true, 3, 2, false, 512));
+  check_ties<4>(tc_options(true));
+  check_special_rows<aura::Encode<aura::EncodeConfig<128, 4, DType::bf16>>, 128, 4, DType::bf16>(false, tc_options(true));
+  check_special_rows<aura::Encode<aura::EncodeConfig<96, 3, DType::f32>>, 96, 3, DType::f32>(false, tc_options(true));
 }
 
 }  // namespace

@@ -27,6 +27,28 @@
 // (|x| >~ 1e19), gets norm +Inf and code 0 (NaN products); rows whose squared
 // norm underflows (|x| <~ 1e-19) are treated as zero rows. Other rows are
 // never affected.
+//
+// Encode's kernels (EncodePath; Encode::path(rows) says which a call takes):
+// - few_rows (encode_small.comp): calls of up to EncodeOptions::small_rows rows;
+// - cooperative_matrix_nv (encode_tc.comp): NVIDIA tensor cores, fp16 x fp16
+//   with f32 accumulators, where the device has VK_NV_cooperative_matrix with
+//   32-wide subgroups and the build compiled the shader, for Dim <= 256. Each
+//   row is scaled by a power of two into the fp16 range (bf16/f16 values
+//   stay exact; f32 values are carried as hi + lo fp16 parts, 22 bits) and R,
+//   scaled by a power of two from max |R|, as fp16 parts of one scale
+//   (EncodeOptions::rotation_parts): 3 by default, R exactly (every entry
+//   within 2^-14 of max |R|; smaller ones to ~2^-39 of max |R|), so each
+//   product is exact and only the f32 accumulation rounds, as in the f32
+//   kernel (values on a boundary go to the lower cell as there); 2 keeps
+//   each entry to within 2^-20 of itself (a rotated value of a unit row
+//   moves by at most ~1e-6). Entries of R below ~2^-40 max |R| (e.g.
+//   subnormals) count as 0.
+//   Non-finite rows as above: a row whose norm is NaN or +Inf gets that norm
+//   and code 0 everywhere. Measured on an H100 at 262144 rows, 4 bits, bf16
+//   (bench/bench_encode.cpp): Dim 128 226 us (2 parts 271, f32 kernel 375),
+//   Dim 256 786 us (2 parts 968, f32 kernel 1326);
+// - tiled (encode.comp): the portable f32 kernel, everywhere else
+//   (EncodeOptions::tensor_cores = false or TILEKERNELS_PATH=portable force it).
 #pragma once
 
 #include <algorithm>
@@ -36,11 +58,16 @@
 #include <string>
 
 #include "tilekernels/core.hpp"
+#include "tilekernels/spirv/features.hpp"
 #include "tilekernels/spirv/aura/encode.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard.hpp"
 #include "tilekernels/spirv/aura/encode_small.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard_sg.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard_sg_shuffle.hpp"
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+#include "tilekernels/spirv/aura/encode_tc.hpp"
+#include "tilekernels/spirv/aura/encode_tc_emu.hpp"
+#endif
 
 namespace tilekernels::aura {
 
@@ -120,6 +147,58 @@ struct EncodeConfig {
   }
   static_assert(hadamard_sg_shared_bytes(hadamard_values, 256 * hadamard_values / Dim) <= 32768,
                 "EncodeConfig: the register Hadamard kernel must fit the portable 32 KiB of shared memory");
+
+  // Tensor-core kernel (encode_tc.comp): 256 or 512 invocations (8 or 16
+  // subgroups of 32), blocks of `rows` rows; subgroup grid of row groups x
+  // column groups, each subgroup rps x cps 16x16 accumulator tiles;
+  // `buffers` staging buffers for the rotation parts. Not for Dim > 256 (the
+  // staged block would not leave room for 16 rows) -- such configs take the
+  // f32 kernel.
+  struct TensorCoreGeometry {
+    std::uint32_t rows = 0, rps = 0, cps = 0, buffers = 0, mem_vec4 = 0, shared_bytes = 0, invocations = 0;
+  };
+  static constexpr std::uint32_t tc_shared_limit = 49152;  // what NVIDIA's Vulkan drivers give a workgroup
+  static constexpr TensorCoreGeometry tc_geometry_for(std::uint32_t bm, std::uint32_t nbuf, std::uint32_t inv) {
+    TensorCoreGeometry g;
+    if (Dim > 256 || bm * Dim > 64 * inv) return g;  // the shader's literal bounds (8 pieces of 8 per invocation)
+    const std::uint32_t rt = bm / 16, ct = Dim / 16, nsg = inv / 32;
+    std::uint32_t best = 0;
+    for (std::uint32_t rg : {1u, 2u, 4u, 8u, 16u}) {
+      if (rt % rg != 0 || nsg % rg != 0 || ct % (nsg / rg) != 0) continue;
+      const std::uint32_t rps = rt / rg, cps = ct / (nsg / rg);
+      if (rps > 2 || cps > 8 || rps * cps > 8) continue;
+      if (best == 0 || rps + cps < best) {
+        best = rps + cps;
+        g.rps = rps;
+        g.cps = cps;
+      }
+    }
+    if (best == 0) return g;
+    const std::uint32_t planes = In == DType::f32 ? 2 : 1, xs = Dim / 8 + 1;
+    const std::uint32_t products = planes * bm * xs + nbuf * 16 * xs;
+    const std::uint32_t cg = nsg / (rt / g.rps);
+    const std::uint32_t epilogue = nsg * 16 * 5 + bm * Dim / 16 + (bm * 2 * cg + 3) / 4;
+    g.rows = bm;
+    g.buffers = nbuf;
+    g.invocations = inv;
+    g.mem_vec4 = std::max(products, epilogue);
+    g.shared_bytes = g.mem_vec4 * 16 + 8 * levels + 12 * bm + 4 + cell_table_bytes;
+    return g;
+  }
+  // The first of (128 rows, 2 buffers), (128, 1), (64, 2), ... that fits
+  // `limit` bytes of shared memory (48 KiB on NVIDIA; the emulation on a
+  // 32 KiB device gets a smaller block); `rows` != 0 asks for that block size.
+  static constexpr TensorCoreGeometry tc_geometry(std::uint32_t limit = tc_shared_limit, std::uint32_t invocations = 256,
+                                                  std::uint32_t rows = 0) {
+    for (std::uint32_t bm : {128u, 64u, 32u, 16u})
+      for (std::uint32_t nbuf : {2u, 1u}) {
+        if (rows != 0 && bm != rows) continue;
+        const auto g = tc_geometry_for(bm, nbuf, invocations);
+        if (g.rows != 0 && g.shared_bytes <= limit) return g;
+      }
+    return {};
+  }
+  static constexpr bool tc_supported = tc_geometry().rows != 0;
 };
 
 // Tuning of HadamardEncode; 0 fields mean automatic.
@@ -169,9 +248,45 @@ struct EncodePush {
 struct EncodeOptions {
   // Calls of up to this many rows run the few-rows kernel (one workgroup per
   // 8 rows, each invocation one output coordinate: latency-bound calls);
-  // larger ones the register-tiled kernel. 0: always the tiled kernel.
+  // larger ones the tensor-core kernel where available, else the
+  // register-tiled kernel. 0: never the few-rows kernel.
   std::uint32_t small_rows = 64;
+  // Take the tensor-core kernel where the device has VK_NV_cooperative_matrix
+  // with subgroups of 32 and 48 KiB of shared memory, the build compiled it
+  // and Dim <= 256 (TILEKERNELS_PATH=portable also turns it off).
+  bool tensor_cores = true;
+  // Tensor-core kernel: fp16 parts of the rotation, 3 (each R entry exact,
+  // the codes as exact as the f32 kernel's, ties included) or 2 (each R
+  // entry to within 2^-20 of itself, one product fewer per tile). On the
+  // H100 the 3-part kernel measured faster (226 vs 271 us at 262144 x 128),
+  // not understood; 2 stays as a tuning option for other devices.
+  std::uint32_t rotation_parts = 3;
+  // Tensor-core kernel: most workgroups in the grid (each loops over blocks
+  // of rows, setting up the rotation's scale and the tables once); 0: 528.
+  std::uint32_t tc_workgroups = 0;
+  // Tensor-core kernel: load the next block's rows during this block's products.
+  bool tc_prefetch = true;
+  // Tensor-core kernel: invocations per workgroup, 256 or 512 (0: 256), and
+  // rows per block, 16, 32, 64 or 128 (0: the most that fit).
+  std::uint32_t tc_invocations = 0;
+  std::uint32_t tc_block_rows = 0;
+  // Diagnostics: run the tensor-core kernel's emulation (plain loops in place
+  // of the cooperative-matrix calls, any device) for rows above small_rows;
+  // how the tests check that kernel on CPU drivers. Slow.
+  bool tc_emulate = false;
 };
+
+// Which kernel Encode::record runs for a call.
+enum class EncodePath { few_rows, tiled, cooperative_matrix_nv, cooperative_matrix_nv_emulated };
+
+inline const char* path_name(EncodePath p) {
+  switch (p) {
+    case EncodePath::few_rows: return "few_rows";
+    case EncodePath::tiled: return "tiled";
+    case EncodePath::cooperative_matrix_nv: return "cooperative_matrix_nv";
+    default: return "cooperative_matrix_nv_emulated";
+  }
+}
 
 // Dense-rotation encode.
 template <class Config>
@@ -183,11 +298,57 @@ class Encode {
     TensorRef input, rotation, boundaries, codebook, packed, norms;
   };
 
-  explicit Encode(Context& ctx, EncodeOptions options = {}) : ctx_(&ctx), options_(options) {}
+  explicit Encode(Context& ctx, EncodeOptions options = {}) : ctx_(&ctx), options_(options) {
+    if (options_.rotation_parts != 2 && options_.rotation_parts != 3)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": rotation_parts must be 2 or 3, got " + std::to_string(options_.rotation_parts));
+    if (options_.tc_invocations != 0 && options_.tc_invocations != 256 && options_.tc_invocations != 512)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": tc_invocations must be 256 or 512, got " + std::to_string(options_.tc_invocations));
+    const auto b = options_.tc_block_rows;
+    if (b != 0 && b != 16 && b != 32 && b != 64 && b != 128)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": tc_block_rows must be 16, 32, 64 or 128, got " + std::to_string(b));
+  }
+
+  // The tensor-core kernel's geometry on this device with these options
+  // (rows == 0 where it does not fit).
+  typename Config::TensorCoreGeometry tc_geometry() const {
+    const auto& info = ctx_->info();
+    const std::uint32_t inv = options_.tc_invocations ? options_.tc_invocations : 256;
+    if (inv > info.max_workgroup_invocations) return {};
+    return Config::tc_geometry(std::min(Config::tc_shared_limit, info.max_shared_memory), inv, options_.tc_block_rows);
+  }
 
   void check(const Args& a) const {
     impl::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
     tilekernels::detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
+  }
+
+  // Whether this device and build can run the tensor-core kernel for Config.
+  bool tensor_cores_available() const {
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+    if constexpr (Config::tc_supported) {
+      const auto& info = ctx_->info();
+      const bool subgroup_32 = info.subgroup_size_control ? (info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32)
+                                                          : info.subgroup_size == 32;
+      return info.cooperative_matrix_nv && subgroup_32 && !ctx_->force_portable() &&
+             tc_geometry().rows != 0;
+    }
+#endif
+    return false;
+  }
+
+  // The kernel record() runs for a call of `rows` rows.
+  EncodePath path(std::int64_t rows) const {
+    if (rows <= static_cast<std::int64_t>(options_.small_rows)) return EncodePath::few_rows;
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+    if constexpr (Config::tc_supported) {
+      if (options_.tc_emulate) return EncodePath::cooperative_matrix_nv_emulated;
+      if (options_.tensor_cores && tensor_cores_available()) return EncodePath::cooperative_matrix_nv;
+    }
+#endif
+    return EncodePath::tiled;
   }
 
   // Rows per invocation: the most (best reuse of the staged rotation) that
@@ -201,7 +362,33 @@ class Encode {
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
     const auto rows = a.input.shape[0];
-    if (rows <= static_cast<std::int64_t>(options_.small_rows)) {
+    if (rows == 0) return;
+    const EncodePath p = path(rows);
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
+    if (p == EncodePath::cooperative_matrix_nv || p == EncodePath::cooperative_matrix_nv_emulated) {
+      const auto g = tc_geometry();
+      if (g.rows == 0)
+        throw Error(ErrorCode::unsupported, std::string(name) + ": the tensor-core kernel with these options does not fit "
+                                                "this device's " + std::to_string(ctx_->info().max_shared_memory) +
+                                                " bytes of shared memory");
+      impl::expect_workgroup(*ctx_, name, g.invocations, g.shared_bytes);
+      const bool emu = p == EncodePath::cooperative_matrix_nv_emulated;
+      const std::uint64_t blocks = (static_cast<std::uint64_t>(rows) + g.rows - 1) / g.rows;
+      const std::uint64_t groups = std::min<std::uint64_t>(blocks, options_.tc_workgroups ? options_.tc_workgroups : 528);
+      PipelineKey key{emu ? spirv::aura_encode_tc_emu : spirv::aura_encode_tc,
+                      emu ? std::size(spirv::aura_encode_tc_emu) : std::size(spirv::aura_encode_tc),
+                      {g.invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype),
+                       g.rows, g.rps, g.cps, options_.rotation_parts, g.buffers, g.mem_vec4,
+                       options_.tc_prefetch ? 1u : 0u},
+                      6, sizeof(impl::EncodePush), !emu && ctx_->info().subgroup_size_control ? 32u : 0u};
+      const Pipeline& pipeline = ctx_->pipeline(key);
+      const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(groups), 0};
+      tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline,
+                                           {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms}, push, groups);
+      return;
+    }
+#endif
+    if (p == EncodePath::few_rows) {
       impl::expect_workgroup(*ctx_, name, Config::small_invocations, Config::small_shared_bytes);
       PipelineKey key{spirv::aura_encode_small, std::size(spirv::aura_encode_small),
                       {Config::small_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype),
