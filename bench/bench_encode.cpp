@@ -21,12 +21,12 @@ namespace aura = tilekernels::aura;
 enum Kind { dense = 0, hadamard = 1, hadamard_legacy = 2, hadamard_blocks2 = 3, hadamard_blocks4 = 4,
             hadamard_blocks8 = 5, hadamard_wg512 = 6, hadamard_portable = 7, dense_tiled = 8, hadamard_v64 = 9,
             hadamard_v16 = 10, hadamard_wide_cells = 11, hadamard_wide_cells_blocks4 = 12, dense_tc = 13,
-            dense_tc_parts2 = 14, dense_tc_wg1056 = 15, dense_tc_wg264 = 16, dense_tc_no_prefetch = 17,
-            dense_tc_inv512 = 18, dense_tc_bm64 = 19, dense_tc_inv512_bm64 = 20, dense_tc_inv512_parts2 = 21 };
+            dense_tc_parts3 = 14, dense_tc_wg1056 = 15, dense_tc_wg264 = 16, dense_tc_no_prefetch = 17,
+            dense_tc_inv512 = 18, dense_tc_bm64 = 19, dense_tc_inv512_bm64 = 20, dense_tc_inv512_parts3 = 21 };
 
 // Dense kinds: dense (the default options: the tensor-core kernel where the
 // device has it, above small_rows), dense_tiled (the f32 kernel), dense_tc*
-// (the tensor-core kernel at any row count: default options, 2 rotation
+// (the tensor-core kernel at any row count: default options, 3 rotation
 // parts, grid caps, without the next block's prefetch, 512 invocations,
 // 64-row blocks).
 aura::EncodeOptions dense_options(std::int64_t kind) {
@@ -34,11 +34,11 @@ aura::EncodeOptions dense_options(std::int64_t kind) {
   if (kind == dense) return o;
   o.small_rows = 0;
   if (kind == dense_tiled) o.tensor_cores = false;
-  if (kind == dense_tc_parts2 || kind == dense_tc_inv512_parts2) o.rotation_parts = 2;
+  if (kind == dense_tc_parts3 || kind == dense_tc_inv512_parts3) o.rotation_parts = 3;
   if (kind == dense_tc_wg1056) o.tc_workgroups = 1056;
   if (kind == dense_tc_wg264) o.tc_workgroups = 264;
   if (kind == dense_tc_no_prefetch) o.tc_prefetch = false;
-  if (kind == dense_tc_inv512 || kind == dense_tc_inv512_bm64 || kind == dense_tc_inv512_parts2) o.tc_invocations = 512;
+  if (kind == dense_tc_inv512 || kind == dense_tc_inv512_bm64 || kind == dense_tc_inv512_parts3) o.tc_invocations = 512;
   if (kind == dense_tc_bm64 || kind == dense_tc_inv512_bm64) o.tc_block_rows = 64;
   return o;
 }
@@ -117,15 +117,15 @@ BENCHMARK(BM_AuraEncode<256>)
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The tensor-core kernel next to the dense entries above (which take it by
-// default where the device has it): the defaults (3 rotation parts), 2
+// default where the device has it): the defaults (2 rotation parts), 3
 // parts, grid caps, no prefetch, 512 invocations, 64-row blocks.
 BENCHMARK(BM_AuraEncode<128>)
-    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts2, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
-                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts2}})
+    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts3, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
+                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts3}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AuraEncode<256>)
-    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts2, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
-                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts2}})
+    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts3, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
+                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts3}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // Decode to bf16: packed + norms read, rows x Dim bf16 written.

@@ -2,20 +2,30 @@
 #extension GL_EXT_control_flow_attributes : require
 // AURA fused encode, dense rotation, for few rows (latency rather than
 // throughput): the same results as encode.comp (see
-// include/tilekernels/aura/encode.hpp), one workgroup per RS rows.
+// include/tilekernels/aura/encode.hpp).
+//
+// A call of few rows is bound by moving the rotation (Dim^2 floats) into
+// the SMs, so the rotation is spread over workgroups: one workgroup per (RS
+// rows, 32 output coordinates), each reading only its 32 rows of the
+// rotation. The norm correction needs every coordinate's code, so the
+// workgroups of a row block meet through a workspace: each writes its part
+// of the sum of squared centroids, counts itself in counters[row block],
+// and the last to arrive adds the parts (in a fixed order) and writes the
+// norms, then resets the counter to 0 for the next call.
 //
 // Geometry (the host relies on it):
-// - WG = DIM * KS invocations: invocation t owns output coordinate
-//   d = t % DIM and the columns ks*KC .. ks*KC + KC - 1 (ks = t / DIM,
-//   KC = DIM / KS, a multiple of 4) of the product for all RS rows; its
-//   rotation values go straight from global memory to registers, issued
-//   before the input is staged, 16 vec4 at a time;
-// - the staged input is read as vec4 at addresses uniform across a subgroup
-//   of consecutive invocations (broadcast);
-// - the KS partial products of (row, d) are summed in a fixed order, then
-//   quantised by the binary search of aura_pack.glsl four coordinates per
-//   task, and every output word is built whole by one invocation. No
-//   atomics, no subgroup operations: correct for any subgroup size.
+// - workgroup x = row_block * CB + cb (CB = DIM / 32), 32 * KS invocations;
+//   invocation (c, ks) = (t % 32, t / 32) owns coordinate cb * 32 + c and
+//   the columns ks * KC .. ks * KC + KC - 1 (KC = DIM / KS, a multiple of
+//   4) of its product for all RS rows: KC / 4 vec4 loads of the rotation,
+//   all issued before anything else;
+// - the KS partial products of (row, coordinate) are summed in a fixed
+//   order; one (row, coordinate) per invocation is quantised (binary search
+//   of aura_pack.glsl); the coordinate block's BITS words of each row are
+//   built whole by one invocation each (32 coordinates * BITS bits = BITS
+//   words, so blocks never share a word);
+// - row sums are reduced in a fixed order: results do not depend on
+//   scheduling. No subgroup operations: correct for any subgroup size.
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 
@@ -23,15 +33,21 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint DIM = 128;
 layout(constant_id = 2) const uint BITS = 4;
 layout(constant_id = 3) const uint IN_DTYPE = 2;
-layout(constant_id = 4) const uint RS = 8;  // rows per workgroup
-layout(constant_id = 5) const uint KS = 4;  // invocations per output coordinate
 
-const uint WG = DIM * KS;
+// Literal sizes (EncodeConfig::small_rows_per_group, small_split): arrays
+// and loops bounded by specialization constants are not unrolled by glslc,
+// and a register array indexed at run time may go to local memory.
+const uint RS = 8u;  // rows per workgroup
+const uint KS = 8u;  // invocations per output coordinate
+const uint MAX_KC4 = 16u;  // KC / 4 at DIM 512
+
+const uint CW = 32u;        // coordinates per workgroup
+const uint CB = DIM / CW;   // workgroups per row block
+const uint WG = CW * KS;
 const uint KC = DIM / KS;   // columns per invocation
-const uint KB = 64u;        // columns per batch of loads
 const uint LEVELS = 1u << BITS;
 const uint WORDS = DIM * BITS / 32u;
-const uint G = DIM / 4u;    // 4-coordinate groups per row
+const uint G = DIM / 4u;    // input vec4 per row
 
 layout(push_constant) uniform Push {
   uint group_offset;
@@ -45,36 +61,48 @@ layout(std430, binding = 2) readonly buffer Boundaries { float boundaries[]; };
 layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
 layout(std430, binding = 4) writeonly buffer Packed { uint packed[]; };
 layout(std430, binding = 5) writeonly buffer Norms { float norms[]; };
+// Workspace: per (row, cb) the part of the squared reconstruction norm; per
+// row block the arrival counter (zero between dispatches).
+layout(std430, binding = 6) coherent buffer Parts { float parts[]; };
+layout(std430, binding = 7) coherent buffer Counters { uint counters[]; };
 
-shared vec4 s_mem[RS * (WG > DIM ? WG : DIM) / 4u];  // staged input [RS][DIM], then partials [RS][KS][DIM]
-shared float s_sq[RS * G];      // squares per input vec4
-shared uint s_codes[RS * G];    // 4 code bytes per word
-shared float s_c2p[RS * G];     // squared centroids per 4 coordinates
-shared float s_norm[RS];
-shared float s_sum8[RS * 8u];   // row sums in 8 parts (squares, then squared centroids)
+shared vec4 s_in[RS * G];          // staged input rows
+shared float s_part[RS * KS * CW]; // partial products [row][ks][c]
+shared uint s_code[RS * CW];       // code of (row, c)
+shared float s_c2v[RS * CW];       // its squared centroid
+shared float s_sum8[RS * 8u];     // row sums of squares in 8 parts
 shared float s_bound[LEVELS];
 shared float s_c2[LEVELS];
+shared bool s_last;
 
-float mem_f(uint i) { return s_mem[i >> 2][i & 3u]; }
+float row_norm(uint r) {
+  float sq = 0.0;
+  [[unroll]] for (uint i = 0; i < 8u; ++i) sq += s_sum8[r * 8u + i];
+  return sqrt(sq);
+}
 
 void main() {
   const uint t = gl_LocalInvocationIndex;
-  const uint d = t % DIM;
-  const uint ks = t / DIM;
-  const uint row0 = (gl_WorkGroupID.x + pc.group_offset) * RS;
+  const uint c = t % CW;
+  const uint ks = t / CW;
+  const uint wg = gl_WorkGroupID.x + pc.group_offset;
+  const uint rb = wg / CB;
+  const uint cb = wg % CB;
+  const uint row0 = rb * RS;
+  const uint d = cb * CW + c;
 
-  // First batch of this invocation's rotation values.
+  // This invocation's rotation values first: the call's critical path.
   const uint rbase = (d * DIM + ks * KC) / 4u;
-  vec4 rv[KB / 4u];
-  [[unroll]] for (uint i = 0; i < KB / 4u; ++i) rv[i] = i * 4u < KC ? rot[rbase + i] : vec4(0.0);
+  vec4 rv[MAX_KC4];
+  [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) rv[i] = i < KC / 4u ? rot[rbase + i] : vec4(0.0);
 
   for (uint i = t; i < LEVELS; i += WG) {
     s_bound[i] = i + 1u < LEVELS ? boundaries[i] : 0.0;
-    const float c = codebook[i];
-    s_c2[i] = c * c;
+    const float cv = codebook[i];
+    s_c2[i] = cv * cv;
   }
   for (uint i = t; i < RS * G; i += WG) {
-    const uint r = i / G, row = row0 + r;
+    const uint row = row0 + i / G;
     const uint src = min(row, pc.rows - 1u) * G + i % G;  // in bounds even where both sides are evaluated
     vec4 x;
     if (IN_DTYPE == TK_F32)
@@ -82,88 +110,86 @@ void main() {
     else
       x = tk_unpack4(IN_DTYPE, in_16[src]);
     x = row < pc.rows ? x : vec4(0.0);
-    s_mem[i] = x;
-    s_sq[i] = dot(x, x);
+    s_in[i] = x;
   }
   barrier();
 
-  float acc[RS];
-  [[unroll]] for (uint r = 0; r < RS; ++r) acc[r] = 0.0;
-  for (uint k0 = 0; k0 < KC; k0 += KB) {
-    if (k0 > 0u)
-      [[unroll]] for (uint i = 0; i < KB / 4u; ++i) rv[i] = k0 + i * 4u < KC ? rot[rbase + k0 / 4u + i] : vec4(0.0);
-    [[unroll]] for (uint i = 0; i < KB / 4u; ++i) {
-      if (k0 + i * 4u < KC) {
-        const uint q = (ks * KC + k0) / 4u + i;  // input vec4 within the row
-        [[unroll]] for (uint r = 0; r < RS; ++r) {
-          const vec4 u = s_mem[r * G + q];
-          acc[r] = fma(rv[i].x, u.x, fma(rv[i].y, u.y, fma(rv[i].z, u.z, fma(rv[i].w, u.w, acc[r]))));
-        }
-      }
-    }
-  }
-  // Row sums in two levels (8 parts of G/8, then the parts), fixed order.
+  // Row sums of squares in 8 parts (G is a multiple of 8), and the partial products.
   if (t < RS * 8u) {
     float sq = 0.0;
-    for (uint i = 0; i < G / 8u; ++i) sq += s_sq[t * (G / 8u) + i];
+    for (uint i = 0; i < G / 8u; ++i) {
+      const vec4 x = s_in[t * (G / 8u) + i];
+      sq += dot(x, x);
+    }
     s_sum8[t] = sq;
   }
-  barrier();  // the staged input is consumed
-  if (t < RS) {
-    float sq = 0.0;
-    [[unroll]] for (uint i = 0; i < 8u; ++i) sq += s_sum8[t * 8u + i];
-    s_norm[t] = sqrt(sq);
-  }
   [[unroll]] for (uint r = 0; r < RS; ++r) {
-    const uint i = (r * KS + ks) * DIM + d;
-    s_mem[i >> 2][i & 3u] = acc[r];
-  }
-  barrier();
-
-  for (uint task = t; task < RS * G; task += WG) {
-    const uint r = task / G, g = task % G;
-    const float norm = s_norm[r];
-    const float inv_norm = norm > 0.0 ? 1.0 / norm : 0.0;
-    uint word = 0u;
-    float part = 0.0;
-    [[unroll]] for (uint c = 0; c < 4u; ++c) {
-      float sum = 0.0;
-      for (uint h = 0; h < KS; ++h) sum += mem_f((r * KS + h) * DIM + 4u * g + c);
-      const float v = sum * inv_norm;
-      uint idx;
-      TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
-      part += s_c2[idx];
-      word |= idx << (8u * c);
-    }
-    s_codes[task] = word;
-    s_c2p[task] = part;
-  }
-  barrier();
-
-  if (t < RS * 8u) {
-    float part = 0.0;
-    for (uint i = 0; i < G / 8u; ++i) part += s_c2p[t * (G / 8u) + i];
-    s_sum8[t] = part;
-  }
-  barrier();
-  if (t < RS && row0 + t < pc.rows) {
-    float recon_sq = 0.0;
-    [[unroll]] for (uint i = 0; i < 8u; ++i) recon_sq += s_sum8[t * 8u + i];
-    const float recon = sqrt(recon_sq);
-    norms[row0 + t] = recon > 1e-30 ? s_norm[t] / recon : s_norm[t];
-  }
-  for (uint w = t; w < RS * WORDS; w += WG) {
-    const uint r = w / WORDS, wi = w % WORDS;
-    if (row0 + r >= pc.rows) break;
-    const uint d_first = wi * 32u / BITS;
-    uint word = 0u;
-    [[unroll]] for (uint j = 0; j <= 32u / BITS + 1u; ++j) {  // a word touches at most 32/BITS + 2 codes
-      const uint dd = d_first + j;
-      if (dd < DIM && dd * BITS < wi * 32u + 32u) {
-        const uint code = (s_codes[r * G + dd / 4u] >> (8u * (dd % 4u))) & 0xffu;
-        word |= tk_aura_place(code, dd, BITS, wi);
+    float acc = 0.0;
+    [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) {
+      if (i < KC / 4u) {
+        const vec4 u = s_in[r * G + ks * (KC / 4u) + i];
+        acc = fma(rv[i].x, u.x, fma(rv[i].y, u.y, fma(rv[i].z, u.z, fma(rv[i].w, u.w, acc))));
       }
     }
-    packed[(row0 + r) * WORDS + wi] = word;
+    s_part[(r * KS + ks) * CW + c] = acc;
   }
+  barrier();
+
+  // One (row, coordinate) per invocation: sum the KS parts, quantise.
+  // row_norm(r) adds the 8 parts in a fixed order: the same bits everywhere.
+  for (uint task = t; task < RS * CW; task += WG) {
+    const uint r = task / CW, cc = task % CW;
+    float sum = 0.0;
+    [[unroll]] for (uint h = 0; h < KS; ++h) sum += s_part[(r * KS + h) * CW + cc];
+    const float norm = row_norm(r);
+    const float v = sum * (norm > 0.0 ? 1.0 / norm : 0.0);
+    uint idx;
+    TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
+    s_code[task] = idx;
+    s_c2v[task] = s_c2[idx];
+  }
+  barrier();
+
+  // This block's words of each row, and its part of the squared norm.
+  for (uint w = t; w < RS * BITS; w += WG) {
+    const uint r = w / BITS, wi = w % BITS;  // word wi of the block = word cb * BITS + wi of the row
+    if (row0 + r < pc.rows) {
+      const uint word_index = cb * BITS + wi;
+      const uint d_first = wi * 32u / BITS;  // first coordinate (within the block) touching the word
+      uint word = 0u;
+      [[unroll]] for (uint j = 0; j <= 32u / BITS + 1u; ++j) {  // a word touches at most 32/BITS + 2 codes
+        const uint dd = d_first + j;
+        if (dd < CW && dd * BITS < wi * 32u + 32u) word |= tk_aura_place(s_code[r * CW + dd], dd, BITS, wi);
+      }
+      packed[(row0 + r) * WORDS + word_index] = word;
+    }
+  }
+  if (t < RS) {
+    float part = 0.0;
+    for (uint i = 0; i < CW; ++i) part += s_c2v[t * CW + i];
+    parts[(row0 + t) * CB + cb] = part;
+  }
+  if (CB == 1u) {
+    if (t < RS && row0 + t < pc.rows) {
+      const float recon = sqrt(parts[(row0 + t) * CB]);
+      const float norm = row_norm(t);
+      norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+    }
+    return;
+  }
+  // Publish the parts, then find out whether this workgroup is the last of its row block.
+  memoryBarrierBuffer();
+  barrier();
+  if (t == 0u) s_last = atomicAdd(counters[rb], 1u) == CB - 1u;
+  barrier();
+  if (!s_last) return;
+  memoryBarrierBuffer();
+  if (t < RS && row0 + t < pc.rows) {
+    float recon_sq = 0.0;
+    for (uint b = 0; b < CB; ++b) recon_sq += parts[(row0 + t) * CB + b];
+    const float recon = sqrt(recon_sq);
+    const float norm = row_norm(t);
+    norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+  }
+  if (t == 0u) counters[rb] = 0u;
 }

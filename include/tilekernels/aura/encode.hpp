@@ -29,24 +29,33 @@
 // never affected.
 //
 // Encode's kernels (EncodePath; Encode::path(rows) says which a call takes):
-// - few_rows (encode_small.comp): calls of up to EncodeOptions::small_rows rows;
+// - few_rows (encode_small.comp): calls of up to EncodeOptions::small_rows
+//   rows; the rotation is spread over Dim/32 workgroups per 8 rows, which
+//   combine their parts of the norm correction through a small workspace
+//   the Encode object owns (a counter per row block that every dispatch
+//   leaves at zero). So two recordings of one Encode object must not
+//   execute concurrently: put a compute barrier between them, as between any
+//   dependent dispatches, or use one object per concurrent stream;
 // - cooperative_matrix_nv (encode_tc.comp): NVIDIA tensor cores, fp16 x fp16
 //   with f32 accumulators, where the device has VK_NV_cooperative_matrix with
 //   32-wide subgroups and the build compiled the shader, for Dim <= 256. Each
 //   row is scaled by a power of two into the fp16 range (bf16/f16 values
 //   stay exact; f32 values are carried as hi + lo fp16 parts, 22 bits) and R,
 //   scaled by a power of two from max |R|, as fp16 parts of one scale
-//   (EncodeOptions::rotation_parts): 3 by default, R exactly (every entry
-//   within 2^-14 of max |R|; smaller ones to ~2^-39 of max |R|), so each
-//   product is exact and only the f32 accumulation rounds, as in the f32
-//   kernel (values on a boundary go to the lower cell as there); 2 keeps
-//   each entry to within 2^-20 of itself (a rotated value of a unit row
-//   moves by at most ~1e-6). Entries of R below ~2^-40 max |R| (e.g.
-//   subnormals) count as 0.
+//   (EncodeOptions::rotation_parts): 2 by default, each entry to within
+//   2^-20 of itself, so a rotated value of a unit row moves by at most ~1e-6
+//   from the f32 kernel's (the f32 product's own rounding is of the same
+//   order) and only values that close to a boundary can get the other of
+//   its two cells -- equally far from both centroids for Lloyd-Max
+//   boundaries, so the distortion is the same; 3 for R exactly (every entry
+//   within 2^-14 of max |R|; smaller ones to ~2^-39 of max |R|): each
+//   product exact, only the f32 accumulation rounds, as in the f32 kernel,
+//   and values on a boundary go to the lower cell as there. Entries of R
+//   below ~2^-40 max |R| (e.g. subnormals) count as 0.
 //   Non-finite rows as above: a row whose norm is NaN or +Inf gets that norm
 //   and code 0 everywhere. Measured on an H100 at 262144 rows, 4 bits, bf16
-//   (bench/bench_encode.cpp): Dim 128 226 us (2 parts 271, f32 kernel 375),
-//   Dim 256 786 us (2 parts 968, f32 kernel 1326);
+//   (bench/bench_encode.cpp): Dim 128 226 us (3 parts 271, f32 kernel 375),
+//   Dim 256 786 us (3 parts 968, f32 kernel 1326);
 // - tiled (encode.comp): the portable f32 kernel, everywhere else
 //   (EncodeOptions::tensor_cores = false or TILEKERNELS_PATH=portable force it).
 #pragma once
@@ -55,7 +64,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/features.hpp"
@@ -113,19 +125,17 @@ struct EncodeConfig {
                     dense_shared_bytes(max_rows_per_invocation) <= 32768,
                 "EncodeConfig: the dense kernel must fit the portable 32 KiB of shared memory");
 
-  // Few-rows dense kernel (encode_small.comp): small_rows_per_group rows per
-  // workgroup of Dim * small_split invocations, each owning one output
-  // coordinate and Dim / small_split columns of the product.
-  static constexpr std::uint32_t small_rows_per_group = 8;
-  static constexpr std::uint32_t small_split() {
-    std::uint32_t ks = 1;
-    while (Dim * ks * 2 <= 512 && Dim % (8 * ks) == 0) ks *= 2;
-    return ks;
-  }
-  static constexpr std::uint32_t small_invocations = Dim * small_split();
+  // Few-rows dense kernel (encode_small.comp): one workgroup per
+  // (small_rows_per_group rows, 32 output coordinates), small_split
+  // invocations per coordinate, each owning Dim / small_split columns of
+  // the product; the Dim / 32 workgroups of a row block combine their parts
+  // of the norm correction through a workspace.
+  static constexpr std::uint32_t small_rows_per_group = 8;  // literal in the shader
+  static constexpr std::uint32_t small_split() { return 8; }  // literal in the shader
+  static constexpr std::uint32_t small_coordinate_blocks = Dim / 32;
+  static constexpr std::uint32_t small_invocations = 32 * small_split();
   static constexpr std::uint32_t small_shared_bytes =
-      4 * (small_rows_per_group * small_invocations + 3 * small_rows_per_group * Dim / 4 + 9 * small_rows_per_group +
-           2 * levels);
+      small_rows_per_group * (Dim * 4 + small_split() * 32 * 4 + 32 * 8 + 8 * 4) + 8 * levels + 4;
   static_assert(small_shared_bytes <= 32768,
                 "EncodeConfig: the few-rows dense kernel must fit the portable 32 KiB of shared memory");
 
@@ -255,12 +265,11 @@ struct EncodeOptions {
   // with subgroups of 32 and 48 KiB of shared memory, the build compiled it
   // and Dim <= 256 (TILEKERNELS_PATH=portable also turns it off).
   bool tensor_cores = true;
-  // Tensor-core kernel: fp16 parts of the rotation, 3 (each R entry exact,
-  // the codes as exact as the f32 kernel's, ties included) or 2 (each R
-  // entry to within 2^-20 of itself, one product fewer per tile). On the
-  // H100 the 3-part kernel measured faster (226 vs 271 us at 262144 x 128),
-  // not understood; 2 stays as a tuning option for other devices.
-  std::uint32_t rotation_parts = 3;
+  // Tensor-core kernel: fp16 parts of the rotation, 2 (each R entry to
+  // within 2^-20 of itself) or 3 (each R entry exact: the codes as exact as
+  // the f32 kernel's, ties included; one product more per tile, 271 instead
+  // of 226 us at 262144 x 128 on an H100).
+  std::uint32_t rotation_parts = 2;
   // Tensor-core kernel: most workgroups in the grid (each loops over blocks
   // of rows, setting up the rotation's scale and the tables once); 0: 528.
   std::uint32_t tc_workgroups = 0;
@@ -390,15 +399,18 @@ class Encode {
 #endif
     if (p == EncodePath::few_rows) {
       impl::expect_workgroup(*ctx_, name, Config::small_invocations, Config::small_shared_bytes);
+      const std::uint64_t row_blocks = (static_cast<std::uint64_t>(rows) + Config::small_rows_per_group - 1) /
+                                       Config::small_rows_per_group;
+      const SmallWorkspace& w = small_workspace(row_blocks);
       PipelineKey key{spirv::aura_encode_small, std::size(spirv::aura_encode_small),
-                      {Config::small_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype),
-                       Config::small_rows_per_group, Config::small_split()},
-                      6, sizeof(impl::EncodePush), 0};
+                      {Config::small_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype)},
+                      8, sizeof(impl::EncodePush), 0};
       const Pipeline& pipeline = ctx_->pipeline(key);
       const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
       tilekernels::detail::record_dispatch(
-          *ctx_, cmd, pipeline, {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms}, push,
-          static_cast<std::uint64_t>((rows + Config::small_rows_per_group - 1) / Config::small_rows_per_group));
+          *ctx_, cmd, pipeline,
+          {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms, w.parts.ref(), w.counters.ref()}, push,
+          row_blocks * Config::small_coordinate_blocks);
       return;
     }
     const std::uint32_t tm = rows_per_invocation(rows);
@@ -416,12 +428,38 @@ class Encode {
 
   void run(const Args& a) const {
     check(a);
+    const auto rows = a.input.shape[0];
+    if (rows > 0 && path(rows) == EncodePath::few_rows)  // the workspace exists before recording
+      small_workspace((static_cast<std::uint64_t>(rows) + Config::small_rows_per_group - 1) / Config::small_rows_per_group);
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
 
  private:
+  // Few-rows kernel: per (row, coordinate block) a part of the squared
+  // reconstruction norm, per row block an arrival counter that each
+  // dispatch leaves at zero.
+  struct SmallWorkspace {
+    Tensor parts, counters;
+  };
+  const SmallWorkspace& small_workspace(std::uint64_t row_blocks) const {
+    std::lock_guard lock(workspace_mutex_);
+    if (!small_workspace_ || static_cast<std::uint64_t>(small_workspace_->counters.elements()) < row_blocks) {
+      const auto rb = static_cast<std::int64_t>(row_blocks);
+      // Recorded but unexecuted dispatches may still use the old one.
+      if (small_workspace_) retired_.push_back(std::move(small_workspace_));
+      small_workspace_ = std::make_unique<SmallWorkspace>(SmallWorkspace{
+          Tensor(*ctx_, DType::f32, {rb * Config::small_rows_per_group * Config::small_coordinate_blocks}),
+          Tensor(*ctx_, DType::u32, {rb})});
+      small_workspace_->counters.buffer().fill(0);
+    }
+    return *small_workspace_;
+  }
+
   Context* ctx_;
   EncodeOptions options_;
+  mutable std::mutex workspace_mutex_;
+  mutable std::unique_ptr<SmallWorkspace> small_workspace_;
+  mutable std::vector<std::unique_ptr<SmallWorkspace>> retired_;
 };
 
 // Randomised-Hadamard encode (Dim a power of two): the rotation is given by
