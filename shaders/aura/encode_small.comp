@@ -15,10 +15,11 @@
 //
 // Geometry (the host relies on it):
 // - workgroup x = row_block * CB + cb (CB = DIM / 32), 32 * KS invocations;
-//   invocation (c, ks) = (t % 32, t / 32) owns coordinate cb * 32 + c and
-//   the columns ks * KC .. ks * KC + KC - 1 (KC = DIM / KS, a multiple of
-//   4) of its product for all RS rows: KC / 4 vec4 loads of the rotation,
-//   all issued before anything else;
+//   invocation (c, ks) = (t / KS, t % KS) owns coordinate cb * 32 + c and
+//   the 16-byte pieces ks, ks + KS, ks + 2 KS, ... of its rotation row and
+//   of the input rows (KC / 4 of them, KC = DIM / KS), for all RS rows:
+//   the KS invocations of a coordinate read contiguous bytes, and every
+//   rotation load is issued before anything else;
 // - the KS partial products of (row, coordinate) are summed in a fixed
 //   order; one (row, coordinate) per invocation is quantised (binary search
 //   of aura_pack.glsl); the coordinate block's BITS words of each row are
@@ -40,6 +41,7 @@ layout(constant_id = 3) const uint IN_DTYPE = 2;
 const uint RS = 8u;  // rows per workgroup
 const uint KS = 8u;  // invocations per output coordinate
 const uint MAX_KC4 = 16u;  // KC / 4 at DIM 512
+const uint MAX_CB = 16u;   // CB at DIM 512
 
 const uint CW = 32u;        // coordinates per workgroup
 const uint CB = DIM / CW;   // workgroups per row block
@@ -67,9 +69,9 @@ layout(std430, binding = 6) coherent buffer Parts { float parts[]; };
 layout(std430, binding = 7) coherent buffer Counters { uint counters[]; };
 
 shared vec4 s_in[RS * G];          // staged input rows
-shared float s_part[RS * KS * CW]; // partial products [row][ks][c]
+shared float s_part[RS * CW * KS]; // partial products [row][c][ks]
 shared uint s_code[RS * CW];       // code of (row, c)
-shared float s_c2v[RS * CW];       // its squared centroid
+shared vec4 s_c2v[RS * CW / 4u];   // its squared centroid
 shared float s_sum8[RS * 8u];     // row sums of squares in 8 parts
 shared float s_bound[LEVELS];
 shared float s_c2[LEVELS];
@@ -83,8 +85,8 @@ float row_norm(uint r) {
 
 void main() {
   const uint t = gl_LocalInvocationIndex;
-  const uint c = t % CW;
-  const uint ks = t / CW;
+  const uint ks = t % KS;  // consecutive invocations: consecutive 16-byte pieces of a rotation row
+  const uint c = t / KS;
   const uint wg = gl_WorkGroupID.x + pc.group_offset;
   const uint rb = wg / CB;
   const uint cb = wg % CB;
@@ -92,9 +94,11 @@ void main() {
   const uint d = cb * CW + c;
 
   // This invocation's rotation values first: the call's critical path.
-  const uint rbase = (d * DIM + ks * KC) / 4u;
+  // Piece i * KS + ks of row d (16 bytes each): the KS invocations of a
+  // coordinate read 16 * KS contiguous bytes per step.
+  const uint rbase = d * (DIM / 4u) + ks;
   vec4 rv[MAX_KC4];
-  [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) rv[i] = i < KC / 4u ? rot[rbase + i] : vec4(0.0);
+  [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) rv[i] = i < KC / 4u ? rot[rbase + i * KS] : vec4(0.0);
 
   for (uint i = t; i < LEVELS; i += WG) {
     s_bound[i] = i + 1u < LEVELS ? boundaries[i] : 0.0;
@@ -127,11 +131,11 @@ void main() {
     float acc = 0.0;
     [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) {
       if (i < KC / 4u) {
-        const vec4 u = s_in[r * G + ks * (KC / 4u) + i];
+        const vec4 u = s_in[r * G + i * KS + ks];
         acc = fma(rv[i].x, u.x, fma(rv[i].y, u.y, fma(rv[i].z, u.z, fma(rv[i].w, u.w, acc))));
       }
     }
-    s_part[(r * KS + ks) * CW + c] = acc;
+    s_part[(r * CW + c) * KS + ks] = acc;
   }
   barrier();
 
@@ -140,13 +144,13 @@ void main() {
   for (uint task = t; task < RS * CW; task += WG) {
     const uint r = task / CW, cc = task % CW;
     float sum = 0.0;
-    [[unroll]] for (uint h = 0; h < KS; ++h) sum += s_part[(r * KS + h) * CW + cc];
+    [[unroll]] for (uint h = 0; h < KS; ++h) sum += s_part[(r * CW + cc) * KS + h];
     const float norm = row_norm(r);
     const float v = sum * (norm > 0.0 ? 1.0 / norm : 0.0);
     uint idx;
     TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
     s_code[task] = idx;
-    s_c2v[task] = s_c2[idx];
+    s_c2v[task / 4u][task % 4u] = s_c2[idx];
   }
   barrier();
 
@@ -166,7 +170,13 @@ void main() {
   }
   if (t < RS) {
     float part = 0.0;
-    for (uint i = 0; i < CW; ++i) part += s_c2v[t * CW + i];
+    [[unroll]] for (uint i = 0; i < CW / 4u; ++i) {
+      const vec4 q = s_c2v[t * (CW / 4u) + i];
+      part += q.x;
+      part += q.y;
+      part += q.z;
+      part += q.w;
+    }
     parts[(row0 + t) * CB + cb] = part;
   }
   if (CB == 1u) {
@@ -185,8 +195,10 @@ void main() {
   if (!s_last) return;
   memoryBarrierBuffer();
   if (t < RS && row0 + t < pc.rows) {
+    float pv[MAX_CB];  // all loads first, then the sum in a fixed order
+    [[unroll]] for (uint b = 0; b < MAX_CB; ++b) pv[b] = b < CB ? parts[(row0 + t) * CB + b] : 0.0;
     float recon_sq = 0.0;
-    for (uint b = 0; b < CB; ++b) recon_sq += parts[(row0 + t) * CB + b];
+    [[unroll]] for (uint b = 0; b < MAX_CB; ++b) recon_sq += pv[b];
     const float recon = sqrt(recon_sq);
     const float norm = row_norm(t);
     norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
