@@ -103,22 +103,8 @@ void store_slots(uint i, uint step, vec4 v) {
 // s_x, two per round, one barrier per round (reached by every invocation).
 // In a round invocation c takes the four slots that differ only in bits
 // (q, q+1) and whose other bits spell c; with an odd count the last round
-// butterflies bit p only, spanning bits (p - 1, p).
-void shared_rounds(uint first_bit, bool owner, uint xo, uint c) {
-  for (uint p = first_bit; p < LOG_DIM; p += 2) {
-    const bool pair = p + 1 < LOG_DIM;
-    const uint q = pair ? p : p - 1;
-    if (owner) {
-      const uint step = 1u << q;
-      const uint i = xo + ((c & (step - 1u)) | ((c >> q) << (q + 2)));
-      vec4 v = vec4(s_x[i], s_x[i + step], s_x[i + 2 * step], s_x[i + 3 * step]);
-      store_slots(i, step, pair ? butterfly2(v) : butterfly_upper(v));
-    }
-    barrier();
-  }
-}
-
-// The first `count` rounds of shared_rounds(first_bit, ...), each ending in a barrier.
+// butterflies bit p only, spanning bits (p - 1, p). shared_rounds_limited
+// does only the first `count` of those rounds.
 void shared_rounds_limited(uint first_bit, uint count, bool owner, uint xo, uint c) {
   for (uint n = 0; n < count; ++n) {
     const uint p = first_bit + 2u * n;
@@ -132,6 +118,10 @@ void shared_rounds_limited(uint first_bit, uint count, bool owner, uint xo, uint
     }
     barrier();
   }
+}
+
+void shared_rounds(uint first_bit, bool owner, uint xo, uint c) {
+  shared_rounds_limited(first_bit, first_bit < LOG_DIM ? (LOG_DIM - first_bit + 1u) / 2u : 0u, owner, xo, c);
 }
 
 void main() {
