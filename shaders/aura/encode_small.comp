@@ -177,16 +177,17 @@ void main() {
       part += q.z;
       part += q.w;
     }
-    parts[(row0 + t) * CB + cb] = part;
-  }
-  if (CB == 1u) {
-    if (t < RS && row0 + t < pc.rows) {
-      const float recon = sqrt(parts[(row0 + t) * CB]);
-      const float norm = row_norm(t);
-      norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+    if (CB == 1u) {  // the whole row is here: no workspace round trip
+      if (row0 + t < pc.rows) {
+        const float recon = sqrt(part);
+        const float norm = row_norm(t);
+        norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+      }
+    } else {
+      parts[(row0 + t) * CB + cb] = part;
     }
-    return;
   }
+  if (CB == 1u) return;
   // Publish the parts, then find out whether this workgroup is the last of its row block.
   memoryBarrierBuffer();
   barrier();
