@@ -3,7 +3,10 @@
 // 0 tensor-core kernel 2 with 128-invocation workgroups, 1 portable, 2
 // kernel 2 with A split in hi + lo fp16, 3 kernel 2 with 256 invocations,
 // 4 the first tensor-core kernel (256 invocations), 5 kernel 2 with 512
-// invocations (the default). Bytes: every
+// invocations (the fp16 default), 6 the bf16 tensor-core kernel (the
+// default where the device and build have it, 528 persistent workgroups),
+// 7 the same with 16384 workgroups (at these shapes one tile each: no
+// prefetch). Bytes: every
 // tensor read or written once (k once, although GQA heads share it); flops:
 // the two products over full BT x BT blocks. The tensor-core entries take
 // the nominal dense fp16 tensor-core rate of an H100/H200 (989 TFLOP/s) as
@@ -34,10 +37,14 @@ void BM_RecomputeWU(benchmark::State& state) {
   options.tensor_cores = variant != 1;
   options.split_a = variant == 2;
   options.coop_workgroup = variant == 3 || variant == 4 ? 256 : variant == 5 ? 512 : 128;
-  options.tc_kernel = variant == 4 ? 1 : 2;
+  options.tc_kernel = variant == 4 ? 1 : variant >= 6 ? 3 : 2;
+  options.bf16_workgroups = variant == 7 ? 16384 : 528;
   Kernel kernel(ctx, options);
-  if (variant != 1 && kernel.path() != gdn::RecomputeWUPath::cooperative_matrix_nv) {
-    state.SkipWithError("no tensor-core path on this device");
+  const auto want = variant == 1   ? gdn::RecomputeWUPath::portable
+                    : variant >= 6 ? gdn::RecomputeWUPath::cooperative_matrix_bf16
+                                   : gdn::RecomputeWUPath::cooperative_matrix_nv;
+  if (kernel.path() != want) {
+    state.SkipWithError("this path is not available on this device or build");
     return;
   }
   const double bytes = double(Kernel::bytes(B, T, Hg, H));
@@ -75,11 +82,11 @@ void BM_RecomputeWU(benchmark::State& state) {
         const Set& s = inputs[static_cast<std::size_t>(i % sets)];
         kernel.record(cmd, {s.k, s.v, s.beta, s.g, s.A, s.w, s.u});
       },
-      bytes, flops, kernel.path() == gdn::RecomputeWUPath::cooperative_matrix_nv ? 989e12 : 0.0);
-  const bool tc = kernel.path() == gdn::RecomputeWUPath::cooperative_matrix_nv;
+      bytes, flops, kernel.path() != gdn::RecomputeWUPath::portable ? 989e12 : 0.0);
+  const bool tc = kernel.path() != gdn::RecomputeWUPath::portable;
   state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
                  (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
-                 (tc ? "+wg" + std::to_string(options.coop_workgroup) : ""));
+                 (variant >= 6 ? "+wg" + std::to_string(options.bf16_workgroups) : "") + (tc && variant < 6 ? "+wg" + std::to_string(options.coop_workgroup) : ""));
 }
 
 // Both issue shapes for each of `both`, the first shape only for `first`.
@@ -91,8 +98,8 @@ void Variants(benchmark::internal::Benchmark* b, std::initializer_list<std::int6
   b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
-BENCHMARK(BM_RecomputeWU<DType::f32>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {5, 3, 0}, {2, 4, 1}); });
+BENCHMARK(BM_RecomputeWU<DType::f32>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 5, 3, 0}, {2, 4, 1}); });
 // A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed).
-BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {5, 3, 0}, {}); });
+BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 5, 3, 0}, {}); });
 
 }  // namespace

@@ -10,33 +10,82 @@
 # The probe results land in tilekernels/spirv/features.hpp as
 # TILEKERNELS_GLSLC_HAS_<EXTENSION> macros, so that C++ code only references
 # the variants the toolchain could build.
+#
+# TK_GLSLANG (optional): a newer glslang standalone compiler (`glslang`, e.g.
+# from the Vulkan SDK or a glslang build) for the shaders whose extensions
+# the glslc lacks (GL_KHR_cooperative_matrix and GL_EXT_bfloat16 on Debian
+# bookworm). It compiles only those shaders; TK_SPIRV_OPT (a spirv-opt that
+# knows their extensions) optimises them as glslc -O would; spirv-val
+# checks them when it knows their extensions, and says so when it does not.
 
 set(TK_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
     "glslc --target-env (vulkan1.2: vulkan1.3 emits LocalSizeId, which needs maintenance4)")
 find_program(TK_SPIRV_VAL spirv-val)
+set(TK_GLSLANG "" CACHE FILEPATH
+    "Optional newer glslang standalone compiler for shaders needing extensions glslc lacks (see TilekernelsShaders.cmake)")
+set(TK_SPIRV_OPT "" CACHE FILEPATH "Optional spirv-opt for the modules TK_GLSLANG compiles")
+set(TK_SPIRV_OPT_FLAGS "-O" CACHE STRING "spirv-opt passes for the modules TK_GLSLANG compiles")
 
-function(tk_probe_glslc_extension ext out)
-  set(dir "${CMAKE_CURRENT_BINARY_DIR}/probe")
+# Sets <out> to whether <compiler> (glslc, or glslang when <kind> is
+# glslang) compiles a shader requiring <ext>, and <out>_VAL to whether
+# spirv-val accepts the result.
+function(tk_probe_extension kind compiler ext out)
+  set(dir "${CMAKE_CURRENT_BINARY_DIR}/probe/${kind}")
   file(MAKE_DIRECTORY "${dir}")
   set(src "${dir}/${ext}.comp")
-  file(WRITE "${src}" "#version 460\n#extension ${ext} : require\nlayout(local_size_x = 32) in;\nvoid main() {}\n")
-  execute_process(COMMAND "${Vulkan_GLSLC_EXECUTABLE}" --target-env=${TK_GLSLC_TARGET_ENV} -o "${dir}/${ext}.spv" "${src}"
-                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  set(spv "${dir}/${ext}.spv")
+  # A body that uses the extension where an empty one would not emit its
+  # capability (spirv-val must see it to answer for real modules).
+  set(body "void main() {}\n")
+  if(ext STREQUAL "GL_EXT_bfloat16")
+    set(body "layout(binding = 0) buffer B { float x; };\nvoid main() { x = float(bfloat16_t(x)); }\n")
+  elseif(ext STREQUAL "GL_KHR_cooperative_matrix")
+    string(CONCAT body "#extension GL_KHR_memory_scope_semantics : require\nlayout(binding = 0) buffer B { float x[]; };\n"
+             "void main() { coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> m = "
+             "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(1.0);\n"
+             "coopMatStore(m, x, 0, 16, gl_CooperativeMatrixLayoutRowMajor); }\n")
+  endif()
+  file(WRITE "${src}" "#version 460\n#extension ${ext} : require\nlayout(local_size_x = 32) in;\n${body}")
+  if(kind STREQUAL "glslang")
+    set(cmd "${compiler}" -V --target-env ${TK_GLSLC_TARGET_ENV} -o "${spv}" "${src}")
+  else()
+    set(cmd "${compiler}" --target-env=${TK_GLSLC_TARGET_ENV} -o "${spv}" "${src}")
+  endif()
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  set(val FALSE)
+  if(rc EQUAL 0 AND TK_SPIRV_VAL)
+    execute_process(COMMAND "${TK_SPIRV_VAL}" --target-env ${TK_GLSLC_TARGET_ENV} "${spv}"
+                    RESULT_VARIABLE vrc OUTPUT_QUIET ERROR_QUIET)
+    if(vrc EQUAL 0)
+      set(val TRUE)
+    endif()
+  endif()
   if(rc EQUAL 0)
     set(${out} TRUE PARENT_SCOPE)
   else()
     set(${out} FALSE PARENT_SCOPE)
   endif()
+  set(${out}_VAL ${val} PARENT_SCOPE)
 endfunction()
 
 set(TK_PROBED_EXTENSIONS GL_NV_cooperative_matrix GL_KHR_cooperative_matrix GL_EXT_bfloat16
     GL_KHR_shader_subgroup_arithmetic GL_EXT_shader_explicit_arithmetic_types_float16)
 set(TK_FEATURE_LINES "")
 foreach(ext IN LISTS TK_PROBED_EXTENSIONS)
-  tk_probe_glslc_extension(${ext} ok)
+  tk_probe_extension(glslc "${Vulkan_GLSLC_EXECUTABLE}" ${ext} ok)
   set(TK_GLSLC_HAS_${ext} ${ok})
+  set(TK_GLSLANG_HAS_${ext} FALSE)
+  set(TK_GLSLANG_VAL_${ext} FALSE)
+  if(TK_GLSLANG)
+    tk_probe_extension(glslang "${TK_GLSLANG}" ${ext} ok2)
+    set(TK_GLSLANG_HAS_${ext} ${ok2})
+    set(TK_GLSLANG_VAL_${ext} ${ok2_VAL})
+    message(STATUS "tilekernels: ${TK_GLSLANG} accepts ${ext}: ${ok2} (spirv-val knows it: ${ok2_VAL})")
+  endif()
   string(TOUPPER "${ext}" macro)
-  if(ok)
+  # The macro says whether the build compiled shaders needing the extension,
+  # whichever compiler did.
+  if(ok OR TK_GLSLANG_HAS_${ext})
     string(APPEND TK_FEATURE_LINES "#define TILEKERNELS_GLSLC_HAS_${macro} 1\n")
   else()
     string(APPEND TK_FEATURE_LINES "#define TILEKERNELS_GLSLC_HAS_${macro} 0\n")
@@ -59,20 +108,35 @@ function(tk_add_shaders target shader_dir gen_dir)
     get_filename_component(family "${rel}" DIRECTORY)
     get_filename_component(name "${rel}" NAME_WE)
     file(STRINGS "${src}" directives REGEX "^//! (requires|variant) ")
-    set(skip FALSE)
+    set(glslc_ok TRUE)    # glslc has every required extension
+    set(glslang_ok TRUE)  # TK_GLSLANG has every required extension
+    set(validate_ok TRUE) # spirv-val knows every required extension (glslang modules)
     set(variants "|")  # the plain module: empty suffix, no defines
     foreach(line IN LISTS directives)
       if(line MATCHES "^//! requires ([A-Za-z0-9_]+)")
         if(NOT TK_GLSLC_HAS_${CMAKE_MATCH_1})
-          set(skip TRUE)
+          set(glslc_ok FALSE)
+        endif()
+        if(NOT TK_GLSLANG_HAS_${CMAKE_MATCH_1})
+          set(glslang_ok FALSE)
+        endif()
+        if(NOT TK_GLSLANG_VAL_${CMAKE_MATCH_1} AND NOT TK_GLSLC_HAS_${CMAKE_MATCH_1})
+          set(validate_ok FALSE)
         endif()
       elseif(line MATCHES "^//! variant ([A-Za-z0-9_]+) (.*)$")
         list(APPEND variants "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
       endif()
     endforeach()
-    if(skip)
-      message(STATUS "tilekernels: skipping ${rel} (glslc lacks a required extension)")
-      continue()
+    set(use_glslang FALSE)
+    if(NOT glslc_ok)
+      if(NOT glslang_ok)
+        message(STATUS "tilekernels: skipping ${rel} (the shader compilers lack a required extension)")
+        continue()
+      endif()
+      set(use_glslang TRUE)
+      if(NOT validate_ok)
+        message(STATUS "tilekernels: ${rel}: compiled by ${TK_GLSLANG}; spirv-val is too old to check it")
+      endif()
     endif()
     foreach(variant IN LISTS variants)
       string(REPLACE "|" ";" parts "${variant}")
@@ -92,14 +156,27 @@ function(tk_add_shaders target shader_dir gen_dir)
       set(spv "${CMAKE_CURRENT_BINARY_DIR}/spirv/${family}/${stem}.spv")
       set(hdr "${gen_dir}/tilekernels/spirv/${family}/${stem}.hpp")
       set(validate "")
-      if(TK_SPIRV_VAL)
+      if(TK_SPIRV_VAL AND (NOT use_glslang OR validate_ok))
         set(validate COMMAND "${TK_SPIRV_VAL}" --target-env ${TK_GLSLC_TARGET_ENV} "${spv}")
+      endif()
+      if(use_glslang)
+        # glslang's depfile names the .spv; the rule's output is the header.
+        set(compile COMMAND "${TK_GLSLANG}" -V --target-env ${TK_GLSLC_TARGET_ENV} ${defines}
+                            --depfile "${spv}.d" -o "${spv}" "${src}"
+                    COMMAND "${CMAKE_COMMAND}" -DDEPFILE=${spv}.d -DTARGET=${hdr}
+                            -P "${PROJECT_SOURCE_DIR}/cmake/retarget_depfile.cmake")
+        if(TK_SPIRV_OPT)
+          separate_arguments(opt_flags UNIX_COMMAND "${TK_SPIRV_OPT_FLAGS}")
+          list(APPEND compile COMMAND "${TK_SPIRV_OPT}" ${opt_flags} --target-env=${TK_GLSLC_TARGET_ENV} "${spv}" -o "${spv}")
+        endif()
+      else()
+        set(compile COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TK_GLSLC_TARGET_ENV} ${defines}
+                            -MD -MF "${spv}.d" -MT "${hdr}" -o "${spv}" "${src}")
       endif()
       add_custom_command(
         OUTPUT "${hdr}"
         COMMAND "${CMAKE_COMMAND}" -E make_directory "${CMAKE_CURRENT_BINARY_DIR}/spirv/${family}" "${gen_dir}/tilekernels/spirv/${family}"
-        COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TK_GLSLC_TARGET_ENV} ${defines}
-                -MD -MF "${spv}.d" -MT "${hdr}" -o "${spv}" "${src}"
+        ${compile}
         ${validate}
         COMMAND "${CMAKE_COMMAND}" -DSPV=${spv} -DHEADER=${hdr} -DSYMBOL=${symbol} -DSOURCE=shaders/${rel}
                 -P "${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake"

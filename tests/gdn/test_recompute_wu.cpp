@@ -63,12 +63,21 @@ struct PathCase {
   const char* label;
 };
 
-// The paths this device can run: portable, and where the device has the
+// The paths this device can run: portable; the bf16 tensor-core kernel where
+// the device and build have it; and where the device has the fp16
 // tensor-core path: kernel 2 (128, 256 and 512 invocations, A in one fp16
 // part and split) and the first kernel (one part and split).
 template <class Config>
 std::vector<PathCase> paths() {
   std::vector<PathCase> out{{{true, false}, "portable"}};
+  if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 3}).path() ==
+      gdn::RecomputeWUPath::cooperative_matrix_bf16)
+  {
+    out.push_back({{false, false, 128, true, 3}, "tc3-bf16"});
+    gdn::RecomputeWUOptions few{false, false, 128, true, 3};
+    few.bf16_workgroups = 2;  // one pair walks every tile
+    out.push_back({few, "tc3-bf16-1pair"});
+  }
   if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 2}).path() ==
       gdn::RecomputeWUPath::cooperative_matrix_nv) {
     out.push_back({{false, false, 128, true, 2}, "tc2-wg128"});
@@ -223,10 +232,15 @@ TEST_F(RecomputeWUErrors, ReportsItsPath) {
   using Config = gdn::RecomputeWUConfig<64, 128, 128>;
   EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {true, false, 128, true}).path(), gdn::RecomputeWUPath::portable);
   EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {false, false, 128, false}).path(), gdn::RecomputeWUPath::portable);
-  // The tensor-core path (kernel 2) is the default where the device has it.
+  // The bf16 tensor-core kernel is the default where the device and the
+  // build have it, else the fp16 one (kernel 2).
   const gdn::RecomputeWU<Config> automatic(context());
-  if (context().force_portable() || !context().info().cooperative_matrix_nv) {
+  const bool bf16 = TILEKERNELS_GDN_RECOMPUTE_WU_BF16 && context().info().cooperative_matrix_bf16;
+  if (context().force_portable() || (!context().info().cooperative_matrix_nv && !bf16)) {
     EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::portable);
+  } else if (bf16) {
+    EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::cooperative_matrix_bf16);
+    EXPECT_EQ(automatic.tc_kernel(), 3u);
   } else if (TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX) {
     EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::cooperative_matrix_nv);
     EXPECT_EQ(automatic.tc_kernel(), 2u);
@@ -237,7 +251,7 @@ TEST_F(RecomputeWUErrors, ReportsItsPath) {
   if (context().info().max_shared_memory >= 49152) {
     EXPECT_EQ(gdn::RecomputeWU<Wide>(context(), {false, false, 128, true, 2}).tc_kernel(), 2u);
   }
-  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 3}), tilekernels::Error);
+  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 4}), tilekernels::Error);
   EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 384, true, 2}), tilekernels::Error);
   std::printf("[recompute_wu] automatic path on this device: %s\n", gdn::path_name(automatic.path()));
 }

@@ -57,6 +57,11 @@ struct AdoptedFeatures {
   bool storage_16bit = false;
   bool float16 = false;
   bool cooperative_matrix_nv = false;
+  // VK_KHR_cooperative_matrix (cooperativeMatrix), VK_KHR_shader_bfloat16
+  // (shaderBFloat16Type, shaderBFloat16CooperativeMatrix), shaderInt16,
+  // shaderFloat16 and storageBuffer16BitAccess, with a 16x16x16
+  // bf16 x bf16 -> f32 subgroup shape.
+  bool cooperative_matrix_bf16 = false;
 };
 
 namespace detail {
@@ -64,6 +69,35 @@ inline std::string env_string(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
 }
+
+// VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 as the Vulkan
+// registry defines them (structure types 1000506000-1000506001 and
+// 1000141000, component type BFLOAT16_KHR 1000141000): newer than the
+// Debian bookworm headers, so declared here under names of our own.
+struct CoopMatFeaturesKHR {
+  VkStructureType sType = static_cast<VkStructureType>(1000506000);
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct CoopMatPropertiesKHR {
+  VkStructureType sType = static_cast<VkStructureType>(1000506001);
+  void* pNext = nullptr;
+  std::uint32_t MSize = 0, NSize = 0, KSize = 0;
+  std::int32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  std::int32_t scope = 0;  // VkScopeKHR
+};
+struct BFloat16FeaturesKHR {
+  VkStructureType sType = static_cast<VkStructureType>(1000141000);
+  void* pNext = nullptr;
+  VkBool32 shaderBFloat16Type = VK_FALSE;
+  VkBool32 shaderBFloat16DotProduct = VK_FALSE;
+  VkBool32 shaderBFloat16CooperativeMatrix = VK_FALSE;
+};
+inline constexpr std::int32_t kComponentFloat32 = 1;
+inline constexpr std::int32_t kComponentBFloat16 = 1000141000;
+inline constexpr std::int32_t kScopeSubgroup = 3;
 }  // namespace detail
 
 class Context {
@@ -90,6 +124,7 @@ class Context {
     info_.storage_16bit = features.storage_16bit;
     info_.float16 = features.float16;
     info_.cooperative_matrix_nv = features.cooperative_matrix_nv;
+    info_.cooperative_matrix_bf16 = features.cooperative_matrix_bf16;
     finish_setup();
   }
 
@@ -392,6 +427,34 @@ class Context {
       enable.unlink<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
     }
 
+    // bf16 tensor cores: VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16.
+    // Newer than the Vulkan headers this builds against (1.3.239), hence the
+    // structures of detail::, chained by hand.
+    detail::CoopMatFeaturesKHR coopmat_khr;
+    detail::BFloat16FeaturesKHR bf16_features;
+    if (has_extension("VK_KHR_cooperative_matrix") && has_extension("VK_KHR_shader_bfloat16") &&
+        f10.shaderInt16 && info_.float16 && info_.storage_16bit && has_bf16_coopmat_shape()) {
+      detail::CoopMatFeaturesKHR coopmat_supported;
+      detail::BFloat16FeaturesKHR bf16_supported;
+      coopmat_supported.pNext = &bf16_supported;
+      VkPhysicalDeviceFeatures2 query{};
+      query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+      query.pNext = &coopmat_supported;
+      physical_->getDispatcher()->vkGetPhysicalDeviceFeatures2(**physical_, &query);
+      if (coopmat_supported.cooperativeMatrix && bf16_supported.shaderBFloat16Type &&
+          bf16_supported.shaderBFloat16CooperativeMatrix) {
+        coopmat_khr.cooperativeMatrix = VK_TRUE;
+        bf16_features.shaderBFloat16Type = VK_TRUE;
+        bf16_features.shaderBFloat16CooperativeMatrix = VK_TRUE;
+        bf16_features.pNext = enable.get<vk::PhysicalDeviceFeatures2>().pNext;
+        coopmat_khr.pNext = &bf16_features;
+        enable.get<vk::PhysicalDeviceFeatures2>().pNext = &coopmat_khr;
+        extensions.push_back("VK_KHR_cooperative_matrix");
+        extensions.push_back("VK_KHR_shader_bfloat16");
+        info_.cooperative_matrix_bf16 = true;
+      }
+    }
+
     // Diagnostics only: the driver's per-pipeline statistics.
     const bool want_statistics = options_.pipeline_statistics.value_or(detail::env_string("TILEKERNELS_PIPELINE_STATS") == "1");
     vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info;
@@ -429,6 +492,25 @@ class Context {
       if (p.MSize == 16 && p.KSize == 16 && (p.NSize == 16 || p.NSize == 8) && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
           p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
           p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+        return true;
+    return false;
+  }
+
+  // The KHR extension lists its shapes; the bf16 kernels use 16x16x16
+  // bf16 x bf16 -> f32 in subgroup scope.
+  bool has_bf16_coopmat_shape() const {
+    using Query = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, detail::CoopMatPropertiesKHR*);
+    const auto query = reinterpret_cast<Query>(instance_->getDispatcher()->vkGetInstanceProcAddr(
+        **instance_, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+    if (!query) return false;
+    std::uint32_t count = 0;
+    if (query(**physical_, &count, nullptr) != VK_SUCCESS) return false;
+    std::vector<detail::CoopMatPropertiesKHR> props(count);
+    if (query(**physical_, &count, props.data()) != VK_SUCCESS) return false;
+    for (const auto& p : props)
+      if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == detail::kComponentBFloat16 &&
+          p.BType == detail::kComponentBFloat16 && p.CType == detail::kComponentFloat32 &&
+          p.ResultType == detail::kComponentFloat32 && p.scope == detail::kScopeSubgroup)
         return true;
     return false;
   }

@@ -44,6 +44,10 @@ struct DeviceInfo {
   bool storage_16bit = false;  // storageBuffer16BitAccess
   bool float16 = false;        // shaderFloat16
   bool cooperative_matrix_nv = false;  // fp16 x fp16 -> fp32 16x16x16 tiles in compute
+  // VK_KHR_cooperative_matrix with VK_KHR_shader_bfloat16 (and shaderInt16,
+  // shaderFloat16, storageBuffer16BitAccess):
+  // bf16 x bf16 -> fp32 16x16x16 tiles in subgroup scope, bf16 shader values.
+  bool cooperative_matrix_bf16 = false;
   bool pipeline_statistics = false;    // pipelines capture the driver's statistics (ContextOptions)
 
   bool is_cpu() const noexcept { return type == vk::PhysicalDeviceType::eCpu; }

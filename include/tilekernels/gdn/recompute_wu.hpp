@@ -24,9 +24,19 @@
 // precision, and A is rounded to fp16 (11 bits) -- or, with
 // RecomputeWUOptions::split_a, carried as hi + lo fp16 parts (about 22 bits).
 //
+// `cooperative_matrix_bf16` runs them on bf16 tensor cores
+// (VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16): the operands are the
+// bf16 values FLA multiplies, so nothing is scaled; A in f32 is carried as
+// bf16 + bf16 residual (about 16 bits). Built only when the shader compiler
+// knows GL_KHR_cooperative_matrix and GL_EXT_bfloat16 (TK_GLSLANG in CMake).
+//
 // Tensor-core kernels (RecomputeWUOptions::tc_kernel):
-// 2 (default) shaders/gdn/recompute_wu_tc.comp: one workgroup for u and one
-//   for w per (batch, chunk, head), every load issued up front, two barriers
+// 3 shaders/gdn/recompute_wu_bf16.comp (the bf16 path): persistent pairs
+//   of 256-invocation workgroups (u and w; RecomputeWUOptions::
+//   bf16_workgroups in all) that walk the (batch, chunk, head) tiles,
+//   loading the next tile while they multiply this one;
+// 2 shaders/gdn/recompute_wu_tc.comp (the fp16 path's default): one
+//   workgroup for u and one for w per (batch, chunk, head), every load issued up front, two barriers
 //   before the products, per-subgroup output through shared memory;
 //   RecomputeWUOptions::coop_workgroup 128, 256 or 512 invocations (512 by
 //   default: the fastest measured);
@@ -35,12 +45,13 @@
 //   invocations): kept for comparison, and as the fallback where version 2
 //   does not fit 48 KiB (split A with BT = 64 and K or V > 128).
 // Measured on an H100 at B=1, T=8192, Hg=16, H=32, K=V=128, A in f32:
-// portable 621 us, kernel 1 1197 us, kernel 2 271 us (bench/NOTES.md).
+// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 168 us
+// (bench/NOTES.md).
 //
-// Path choice: the tensor-core path where the device has it
-// (VK_NV_cooperative_matrix, subgroups of 32, enough shared memory and
-// invocations) and the build compiled it; RecomputeWUOptions::force_portable,
-// tensor_cores = false or TILEKERNELS_PATH=portable force the portable path.
+// Path choice (tc_kernel 0, the default): the bf16 path where the device and
+// the build have it, else the fp16 one (VK_NV_cooperative_matrix, subgroups
+// of 32, enough shared memory and invocations) where they have that;
+// RecomputeWUOptions::force_portable, tensor_cores = false or TILEKERNELS_PATH=portable force the portable path.
 #pragma once
 
 #include <algorithm>
@@ -53,6 +64,12 @@
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
 #include "tilekernels/spirv/gdn/recompute_wu_nv.hpp"
 #include "tilekernels/spirv/gdn/recompute_wu_tc.hpp"
+#endif
+#if TILEKERNELS_GLSLC_HAS_GL_KHR_COOPERATIVE_MATRIX && TILEKERNELS_GLSLC_HAS_GL_EXT_BFLOAT16
+#define TILEKERNELS_GDN_RECOMPUTE_WU_BF16 1
+#include "tilekernels/spirv/gdn/recompute_wu_bf16.hpp"
+#else
+#define TILEKERNELS_GDN_RECOMPUTE_WU_BF16 0
 #endif
 
 namespace tilekernels::gdn {
@@ -112,12 +129,24 @@ struct RecomputeWUConfig {
   }
   static_assert(tc_shared_bytes(false, 512) <= 49152,
                 "RecomputeWUConfig: tensor-core kernel 2 must fit 48 KiB of shared memory without split A");
+
+  // bf16 kernel (shaders/gdn/recompute_wu_bf16.comp), 256 invocations: bf16
+  // operand rows [BT][max(K, V) / 8 + 1] and A [BT][BT / 8 + 1] uvec4s (twice
+  // for A in f32), then the 8 subgroups' output scratch (16 x 3 uvec4
+  // each). Configurations beyond 48 KiB (BT = 64, A f32, K or V > 160) take
+  // the fp16 path.
+  static constexpr std::uint32_t bf16_workgroup = 256;
+  static constexpr std::uint32_t bf16_vec4 =
+      BT * tc_op_stride + BT * (BT / 8 + 1) * (AType == DType::f32 ? 2u : 1u) + bf16_workgroup / 32 * 16 * 3;
+  static constexpr std::uint32_t bf16_shared_bytes = bf16_vec4 * 16;
 };
 
-enum class RecomputeWUPath { portable, cooperative_matrix_nv };
+enum class RecomputeWUPath { portable, cooperative_matrix_nv, cooperative_matrix_bf16 };
 
 inline const char* path_name(RecomputeWUPath p) {
-  return p == RecomputeWUPath::portable ? "portable" : "cooperative_matrix_nv";
+  return p == RecomputeWUPath::portable                ? "portable"
+         : p == RecomputeWUPath::cooperative_matrix_nv ? "cooperative_matrix_nv"
+                                                       : "cooperative_matrix_bf16";
 }
 
 struct RecomputeWUOptions {
@@ -125,7 +154,13 @@ struct RecomputeWUOptions {
   bool split_a = false;         // tensor-core path: A as hi + lo fp16 parts (two MMAs)
   std::uint32_t coop_workgroup = 512;  // tensor-core path: invocations per workgroup, 128, 256 or 512 (kernel 1: 128 or 256)
   bool tensor_cores = true;     // take the tensor-core path where available (see the header comment)
-  std::uint32_t tc_kernel = 2;  // tensor-core kernel: 2 (recompute_wu_tc) or 1 (recompute_wu_nv, the first version)
+  // tensor-core kernel: 0 automatic (3 where available, else 2), 3 (bf16,
+  // recompute_wu_bf16; 2 where unavailable), 2 (recompute_wu_tc) or 1
+  // (recompute_wu_nv, the first version)
+  std::uint32_t tc_kernel = 0;
+  // bf16 kernel: persistent workgroups in the grid (even, >= 2; fewer when
+  // there are fewer tiles). 528 = 4 per SM of an H100.
+  std::uint32_t bf16_workgroups = 528;
 };
 
 template <class Config>
@@ -141,15 +176,32 @@ class RecomputeWU {
     if (options_.coop_workgroup != 128 && options_.coop_workgroup != 256 && options_.coop_workgroup != 512)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": coop_workgroup must be 128, 256 or 512, got " +
                                                    std::to_string(options_.coop_workgroup));
-    if (options_.tc_kernel != 1 && options_.tc_kernel != 2)
+    if (options_.bf16_workgroups < 2 || options_.bf16_workgroups % 2 != 0)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_workgroups must be even and >= 2, got " +
+                                                   std::to_string(options_.bf16_workgroups));
+    if (options_.tc_kernel > 3)
       throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": tc_kernel must be 1 or 2, got " + std::to_string(options_.tc_kernel));
+                  std::string(name) + ": tc_kernel must be 0, 1, 2 or 3, got " + std::to_string(options_.tc_kernel));
   }
 
-  // The tensor-core kernel record() uses on the tensor-core path: 2 unless
-  // asked for 1, or 2 does not fit this device's shared memory (then 1).
+  // Whether this device and build run the bf16 kernel for this Config.
+  bool bf16_available() const {
+#if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
+    const auto& info = ctx_->info();
+    return info.cooperative_matrix_bf16 && subgroup_32() && Config::bf16_shared_bytes <= 49152 &&
+           Config::bf16_shared_bytes <= info.max_shared_memory &&
+           Config::bf16_workgroup <= info.max_workgroup_invocations;
+#else
+    return false;
+#endif
+  }
+
+  // The tensor-core kernel record() uses on a tensor-core path: 3 where
+  // asked for (or automatic) and available; else 2 unless asked for 1, or 2
+  // does not fit this device's shared memory (then 1).
   std::uint32_t tc_kernel() const {
-    if (options_.tc_kernel == 2 && Config::tc_shared_bytes(options_.split_a, options_.coop_workgroup) <= 49152 &&
+    if ((options_.tc_kernel == 0 || options_.tc_kernel == 3) && bf16_available()) return 3;
+    if (options_.tc_kernel != 1 && Config::tc_shared_bytes(options_.split_a, options_.coop_workgroup) <= 49152 &&
         Config::tc_shared_bytes(options_.split_a, options_.coop_workgroup) <= ctx_->info().max_shared_memory &&
         Config::tc_workgroup(options_.coop_workgroup) <= ctx_->info().max_workgroup_invocations)
       return 2;
@@ -158,12 +210,11 @@ class RecomputeWU {
 
   // The path record() takes on this context with these options.
   RecomputeWUPath path() const {
+    const bool allowed = options_.tensor_cores && !options_.force_portable && !ctx_->force_portable();
+    if (allowed && tc_kernel() == 3) return RecomputeWUPath::cooperative_matrix_bf16;
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
     const auto& info = ctx_->info();
-    const bool subgroup_32 = info.subgroup_size_control ? (info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32)
-                                                        : info.subgroup_size == 32;
-    if (options_.tensor_cores && !options_.force_portable && !ctx_->force_portable() && info.cooperative_matrix_nv &&
-        subgroup_32 &&
+    if (allowed && info.cooperative_matrix_nv && subgroup_32() &&
         info.max_workgroup_invocations >= std::min(options_.coop_workgroup, 256u) && Config::coop_shared_bytes(options_.split_a) <= info.max_shared_memory)
       return RecomputeWUPath::cooperative_matrix_nv;
 #endif
@@ -208,6 +259,24 @@ class RecomputeWU {
                     static_cast<std::uint32_t>(H), static_cast<std::uint32_t>(chunks)};
     const std::uint64_t groups = static_cast<std::uint64_t>(B * chunks * H);
     const auto a_code = static_cast<std::uint32_t>(Config::a_dtype);
+#if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
+    if (path() == RecomputeWUPath::cooperative_matrix_bf16) {
+      const PipelineKey bf16_key{spirv::gdn_recompute_wu_bf16,
+                                 std::size(spirv::gdn_recompute_wu_bf16),
+                                 {Config::bt, Config::k, Config::v, a_code, Config::bf16_workgroup, Config::tc_op_stride,
+                                  Config::bf16_vec4},
+                                 7,
+                                 sizeof(Push),
+                                 ctx_->info().subgroup_size_control ? 32u : 0u};
+      // Persistent workgroups: each pair walks the tiles with a stride of
+      // `pairs`, prefetching the next tile while it multiplies this one.
+      Push walk = push;
+      walk.pairs = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, options_.bf16_workgroups / 2));
+      detail::record_dispatch(*ctx_, cmd, ctx_->pipeline(bf16_key), {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, walk,
+                              2 * std::uint64_t(walk.pairs));
+      return;
+    }
+#endif
     PipelineKey key{spirv::gdn_recompute_wu, std::size(spirv::gdn_recompute_wu),
                     {Config::bt, Config::k, Config::v, a_code}, 7, sizeof(Push), 0};
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
@@ -256,8 +325,15 @@ class RecomputeWU {
   }
 
  private:
+  bool subgroup_32() const {
+    const auto& info = ctx_->info();
+    return info.subgroup_size_control ? (info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32)
+                                      : info.subgroup_size == 32;
+  }
+
   struct Push {
     std::uint32_t group_offset, batch, T, Hg, H, chunks;
+    std::uint32_t pairs = 0;  // bf16 kernel: workgroup pairs in the grid
   };
   Context* ctx_;
   RecomputeWUOptions options_;

@@ -1,0 +1,318 @@
+#version 460
+//! requires GL_KHR_cooperative_matrix
+//! requires GL_EXT_bfloat16
+// Gated DeltaNet WY representation on bf16 tensor cores
+// (VK_KHR_cooperative_matrix with VK_KHR_shader_bfloat16, bf16 x bf16 ->
+// f32, 16x16x16):
+//   u = A bf16(v * beta),   w = A bf16((k * beta) * exp(g)).
+// The operands are bf16 in FLA too, so they enter the products as they
+// are: no fp16 range handling. A in f32 enters as bf16 + bf16 residual.
+//
+// Geometry (the host relies on it):
+// - persistent workgroups in pairs: workgroup 2s + 1 computes w (D = K
+//   columns), 2s computes u (D = V), for the tiles (batch, chunk, value
+//   head) s, s + pairs, s + 2 pairs, ... The global loads of the next tile
+//   are issued before this tile's products, so they are in flight while it
+//   is multiplied and stored;
+// - 256 invocations (8 subgroups of 32, at least BT / 16); every global
+//   load is issued unconditionally, in 16-byte pieces, with clamped
+//   addresses and selects afterwards;
+// - shared memory: the bf16 operand rows [BT][max(K, V) / 8 + 1] uvec4,
+//   A in bf16 [BT][BT / 8 + 1] (and the residual for A in f32), then 8
+//   per-subgroup output scratch tiles [16][3];
+// - subgroup s owns row tile s % RT and the MT column tiles from
+//   (s / RT) * MT; each result tile passes through its scratch so that it
+//   leaves in whole 32-byte sectors, and rows past T are not written.
+// Two workgroup barriers per tile: after staging, after the products.
+//
+// Measured on an H100 (bench/NOTES.md): at B=1, T=8192, H=32, K=V=128,
+// 152 us with A in bf16 (0.60 of the memory floor), against 264 us for
+// the fp16 kernel (recompute_wu_tc.comp) and 108 us for FLA's Triton.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_EXT_bfloat16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "../common/convert.glsl"
+
+layout(local_size_x_id = 4) in;
+layout(constant_id = 0) const uint BT = 64;
+layout(constant_id = 1) const uint K = 128;
+layout(constant_id = 2) const uint V = 128;
+layout(constant_id = 3) const uint A_DTYPE = 0;   // TK_F32 or TK_BF16
+layout(constant_id = 4) const uint WG = 256;
+layout(constant_id = 5) const uint OPS = 17;      // uvec4 per staged operand row: max(K, V) / 8 + 1
+layout(constant_id = 6) const uint SMEM_VEC4 = 2240;
+
+const uint NSG = WG / 32;
+const uint RT = BT / 16;                  // row tiles
+const uint SPR = NSG / RT;                // subgroups per row tile
+const uint AS = BT / 8 + 1;               // uvec4 per staged A row
+const uint A_BASE = BT * OPS;
+const uint AL_BASE = A_BASE + BT * AS;    // residual part (A in f32)
+const uint A_PIECES = BT * BT / 8;        // 8 values each
+const uint A_SWEEPS = (A_PIECES + WG - 1) / WG;
+const uint SCR = 3;                       // uvec4 per scratch row: 16 bf16 + 1 of skew
+const uint SCR_SG = 16 * SCR;
+const uint SCR_BASE = SMEM_VEC4 - NSG * SCR_SG;  // per-subgroup output scratch, after the staged tile
+
+// Literal bounds (the largest over the specialisations the host allows),
+// the specialised bound as a guard: the loops unroll, arrays stay in registers.
+const uint MAX_OP_SWEEPS = 8;  // BT * D / 8 / WG <= 64 * 256 / 8 / 256
+const uint MAX_A_SWEEPS = 2;   // 64 * 64 / 8 / 256
+const uint MAX_RT = 4;
+const uint MAX_MT = 8;
+
+layout(push_constant) uniform Push {
+  uint group_offset;
+  uint batch;
+  uint T;
+  uint Hg;
+  uint H;
+  uint chunks;
+  uint pairs;  // workgroup pairs in the grid: the stride of each pair's walk over the tiles
+} pc;
+
+layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
+layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
+layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
+layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
+layout(std430, binding = 4) readonly buffer ABuf { vec4 a4[]; };
+layout(std430, binding = 4) readonly buffer ABufH { uvec4 a8[]; };  // 8 bf16 values
+layout(std430, binding = 5) writeonly buffer WBuf { uvec4 w8[]; };
+layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
+// The outputs as bf16 arrays, for whole tiles stored from registers.
+layout(std430, binding = 5) writeonly buffer WBufB { bfloat16_t wb[]; };
+layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
+
+shared uvec4 smem[SMEM_VEC4];
+
+// Vulkan leaves the rounding of a narrowing conversion to the implementation
+// (with the bare conversion this kernel's errors on the H100 were 6.7e-3
+// relative RMS, against the reference's rounding to nearest even), so
+// values are first rounded to bf16 precision here, to nearest
+// even, and the conversion is then exact whatever its rounding. NaN stays NaN.
+float rne_bf16(float x) {
+  const uint u = floatBitsToUint(x);
+  return isnan(x) ? x : uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+// Two values rounded to bf16 (to nearest even), packed low first.
+uint pack_bf16(vec2 x) { return pack32(bfloat16BitsToUintEXT(bf16vec2(rne_bf16(x.x), rne_bf16(x.y)))); }
+
+// Two values converted to bf16 by the hardware's rounding: only for A's
+// leading part, whose residual is taken from the value actually stored.
+uint pack_bf16_any(vec2 x) { return pack32(bfloat16BitsToUintEXT(bf16vec2(x))); }
+
+vec2 bf16_pair(uint w) { return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)); }
+
+// 8 values scaled by f (and then by d for w), rounded to bf16.
+uvec4 scale8(uvec4 x, float f, float d, bool is_w) {
+  uvec4 r;
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    vec2 p = bf16_pair(x[i]) * f;
+    if (is_w) p *= d;
+    r[i] = pack_bf16(p);
+  }
+  return r;
+}
+
+// One tile: the u (or w) block of one (batch, chunk, value head).
+struct Tile {
+  uint b, h, kh, t0, rows;
+};
+
+Tile tile_at(uint pair) {
+  Tile t;
+  t.h = pair % pc.H;
+  const uint chunk = (pair / pc.H) % pc.chunks;
+  t.b = pair / pc.H / pc.chunks;
+  t.kh = t.h / (pc.H / pc.Hg);
+  t.t0 = chunk * BT;
+  t.rows = min(BT, pc.T - t.t0);
+  return t;
+}
+
+// Registers that carry one tile's global loads from the moment they are
+// issued to the moment they are staged.
+uvec4 raw[MAX_OP_SWEEPS];
+float row_f[MAX_OP_SWEEPS], row_d[MAX_OP_SWEEPS];
+vec4 a_lo[MAX_A_SWEEPS], a_hi[MAX_A_SWEEPS];  // A in f32
+uvec4 a_raw[MAX_A_SWEEPS];                     // A in bf16, widened when staged
+
+// Issues every global load of tile `t`, unconditionally (clamped addresses,
+// selects when staging): a load inside a conditional block is waited for
+// at the block's end on the H100, which would serialise the loads.
+void load_tile(const bool IS_W, Tile t) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint H = pc.H, T = pc.T;
+  const uint D8 = (IS_W ? K : V) / 8;
+  const uint OP_PIECES = BT * D8;
+  const uint OP_SWEEPS = (OP_PIECES + WG - 1) / WG;
+  [[unroll]] for (uint n = 0; n < MAX_OP_SWEEPS; ++n) {
+    if (n < OP_SWEEPS) {  // specialisation constants only
+      const uint p = min(tid + n * WG, OP_PIECES - 1);
+      const uint r = min(p / D8, t.rows - 1), c8 = p % D8;
+      const uint tok = t.b * T + t.t0 + r;
+      if (IS_W)
+        raw[n] = k8[(tok * pc.Hg + t.kh) * (K / 8) + c8];
+      else
+        raw[n] = v8[(tok * H + t.h) * (V / 8) + c8];
+      row_f[n] = beta[tok * H + t.h];
+      row_d[n] = IS_W ? gate[tok * H + t.h] : 0.0;
+    }
+  }
+  [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
+    if (n < A_SWEEPS) {
+      const uint p = min(tid + n * WG, A_PIECES - 1);
+      const uint r = min(p / (BT / 8), t.rows - 1), c = 8 * (p % (BT / 8));
+      const uint e = ((t.b * T + t.t0 + r) * H + t.h) * BT + c;
+      if (A_DTYPE == TK_F32) {
+        a_lo[n] = a4[e / 4];
+        a_hi[n] = a4[e / 4 + 1];
+      } else {
+        a_raw[n] = a8[e / 8];
+      }
+    }
+  }
+}
+
+// Operands scaled and rounded to bf16 (as FLA), A in bf16 (+ residual),
+// rows and columns past the chunk's end zeroed, into shared memory.
+void stage_tile(const bool IS_W, Tile t) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint D8 = (IS_W ? K : V) / 8;
+  const uint OP_PIECES = BT * D8;
+  const uint OP_SWEEPS = (OP_PIECES + WG - 1) / WG;
+  [[unroll]] for (uint n = 0; n < MAX_OP_SWEEPS; ++n) {
+    const uint p = tid + n * WG;
+    if (n < OP_SWEEPS && p < OP_PIECES) {
+      const uint r = p / D8, c8 = p % D8;
+      const uvec4 x = r < t.rows ? raw[n] : uvec4(0u);
+      smem[r * OPS + c8] = scale8(x, row_f[n], exp(row_d[n]), IS_W);
+    }
+  }
+  [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
+    const uint p = tid + n * WG;
+    if (n < A_SWEEPS && p < A_PIECES) {
+      const uint r = p / (BT / 8), c8 = p % (BT / 8), c = 8 * c8;
+      // selects, so that NaN in the ignored columns or rows does not leak
+      const bool live = r < t.rows;
+      const bvec4 keep_lo = bvec4(live && c < t.rows, live && c + 1 < t.rows, live && c + 2 < t.rows,
+                                  live && c + 3 < t.rows);
+      const bvec4 keep_hi = bvec4(live && c + 4 < t.rows, live && c + 5 < t.rows, live && c + 6 < t.rows,
+                                  live && c + 7 < t.rows);
+      const vec4 a_l = A_DTYPE == TK_F32 ? a_lo[n] : vec4(bf16_pair(a_raw[n].x), bf16_pair(a_raw[n].y));
+      const vec4 a_h = A_DTYPE == TK_F32 ? a_hi[n] : vec4(bf16_pair(a_raw[n].z), bf16_pair(a_raw[n].w));
+      const vec4 lo = mix(vec4(0.0), a_l, keep_lo), hi = mix(vec4(0.0), a_h, keep_hi);
+      const uvec4 ph = uvec4(pack_bf16_any(lo.xy), pack_bf16_any(lo.zw), pack_bf16_any(hi.xy), pack_bf16_any(hi.zw));
+      smem[A_BASE + r * AS + c8] = ph;
+      if (A_DTYPE == TK_F32) {
+        const vec4 rl = lo - vec4(bf16_pair(ph.x), bf16_pair(ph.y));
+        const vec4 rh = hi - vec4(bf16_pair(ph.z), bf16_pair(ph.w));
+        smem[AL_BASE + r * AS + c8] =
+            uvec4(pack_bf16_any(rl.xy), pack_bf16_any(rl.zw), pack_bf16_any(rh.xy), pack_bf16_any(rh.zw));
+      }
+    }
+  }
+}
+
+// Products from the staged tile, results to memory. Ends with every
+// subgroup done with shared memory (a workgroup barrier).
+void multiply_store(const bool IS_W, Tile t) {
+  const uint sg = gl_SubgroupID;
+  const uint rt = sg % RT, cs = sg / RT;
+  const uint D = IS_W ? K : V;
+  const uint CT = D / 16;
+  const uint MT = (CT + SPR - 1) / SPR;
+  const uint ct0 = cs * MT;
+  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[MAX_MT];
+  [[unroll]] for (uint m = 0; m < MAX_MT; ++m)
+    acc[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+  [[unroll]] for (uint kk = 0; kk < MAX_RT; ++kk) {
+    if (kk < RT) {
+      coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> am, al;
+      coopMatLoad(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, gl_CooperativeMatrixLayoutRowMajor);
+      if (A_DTYPE == TK_F32)
+        coopMatLoad(al, smem, AL_BASE + rt * 16 * AS + kk * 2, AS, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+        if (m < MT) {
+          // a subgroup whose range runs past the last column tile repeats
+          // that tile (not stored)
+          coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> xb;
+          coopMatLoad(xb, smem, kk * 16 * OPS + min(ct0 + m, CT - 1) * 2, OPS, gl_CooperativeMatrixLayoutRowMajor);
+          acc[m] = coopMatMulAdd(am, xb, acc[m]);
+          if (A_DTYPE == TK_F32) acc[m] = coopMatMulAdd(al, xb, acc[m]);
+        }
+      }
+    }
+  }
+  // Every subgroup is done with the staged tile: the next one may be staged
+  // while this one's results leave (through scratch of their own). A
+  // barrier after the output instead of here took 3x as long on the H100.
+  barrier();
+
+  const uint o_stride = pc.H * D;  // bf16 elements from one token to the next
+  const uint o_base = ((t.b * pc.T + t.t0 + rt * 16) * pc.H + t.h) * D;
+  // uniform per subgroup:
+  const bool whole = rt * 16 + 16 <= t.rows, partial = !whole && rt * 16 < t.rows;
+  const uint lane = gl_SubgroupInvocationID;
+  const uint scr = SCR_BASE + sg * SCR_SG;
+  // Each tile leaves through this subgroup's scratch: one 16-byte store per
+  // lane (whole 32-byte sectors), rows past T left alone. (Stored straight
+  // from registers with coopMatStore, the whole kernel took 2x as long on
+  // the H100.)
+  [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+    if (m < MT && ct0 + m < CT && (whole || partial)) {
+      for (int i = 0; i < acc[m].length(); ++i) acc[m][i] = rne_bf16(acc[m][i]);
+      coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> ob =
+          coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[m]);
+      coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      const uint orow = lane / 2, half_ = lane % 2;
+      if (rt * 16 + orow < t.rows) {
+        const uvec4 x = smem[scr + orow * SCR + half_];
+        const uint o8 = (o_base + orow * o_stride) / 8 + (ct0 + m) * 2 + half_;
+        if (IS_W)
+          w8[o8] = x;
+        else
+          u8[o8] = x;
+      }
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();  // read before the next tile overwrites it
+    }
+  }
+}
+
+// Persistent: pair slot s (workgroups 2s and 2s + 1, u and w) walks the
+// tiles s, s + pairs, ...; the loads of the next tile are in flight while
+// this one is multiplied and stored.
+void walk(const bool IS_W, uint slot) {
+  const uint total = pc.batch * pc.chunks * pc.H;
+  uint pair = slot;
+  Tile t = tile_at(pair);
+  load_tile(IS_W, t);
+  while (pair < total) {  // uniform per workgroup
+    const uint next = pair + pc.pairs;
+    stage_tile(IS_W, t);
+    // the next tile (or this one again at the end: a valid address, unused)
+    const Tile n = tile_at(min(next, total - 1));
+    load_tile(IS_W, n);
+    barrier();
+    multiply_store(IS_W, t);
+    t = n;
+    pair = next;
+  }
+}
+
+void main() {
+  const uint group = gl_WorkGroupID.x + pc.group_offset;
+  if (group % 2 == 1)
+    walk(true, group >> 1);
+  else
+    walk(false, group >> 1);
+}
