@@ -46,12 +46,17 @@ void BM_ChunkO(benchmark::State& state, bool portable, int version, std::uint32_
   options.nv_wc = wc;
   options.nv_kc = kc;
   options.nv_v_early = v_early;
-  options.nv_version = version;
+  options.nv_version = version == 4 ? 0 : version;  // 4: the bf16 kernel, upw = its workgroups
   options.nv_nbuf = nbuf;
-  options.nv_upw = upw;
+  options.nv_upw = version == 4 ? 0 : upw;
+  if (version == 4) options.bf16_workgroups = upw;
   gdn::ChunkO<Config> kernel(ctx, options);
   if (!portable && kernel.path() == gdn::ChunkOPath::portable) {
     state.SkipWithError("no tensor-core path on this device");
+    return;
+  }
+  if (version == 4 && kernel.path() != gdn::ChunkOPath::bf16_cooperative_matrix) {
+    state.SkipWithError("no bf16 tensor-core path on this device or build");
     return;
   }
   Tensor q(ctx, DType::bf16, {B, T, Hg, K}), k(ctx, DType::bf16, {B, T, Hg, K});
@@ -70,7 +75,7 @@ void BM_ChunkO(benchmark::State& state, bool portable, int version, std::uint32_
   const double bytes = 2.0 * (2.0 * B * T * Hg * K + 2.0 * B * T * H * V + double(B) * NT * H * V * K) +
                        4.0 * B * T * H;
   const double flops = 2.0 * B * NT * H * (double(BT) * K * V + double(BT) * BT * K + double(BT) * BT * V);
-  const bool nv = kernel.path() == gdn::ChunkOPath::nv_cooperative_matrix;
+  const bool nv = kernel.path() != gdn::ChunkOPath::portable;
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int) { kernel.record(cmd, {q, k, v, h, g, o, 0.08838834764f}); },
             bytes, nv ? 0.0 : flops, 0, 20);
   state.counters["TFLOP/s"] = flops / (state.counters["us"] * 1e-6) * 1e-12;
@@ -107,6 +112,11 @@ BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc2_kc64_upw16, false, 3, 128u, 2u, 64u, -1, 0u
 BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw1, false, 3, 128u, 4u, 64u, -1, 0u, 1u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc32_upw1, false, 3, 128u, 4u, 32u, -1, 0u, 1u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw2, false, 3, 128u, 4u, 64u, -1, 0u, 2u)->Apply(shapes);
+// The bf16 kernel (chunk_o_bf16.comp, the default where available) with
+// 132, 264 (default) and 528 persistent workgroups.
+BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg132, false, 4, 0u, 0u, 0u, -1, 0u, 132u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg264, false, 4, 0u, 0u, 0u, -1, 0u, 264u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg528, false, 4, 0u, 0u, 0u, -1, 0u, 528u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, portable, true, 0, 0u, 0u, 0u, -1, 0u, 0u)
     ->Args({1, 8192, 16, 32})
     ->Args({1, 256, 2, 4})  // small enough for a CPU device

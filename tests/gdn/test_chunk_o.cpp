@@ -91,12 +91,13 @@ class ChunkOTest : public DeviceTest {
     const Inputs in = make_inputs(rng, s);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.K));
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
-    // Tensor-core versions 1, 2 and 3, then the portable path.
-    for (int version : {1, 2, 3, 0}) {
+    // fp16 tensor-core versions 1, 2 and 3, the automatic choice (the bf16
+    // path where the device and build have it), then the portable path.
+    for (int version : {1, 2, 3, 4, 0}) {
       const bool portable = version == 0;
       gdn::ChunkOOptions options;
       options.force_portable = portable;
-      options.nv_version = version;
+      options.nv_version = version == 4 ? 0 : version;
       gdn::ChunkOPath path{};
       const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
       const double err = relative_rms(got, want);
@@ -145,7 +146,10 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
   using Config = gdn::ChunkOConfig<64, 64, 64>;
   const Case c{1, 130, 1, 2};
   const auto s = shape_of<Config>(c);
-  for (int variant = 0; variant < 6; ++variant) {  // tensor-core version 1 + variant / 2
+  // tensor-core version 1 + variant / 2; variants 6 and 7: the automatic
+  // path (bf16 where available: nothing to fall back from, but the same
+  // values must come out)
+  for (int variant = 0; variant < 8; ++variant) {
     Rng rng(900 + variant % 2);
     Inputs in = make_inputs(rng, s);
     if (variant % 2 == 0) {
@@ -163,7 +167,7 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
     gdn::ChunkOPath path{};
     gdn::ChunkOOptions options;
-    options.nv_version = 1 + variant / 2;
+    options.nv_version = variant < 6 ? 1 + variant / 2 : 0;
     const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
     for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "variant " << variant << " path " << gdn::to_string(path);
     EXPECT_LE(relative_rms(got, want), kBudget) << "variant " << variant << " path " << gdn::to_string(path);
@@ -179,9 +183,16 @@ TEST(ChunkOPathChoice, FollowsDeviceAndOptions) {
   portable.force_portable = true;
   EXPECT_EQ(gdn::ChunkO<Config>(ctx, portable).path(), gdn::ChunkOPath::portable);
   const auto automatic = gdn::ChunkO<Config>(ctx).path();
-  const bool nv = TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX && ctx.info().cooperative_matrix_nv &&
+  const bool bf16 = TILEKERNELS_GDN_CHUNK_O_BF16 && ctx.info().cooperative_matrix_bf16 && !ctx.force_portable();
+  const bool nv = !bf16 && TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX && ctx.info().cooperative_matrix_nv &&
                   !ctx.force_portable();
+  EXPECT_EQ(automatic == gdn::ChunkOPath::bf16_cooperative_matrix, bf16) << ctx.info().name;
   EXPECT_EQ(automatic == gdn::ChunkOPath::nv_cooperative_matrix, nv) << ctx.info().name;
+  gdn::ChunkOOptions fp16;
+  fp16.bf16 = false;
+  if (nv || bf16) {
+    EXPECT_EQ(gdn::ChunkO<Config>(ctx, fp16).path(), gdn::ChunkOPath::nv_cooperative_matrix);
+  }
   std::printf("[chunk_o] device %s: automatic path %s\n", ctx.info().name.c_str(), gdn::to_string(automatic));
 }
 

@@ -26,6 +26,15 @@
 // finite input or bf16(A) element beyond 65504 recomputes its tile with a
 // scalar f32 algorithm (the portable path's rounding points), so nothing
 // overflows silently (see chunk_o_nv.comp).
+//
+// Where the device has bf16 tensor cores (VK_KHR_cooperative_matrix with
+// VK_KHR_shader_bfloat16) and the build compiled shaders/gdn/chunk_o_bf16.comp
+// (a glslang that knows GL_EXT_bfloat16: TK_GLSLANG in CMake), the default
+// is the bf16 path: q, k, h and v enter the products as they are, with no
+// range handling, in persistent workgroups that load each step while the
+// previous one computes (V <= 128; larger V takes the fp16 path). Asking
+// for a tensor-core version (ChunkOOptions::nv_version) or bf16 = false
+// selects the fp16 path.
 #pragma once
 
 #include <algorithm>
@@ -39,6 +48,12 @@
 #include "tilekernels/spirv/gdn/chunk_o_nv.hpp"
 #include "tilekernels/spirv/gdn/chunk_o_nv2.hpp"
 #include "tilekernels/spirv/gdn/chunk_o_nv3.hpp"
+#endif
+#if TILEKERNELS_GLSLC_HAS_GL_KHR_COOPERATIVE_MATRIX && TILEKERNELS_GLSLC_HAS_GL_EXT_BFLOAT16
+#define TILEKERNELS_GDN_CHUNK_O_BF16 1
+#include "tilekernels/spirv/gdn/chunk_o_bf16.hpp"
+#else
+#define TILEKERNELS_GDN_CHUNK_O_BF16 0
 #endif
 
 namespace tilekernels::gdn {
@@ -142,12 +157,23 @@ struct ChunkOConfig {
   }
   static_assert(detail::chunk_o_nv3_shared_bytes(BT, nv3_bv, nv3_wc, nv3_kc) <= 48 * 1024,
                 "ChunkOConfig: the version-3 tensor-core tiles must fit 48 KiB of shared memory");
+
+  // bf16 kernel (shaders/gdn/chunk_o_bf16.comp, mirrors its layout, uvec4
+  // units): the larger of a K step's q, k, h slices (32 columns) and the v
+  // step's v and P, then 16 per-subgroup output scratch tiles and the two
+  // index tiles; plus g and exp(g). Only for V <= 128.
+  static constexpr std::uint32_t bf16_vec4 =
+      std::max((2 * BT + V) * 5, BT * (V / 8 + 1) + BT * (BT / 8 + 1)) + 16 * 16 * 3 + 128;
+  static constexpr std::uint32_t bf16_shared_bytes = bf16_vec4 * 16 + 2 * 64 * 4;
+  static constexpr bool bf16_fits = V <= 128 && bf16_shared_bytes <= 48 * 1024;
 };
 
-enum class ChunkOPath { portable, nv_cooperative_matrix };
+enum class ChunkOPath { portable, nv_cooperative_matrix, bf16_cooperative_matrix };
 
 constexpr const char* to_string(ChunkOPath p) noexcept {
-  return p == ChunkOPath::portable ? "portable" : "nv_cooperative_matrix";
+  return p == ChunkOPath::portable                ? "portable"
+         : p == ChunkOPath::nv_cooperative_matrix ? "nv_cooperative_matrix"
+                                                  : "bf16_cooperative_matrix";
 }
 
 struct ChunkOOptions {
@@ -167,6 +193,10 @@ struct ChunkOOptions {
   // Version 3: tiles per workgroup (0: the Config's nv3_upw); nv_bv, nv_wc,
   // nv_kc override the nv3_* defaults as for version 2.
   std::uint32_t nv_upw = 0;
+  // The bf16 path where available (and nv_version is 0); its persistent
+  // workgroups (512 invocations each; at most one per tile).
+  bool bf16 = true;
+  std::uint32_t bf16_workgroups = 264;
 };
 
 template <class Config>
@@ -202,6 +232,8 @@ class ChunkO {
                       " nv_kc=" + std::to_string(nv_kc_) + " nv_nbuf=" + std::to_string(nv_nbuf_) +
                       ": nv_bv must be a multiple of 16 * nv_wc dividing V, nv_kc 32 or 64 (version 2: also 16) "
                       "dividing K, nv_nbuf 1 or 2, within 48 KiB of shared memory and 1024 invocations");
+    if (options.bf16_workgroups == 0)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_workgroups must be > 0");
     path_ = choose_path();
   }
 
@@ -243,7 +275,8 @@ class ChunkO {
     // Version 3 dispatches persistent workgroups of nv_upw tiles each;
     // total_groups then counts tiles.
     const bool persistent = path_ == ChunkOPath::nv_cooperative_matrix && nv_version_ == 3;
-    const std::uint64_t groups = persistent ? (tiles + nv_upw_ - 1) / nv_upw_ : tiles;
+    std::uint64_t groups = persistent ? (tiles + nv_upw_ - 1) / nv_upw_ : tiles;
+    if (path_ == ChunkOPath::bf16_cooperative_matrix) groups = std::min<std::uint64_t>(tiles, options_.bf16_workgroups);
     const Push push{0,
                     static_cast<std::uint32_t>(T),
                     static_cast<std::uint32_t>(H),
@@ -251,7 +284,7 @@ class ChunkO {
                     static_cast<std::uint32_t>(NT),
                     static_cast<std::uint32_t>(tiles),
                     a.scale,
-                    0};
+                    static_cast<std::uint32_t>(groups)};
     detail::record_dispatch(*ctx_, cmd, pipeline(), {a.q, a.k, a.v, a.h, a.g, a.o}, push, groups);
   }
 
@@ -265,7 +298,7 @@ class ChunkO {
   struct Push {
     std::uint32_t group_offset, T, H, Hg, NT, total_groups;
     float scale;
-    std::uint32_t pad;
+    std::uint32_t stride;  // bf16 kernel: workgroups in the grid
   };
 
   std::uint32_t nv_workgroup() const { return (Config::BT / 16) * nv_wc_ * 32; }
@@ -276,10 +309,16 @@ class ChunkO {
   }
 
   ChunkOPath choose_path() const {
-#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
-    const auto& info = ctx_->info();
-    const bool size32 = info.subgroup_size == 32 ||
+    [[maybe_unused]] const auto& info = ctx_->info();
+    [[maybe_unused]] const bool size32 = info.subgroup_size == 32 ||
                         (info.subgroup_size_control && info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32);
+#if TILEKERNELS_GDN_CHUNK_O_BF16
+    if (Config::bf16_fits && options_.bf16 && options_.nv_version == 0 && info.cooperative_matrix_bf16 &&
+        !ctx_->force_portable() && !options_.force_portable && size32 &&
+        info.max_shared_memory >= Config::bf16_shared_bytes && info.max_workgroup_invocations >= 512)
+      return ChunkOPath::bf16_cooperative_matrix;
+#endif
+#if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
     if (info.cooperative_matrix_nv && !ctx_->force_portable() && !options_.force_portable && size32 &&
         info.max_shared_memory >= nv_shared_bytes() &&
         info.max_workgroup_invocations >= nv_workgroup())
@@ -289,6 +328,12 @@ class ChunkO {
   }
 
   const Pipeline& pipeline() const {
+#if TILEKERNELS_GDN_CHUNK_O_BF16
+    if (path_ == ChunkOPath::bf16_cooperative_matrix)
+      return ctx_->pipeline({spirv::gdn_chunk_o_bf16, std::size(spirv::gdn_chunk_o_bf16),
+                             {Config::BT, Config::K, Config::V, Config::bf16_vec4}, 6, sizeof(Push),
+                             ctx_->info().subgroup_size == 32 ? 0u : 32u});
+#endif
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
     if (path_ == ChunkOPath::nv_cooperative_matrix) {
       const auto& info = ctx_->info();

@@ -1,0 +1,307 @@
+#version 460
+//! requires GL_KHR_cooperative_matrix
+//! requires GL_EXT_bfloat16
+// Gated DeltaNet chunk_fwd_o on bf16 tensor cores (VK_KHR_cooperative_matrix
+// with VK_KHR_shader_bfloat16, bf16 x bf16 -> f32, 16x16x16):
+//   S = q k^T,  P = bf16(tril_incl(S * exp(g_i - g_j))),
+//   o = scale * ((q h^T) * exp(g_i) + P v).
+// q, k, h and v are bf16 in memory and enter the products as they are (no
+// conversion, no fp16 range handling); only P is rounded, where FLA rounds.
+//
+// Geometry (the host relies on it):
+// - 512 invocations (16 subgroups of 32); persistent: workgroup w walks the
+//   tiles (batch, chunk, head) w, w + stride, ... with all of V (<= 128
+//   columns) per tile;
+// - a tile is NK + 1 steps: NK steps over 32-column slices of K (q, k and
+//   h slices staged, q h^T and q k^T accumulated), then the v step (v and
+//   g staged; S gated, masked and rounded into P; the q h^T accumulators
+//   scaled by exp(g_i); P v accumulated; results out). Each step stages
+//   registers loaded during the previous step, issues the loads of the next
+//   step (across tiles too), then multiplies: every load is in flight while
+//   the step before it computes. Two workgroup barriers per step (three in
+//   the v step);
+// - subgroup s owns the o tiles s * OT .. s * OT + OT - 1 (row tile, column
+//   tile; the o tiles of one row tile are adjacent) and, for s < NS, the s-th
+//   lower-triangle tile of S;
+// - the position of an accumulator component comes from two 16 x 16 f32
+//   tiles holding their row and column numbers, loaded as accumulators:
+//   component-wise operations between matrices of one type pair equal
+//   positions, so their components say where each one sits;
+// - results leave through per-subgroup scratch in 16-byte stores (whole
+//   32-byte sectors; rows past T are not written).
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_EXT_bfloat16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x = 512) in;
+layout(constant_id = 0) const uint BT = 64;
+layout(constant_id = 1) const uint KDIM = 128;
+layout(constant_id = 2) const uint VDIM = 128;
+layout(constant_id = 3) const uint SMEM_VEC4 = 2560;
+
+const uint WG = 512;
+const uint NSG = 16;
+const uint KC = 32;                   // K columns per step
+const uint NK = KDIM / KC;            // K steps
+const uint RT = BT / 16;              // row tiles
+const uint CT = VDIM / 16;            // o column tiles
+const uint OT = (RT * CT + NSG - 1) / NSG;  // o tiles per subgroup
+const uint NS = RT * (RT + 1) / 2;    // lower-triangle tiles of S (<= 10 < NSG)
+// Shared memory, uvec4 units (8 bf16 or 4 f32 each); rows padded by one.
+const uint SK = KC / 8 + 1;           // K-step row stride
+const uint SVR = VDIM / 8 + 1;        // v row stride
+const uint SP = BT / 8 + 1;           // P row stride
+const uint Q_OFF = 0, K_OFF = BT * SK, H_OFF = 2 * BT * SK;
+const uint V_OFF = 0, P_OFF = BT * SVR;
+const uint REGION_K = (2 * BT + VDIM) * SK, REGION_V = BT * SVR + BT * SP;
+const uint REGION = REGION_K > REGION_V ? REGION_K : REGION_V;
+const uint SCR = 3;                   // scratch row: 16 bf16 + skew
+const uint SCR_OFF = REGION;          // per-subgroup output scratch [16][SCR]
+const uint IDX_OFF = REGION + NSG * 16 * SCR;  // row- and column-number tiles, 16 x 16 f32 each
+// 16-byte pieces of a step's loads.
+const uint QP = BT * (KC / 8);        // of a q (or k) slice
+const uint HP = VDIM * (KC / 8);      // of an h slice
+const uint VP = BT * (VDIM / 8);      // of v
+const uint MAX_OT = 2;                // o tiles per subgroup: 64 * 128 / 256 / 16
+const uint MAX_NK = 8;                // K = 256
+const uint MAX_RT = 4;
+
+layout(push_constant) uniform Push {
+  uint group_offset;
+  uint T;
+  uint H;
+  uint Hg;
+  uint NT;
+  uint tiles;   // B * NT * H
+  float scale;
+  uint stride;  // workgroups in the grid
+} pc;
+
+layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_4[]; };
+layout(std430, binding = 1) readonly buffer K4 { uvec4 k_4[]; };
+layout(std430, binding = 2) readonly buffer V4 { uvec4 v_4[]; };
+layout(std430, binding = 3) readonly buffer H4 { uvec4 h_4[]; };
+layout(std430, binding = 4) readonly buffer G { float g_f[]; };
+layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
+
+shared uvec4 smem[SMEM_VEC4];
+shared float s_g[64];   // g of the tile's rows
+shared float s_eg[64];  // exp(g)
+
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define MAT_A coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MAT_B coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define OUT16 coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+
+// Vulkan leaves the rounding of narrowing conversions to the implementation
+// (the H100's f32 -> bf16 is not to nearest even), so values are rounded to
+// bf16 precision first, to nearest even; the conversion is then exact.
+float rne_bf16(float x) {
+  const uint u = floatBitsToUint(x);
+  return isnan(x) ? x : uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+struct Tile {
+  uint b, ih, kh, it, t0, rows;
+};
+
+Tile tile_at(uint id) {
+  Tile s;
+  s.ih = id % pc.H;
+  s.it = (id / pc.H) % pc.NT;
+  s.b = id / pc.H / pc.NT;
+  s.kh = s.ih / (pc.H / pc.Hg);
+  s.t0 = s.it * BT;
+  s.rows = min(BT, pc.T - s.t0);
+  return s;
+}
+
+// The registers that carry one step's loads until they are staged: in a K
+// step the q, k and h pieces of this invocation, in the v step two v pieces.
+uvec4 pre[3];
+float pre_g;
+
+// Every load is unconditional, with clamped rows (the selects come at
+// staging): on the H100 a load inside a conditional block is waited for at
+// the block's end, which would stall the step that should overlap it.
+// K step c of tile t: q and k piece tid % QP (row, 16 bytes of the slice),
+// h piece tid % HP; invocations past QP or HP repeat a piece, unused.
+void load_k_step(Tile t, uint c) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint pq = tid % QP, ph = tid % HP;
+  const uint rq = min(pq / (KC / 8), t.rows - 1), cq = c * (KC / 8) + pq % (KC / 8);
+  const uint qk = ((pc.T * t.b + t.t0 + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
+  pre[0] = q_4[qk];
+  pre[1] = k_4[qk];
+  const uint hv = ph / (KC / 8), ch = c * (KC / 8) + ph % (KC / 8);
+  pre[2] = h_4[(((t.b * pc.NT + t.it) * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
+}
+
+// v step of tile t: v pieces tid and tid + WG (clamped), g of row tid % BT.
+void load_v_step(Tile t) {
+  const uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint n = 0; n < 2; ++n) {
+    const uint p = min(tid + n * WG, VP - 1);
+    const uint r = min(p / (VDIM / 8), t.rows - 1), c8 = p % (VDIM / 8);
+    pre[n] = v_4[((pc.T * t.b + t.t0 + r) * pc.H + t.ih) * (VDIM / 8) + c8];
+  }
+  pre_g = g_f[(pc.T * t.b + t.t0 + min(tid % BT, t.rows - 1)) * pc.H + t.ih];
+}
+
+// q and k rows past the chunk's end are zero; h rows are all valid.
+void stage_k_step(Tile t) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint r = (tid % QP) / (KC / 8), c8 = tid % (KC / 8);
+  if (tid < QP) smem[Q_OFF + r * SK + c8] = r < t.rows ? pre[0] : uvec4(0u);
+  if (tid >= QP && tid < 2 * QP) smem[K_OFF + r * SK + c8] = r < t.rows ? pre[1] : uvec4(0u);
+  if (tid < HP) smem[H_OFF + (tid / (KC / 8)) * SK + c8] = pre[2];
+}
+
+void stage_v_step(Tile t) {
+  const uint tid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint n = 0; n < 2; ++n) {
+    const uint p = tid + n * WG;
+    if (p < VP) {
+      const uint r = p / (VDIM / 8), c8 = p % (VDIM / 8);
+      smem[V_OFF + r * SVR + c8] = r < t.rows ? pre[n] : uvec4(0u);
+    }
+  }
+  if (tid < BT) {
+    s_g[tid] = pre_g;
+    s_eg[tid] = exp(pre_g);
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint first = gl_WorkGroupID.x + pc.group_offset;
+
+  // Row- and column-number tiles (f32, 16 x 16 each).
+  if (tid < 128) {
+    const uint which = tid / 64, e = (tid % 64) * 4;  // 4 floats per invocation
+    const uint r = e / 16, c = e % 16;
+    smem[IDX_OFF + tid] = which == 0 ? floatBitsToUint(vec4(float(r))) :
+                                       floatBitsToUint(vec4(float(c), float(c + 1), float(c + 2), float(c + 3)));
+  }
+
+  // This subgroup's S tile: the sg-th lower-triangle tile in row-major order.
+  uint srt = 0, sct = sg;
+  [[unroll]] for (uint r = 0; r < MAX_RT; ++r)
+    if (sct > srt) {
+      sct -= srt + 1;
+      srt += 1;
+    }
+  const bool has_s = sg < NS;
+
+  uint id = first;
+  Tile t = tile_at(min(id, pc.tiles - 1));
+  load_k_step(t, 0);
+  while (id < pc.tiles) {  // uniform per workgroup
+    const uint next = id + pc.stride;
+    const Tile tn = tile_at(min(next, pc.tiles - 1));
+    ACC o_acc[MAX_OT];
+    [[unroll]] for (uint j = 0; j < MAX_OT; ++j) o_acc[j] = ACC(0.0);
+    ACC s_acc = ACC(0.0);
+
+    // ---- K steps: q h^T and q k^T over 32-column slices ---------------
+    [[unroll]] for (uint c = 0; c < MAX_NK; ++c) {
+      if (c < NK) {  // specialisation constants only
+        stage_k_step(t);
+        if (c + 1 < NK)
+          load_k_step(t, c + 1);
+        else
+          load_v_step(t);
+        barrier();
+        [[unroll]] for (uint kk = 0; kk < KC / 16; ++kk) {
+          [[unroll]] for (uint j = 0; j < MAX_OT; ++j) {
+            const uint o = sg * OT + j;
+            if (j < OT && o < RT * CT) {
+              const uint rt = o / CT, ct = o % CT;
+              MAT_A qa;
+              coopMatLoad(qa, smem, Q_OFF + rt * 16 * SK + kk * 2, SK, gl_CooperativeMatrixLayoutRowMajor);
+              MAT_B hb;  // h^T: column v of the tile is row v of h
+              coopMatLoad(hb, smem, H_OFF + ct * 16 * SK + kk * 2, SK, gl_CooperativeMatrixLayoutColumnMajor);
+              o_acc[j] = coopMatMulAdd(qa, hb, o_acc[j]);
+            }
+          }
+          if (has_s) {
+            MAT_A qa;
+            coopMatLoad(qa, smem, Q_OFF + srt * 16 * SK + kk * 2, SK, gl_CooperativeMatrixLayoutRowMajor);
+            MAT_B kb;  // k^T: column j of the tile is row j of k
+            coopMatLoad(kb, smem, K_OFF + sct * 16 * SK + kk * 2, SK, gl_CooperativeMatrixLayoutColumnMajor);
+            s_acc = coopMatMulAdd(qa, kb, s_acc);
+          }
+        }
+        barrier();
+      }
+    }
+
+    // ---- v step ---------------------------------------------------------
+    stage_v_step(t);
+    load_k_step(tn, 0);  // the next tile's first step (this one again at the end: unused)
+    barrier();
+    ACC row_of, col_of;
+    coopMatLoad(row_of, smem, IDX_OFF, 4, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(col_of, smem, IDX_OFF + 64, 4, gl_CooperativeMatrixLayoutRowMajor);
+    if (has_s) {  // P = bf16(tril_incl(S * exp(g_i - g_j))), columns past the chunk's end zero
+      for (int i = 0; i < s_acc.length(); ++i) {
+        const uint r = srt * 16 + uint(row_of[i]), c = sct * 16 + uint(col_of[i]);
+        const float x = s_acc[i] * exp(s_g[r] - s_g[c]);
+        s_acc[i] = c <= r && c < t.rows ? rne_bf16(x) : 0.0;
+      }
+      const OUT16 p16 = OUT16(s_acc);
+      coopMatStore(p16, smem, P_OFF + srt * 16 * SP + sct * 2, SP, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    [[unroll]] for (uint j = 0; j < MAX_OT; ++j) {  // (q h^T) * exp(g_i)
+      const uint o = sg * OT + j;
+      if (j < OT && o < RT * CT) {
+        const uint rt = o / CT;
+        for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] *= s_eg[rt * 16 + uint(row_of[i])];
+      }
+    }
+    barrier();  // P complete
+    [[unroll]] for (uint jj = 0; jj < MAX_RT; ++jj) {
+      [[unroll]] for (uint j = 0; j < MAX_OT; ++j) {
+        const uint o = sg * OT + j;
+        if (j < OT && o < RT * CT) {
+          const uint rt = o / CT, ct = o % CT;
+          if (jj <= rt) {  // P is lower triangular by tiles
+            MAT_A pa;
+            coopMatLoad(pa, smem, P_OFF + rt * 16 * SP + jj * 2, SP, gl_CooperativeMatrixLayoutRowMajor);
+            MAT_B vb;
+            coopMatLoad(vb, smem, V_OFF + jj * 16 * SVR + ct * 2, SVR, gl_CooperativeMatrixLayoutRowMajor);
+            o_acc[j] = coopMatMulAdd(pa, vb, o_acc[j]);
+          }
+        }
+      }
+    }
+    barrier();  // v and P are read: the next tile may be staged while these results leave
+
+    const uint scr = SCR_OFF + sg * 16 * SCR;
+    [[unroll]] for (uint j = 0; j < MAX_OT; ++j) {
+      const uint o = sg * OT + j;
+      if (j < OT && o < RT * CT) {
+        const uint rt = o / CT, ct = o % CT;
+        if (rt * 16 < t.rows) {  // uniform per subgroup
+          for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] = rne_bf16(o_acc[j][i] * pc.scale);
+          const OUT16 ob = OUT16(o_acc[j]);
+          coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();
+          const uint orow = lane / 2, half_ = lane % 2;
+          if (rt * 16 + orow < t.rows)
+            o_4[((pc.T * t.b + t.t0 + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
+                smem[scr + orow * SCR + half_];
+          subgroupMemoryBarrierShared();
+          subgroupBarrier();  // read before the next tile overwrites it
+        }
+      }
+    }
+    t = tn;
+    id = next;
+  }
+}
