@@ -46,6 +46,13 @@ layout(constant_id = 3) const uint A_DTYPE = 0;   // TK_F32 or TK_BF16
 layout(constant_id = 4) const uint WG = 256;
 layout(constant_id = 5) const uint OPS = 17;      // uvec4 per staged operand row: max(K, V) / 8 + 1
 layout(constant_id = 6) const uint SMEM_VEC4 = 2240;
+// Timing-only ablations (bench/NOTES.md), never set by the host: bit 0 no
+// products, 1 no result stores, 2 no operand conversion, 3 no global loads,
+// 4 result tiles stored straight from registers. They stay in the source
+// because the driver compiles this shape best: without them (constant 0 at
+// compile time, or the branches deleted) the H100 build took 110-199
+// registers and 199-571 us instead of 132 registers and 152 us.
+layout(constant_id = 7) const uint ABLATE = 0;
 
 const uint NSG = WG / 32;
 const uint RT = BT / 16;                  // row tiles
@@ -157,12 +164,18 @@ void load_tile(const bool IS_W, Tile t) {
       const uint p = min(tid + n * WG, OP_PIECES - 1);
       const uint r = min(p / D8, t.rows - 1), c8 = p % D8;
       const uint tok = t.b * T + t.t0 + r;
-      if (IS_W)
-        raw[n] = k8[(tok * pc.Hg + t.kh) * (K / 8) + c8];
-      else
-        raw[n] = v8[(tok * H + t.h) * (V / 8) + c8];
-      row_f[n] = beta[tok * H + t.h];
-      row_d[n] = IS_W ? gate[tok * H + t.h] : 0.0;
+      if ((ABLATE & 8) != 0) {
+        raw[n] = uvec4(tok * 0x10001u);
+        row_f[n] = 0.5;
+        row_d[n] = -0.1;
+      } else {
+        if (IS_W)
+          raw[n] = k8[(tok * pc.Hg + t.kh) * (K / 8) + c8];
+        else
+          raw[n] = v8[(tok * H + t.h) * (V / 8) + c8];
+        row_f[n] = beta[tok * H + t.h];
+        row_d[n] = IS_W ? gate[tok * H + t.h] : 0.0;
+      }
     }
   }
   [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
@@ -170,7 +183,10 @@ void load_tile(const bool IS_W, Tile t) {
       const uint p = min(tid + n * WG, A_PIECES - 1);
       const uint r = min(p / (BT / 8), t.rows - 1), c = 8 * (p % (BT / 8));
       const uint e = ((t.b * T + t.t0 + r) * H + t.h) * BT + c;
-      if (A_DTYPE == TK_F32) {
+      if ((ABLATE & 8) != 0) {
+        a_lo[n] = vec4(float(e));
+        a_hi[n] = vec4(float(e + 1));
+      } else if (A_DTYPE == TK_F32) {
         a_lo[n] = a4[e / 4];
         a_hi[n] = a4[e / 4 + 1];
       } else {
@@ -192,7 +208,7 @@ void stage_tile(const bool IS_W, Tile t) {
     if (n < OP_SWEEPS && p < OP_PIECES) {
       const uint r = p / D8, c8 = p % D8;
       const uvec4 x = r < t.rows ? raw[n] : uvec4(0u);
-      smem[r * OPS + c8] = scale8(x, row_f[n], exp(row_d[n]), IS_W);
+      smem[r * OPS + c8] = (ABLATE & 4) != 0 ? x : scale8(x, row_f[n], exp(row_d[n]), IS_W);
     }
   }
   [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
@@ -205,6 +221,10 @@ void stage_tile(const bool IS_W, Tile t) {
                                   live && c + 3 < t.rows);
       const bvec4 keep_hi = bvec4(live && c + 4 < t.rows, live && c + 5 < t.rows, live && c + 6 < t.rows,
                                   live && c + 7 < t.rows);
+      if ((ABLATE & 4) != 0) {
+        smem[A_BASE + r * AS + c8] = A_DTYPE == TK_F32 ? floatBitsToUint(a_lo[n] + a_hi[n]) : a_raw[n];
+        continue;
+      }
       const vec4 a_l = A_DTYPE == TK_F32 ? a_lo[n] : vec4(bf16_pair(a_raw[n].x), bf16_pair(a_raw[n].y));
       const vec4 a_h = A_DTYPE == TK_F32 ? a_hi[n] : vec4(bf16_pair(a_raw[n].z), bf16_pair(a_raw[n].w));
       const vec4 lo = mix(vec4(0.0), a_l, keep_lo), hi = mix(vec4(0.0), a_h, keep_hi);
@@ -226,6 +246,7 @@ void multiply_store(const bool IS_W, Tile t) {
   const uint sg = gl_SubgroupID;
   const uint rt = sg % RT, cs = sg / RT;
   const uint D = IS_W ? K : V;
+  const uint D8 = D / 8;
   const uint CT = D / 16;
   const uint MT = (CT + SPR - 1) / SPR;
   const uint ct0 = cs * MT;
@@ -233,7 +254,7 @@ void multiply_store(const bool IS_W, Tile t) {
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m)
     acc[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
   [[unroll]] for (uint kk = 0; kk < MAX_RT; ++kk) {
-    if (kk < RT) {
+    if (kk < RT && (ABLATE & 1) == 0) {
       coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> am, al;
       coopMatLoad(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, gl_CooperativeMatrixLayoutRowMajor);
       if (A_DTYPE == TK_F32)
@@ -251,8 +272,7 @@ void multiply_store(const bool IS_W, Tile t) {
     }
   }
   // Every subgroup is done with the staged tile: the next one may be staged
-  // while this one's results leave (through scratch of their own). A
-  // barrier after the output instead of here took 3x as long on the H100.
+  // while this one's results leave (through scratch of their own).
   barrier();
 
   const uint o_stride = pc.H * D;  // bf16 elements from one token to the next
@@ -261,29 +281,37 @@ void multiply_store(const bool IS_W, Tile t) {
   const bool whole = rt * 16 + 16 <= t.rows, partial = !whole && rt * 16 < t.rows;
   const uint lane = gl_SubgroupInvocationID;
   const uint scr = SCR_BASE + sg * SCR_SG;
-  // Each tile leaves through this subgroup's scratch: one 16-byte store per
-  // lane (whole 32-byte sectors), rows past T left alone. (Stored straight
-  // from registers with coopMatStore, the whole kernel took 2x as long on
-  // the H100.)
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
-    if (m < MT && ct0 + m < CT && (whole || partial)) {
+    if (m < MT && ct0 + m < CT) {
       for (int i = 0; i < acc[m].length(); ++i) acc[m][i] = rne_bf16(acc[m][i]);
       coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> ob =
           coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[m]);
-      coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      const uint orow = lane / 2, half_ = lane % 2;
-      if (rt * 16 + orow < t.rows) {
-        const uvec4 x = smem[scr + orow * SCR + half_];
-        const uint o8 = (o_base + orow * o_stride) / 8 + (ct0 + m) * 2 + half_;
+      // Each tile leaves through this subgroup's scratch: one 16-byte store
+      // per lane (whole 32-byte sectors), rows past T left alone. (Stored
+      // straight from registers, ablation bit 4, the kernel took 2x as long.)
+      if ((ABLATE & 2) != 0) {
+        if (float(ob[0]) == 1234.5) coopMatStore(ob, wb, o_base, o_stride, gl_CooperativeMatrixLayoutRowMajor);
+      } else if ((ABLATE & 16) != 0 && whole) {
         if (IS_W)
-          w8[o8] = x;
+          coopMatStore(ob, wb, o_base + (ct0 + m) * 16, o_stride, gl_CooperativeMatrixLayoutRowMajor);
         else
-          u8[o8] = x;
+          coopMatStore(ob, ub, o_base + (ct0 + m) * 16, o_stride, gl_CooperativeMatrixLayoutRowMajor);
+      } else if (whole || partial) {  // in a tail chunk's last rows, only those before T are written
+        coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        const uint orow = lane / 2, half_ = lane % 2;
+        if (rt * 16 + orow < t.rows) {
+          const uvec4 x = smem[scr + orow * SCR + half_];
+          const uint o8 = (o_base + orow * o_stride) / 8 + (ct0 + m) * 2 + half_;
+          if (IS_W)
+            w8[o8] = x;
+          else
+            u8[o8] = x;
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();  // read before the next tile overwrites it
       }
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();  // read before the next tile overwrites it
     }
   }
 }
