@@ -14,8 +14,8 @@
 # TK_GLSLANG (optional): a newer glslang standalone compiler (`glslang`, e.g.
 # from the Vulkan SDK or a glslang build) for the shaders whose extensions
 # the glslc lacks (GL_KHR_cooperative_matrix and GL_EXT_bfloat16 on Debian
-# bookworm). It compiles only those shaders; TK_SPIRV_OPT (a spirv-opt that
-# knows their extensions) optimises them as glslc -O would; spirv-val
+# bookworm). It compiles only those shaders, without SPIR-V optimisation
+# (spirv-opt -O made them slower on the H100: bench/NOTES.md); spirv-val
 # checks them when it knows their extensions, and says so when it does not.
 
 set(TK_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
@@ -23,8 +23,6 @@ set(TK_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
 find_program(TK_SPIRV_VAL spirv-val)
 set(TK_GLSLANG "" CACHE FILEPATH
     "Optional newer glslang standalone compiler for shaders needing extensions glslc lacks (see TilekernelsShaders.cmake)")
-set(TK_SPIRV_OPT "" CACHE FILEPATH "Optional spirv-opt for the modules TK_GLSLANG compiles")
-set(TK_SPIRV_OPT_FLAGS "-O" CACHE STRING "spirv-opt passes for the modules TK_GLSLANG compiles")
 
 # Sets <out> to whether <compiler> (glslc, or glslang when <kind> is
 # glslang) compiles a shader requiring <ext>, and <out>_VAL to whether
@@ -165,10 +163,6 @@ function(tk_add_shaders target shader_dir gen_dir)
                             --depfile "${spv}.d" -o "${spv}" "${src}"
                     COMMAND "${CMAKE_COMMAND}" -DDEPFILE=${spv}.d -DTARGET=${hdr}
                             -P "${PROJECT_SOURCE_DIR}/cmake/retarget_depfile.cmake")
-        if(TK_SPIRV_OPT)
-          separate_arguments(opt_flags UNIX_COMMAND "${TK_SPIRV_OPT_FLAGS}")
-          list(APPEND compile COMMAND "${TK_SPIRV_OPT}" ${opt_flags} --target-env=${TK_GLSLC_TARGET_ENV} "${spv}" -o "${spv}")
-        endif()
       else()
         set(compile COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TK_GLSLC_TARGET_ENV} ${defines}
                             -MD -MF "${spv}.d" -MT "${hdr}" -o "${spv}" "${src}")
