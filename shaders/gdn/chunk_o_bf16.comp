@@ -12,14 +12,16 @@
 // - 512 invocations (16 subgroups of 32); persistent: workgroup w walks the
 //   tiles (batch, chunk, head) w, w + stride, ... with all of V (<= 128
 //   columns) per tile;
-// - a tile is NK + 1 steps: NK steps over 32-column slices of K (q, k and
+// - a tile is NK + 1 steps: NK steps over 64-column slices of K (q, k and
 //   h slices staged, q h^T and q k^T accumulated), then the v step (v and
 //   g staged; S gated, masked and rounded into P; the q h^T accumulators
 //   scaled by exp(g_i); P v accumulated; results out). Each step stages
 //   registers loaded during the previous step, issues the loads of the next
 //   step (across tiles too), then multiplies: every load is in flight while
 //   the step before it computes. Two workgroup barriers per step (three in
-//   the v step);
+//   the v step). K slices of 64 columns rather than 32 took the H100 from
+//   258 to 189 us at B=1, T=8192, H=32, K=V=128 (bench/NOTES.md): each step
+//   costs bookkeeping, and fewer of them pay;
 // - subgroup s owns the o tiles s * OT .. s * OT + OT - 1 (row tile, column
 //   tile; the o tiles of one row tile are adjacent) and, for s < NS, the s-th
 //   lower-triangle tile of S;
@@ -44,7 +46,7 @@ layout(constant_id = 3) const uint SMEM_VEC4 = 2560;
 
 const uint WG = 512;
 const uint NSG = 16;
-const uint KC = 32;                   // K columns per step
+const uint KC = 64;                   // K columns per step
 const uint NK = KDIM / KC;            // K steps
 const uint RT = BT / 16;              // row tiles
 const uint CT = VDIM / 16;            // o column tiles
@@ -57,10 +59,13 @@ const uint SP = BT / 8 + 1;           // P row stride
 const uint Q_OFF = 0, K_OFF = BT * SK, H_OFF = 2 * BT * SK;
 const uint V_OFF = 0, P_OFF = BT * SVR;
 const uint REGION_K = (2 * BT + VDIM) * SK, REGION_V = BT * SVR + BT * SP;
-const uint REGION = REGION_K > REGION_V ? REGION_K : REGION_V;
-const uint SCR = 3;                   // scratch row: 16 bf16 + skew
-const uint SCR_OFF = REGION;          // per-subgroup output scratch [16][SCR]
-const uint IDX_OFF = REGION + NSG * 16 * SCR;  // row- and column-number tiles, 16 x 16 f32 each
+const uint SCR = 2;                   // scratch row: 16 bf16
+// Per-subgroup output scratch [16][SCR] after v and P: inside the K-step
+// area, so a barrier follows the output.
+const uint SCR_OFF = REGION_V;
+const uint REGION_VS = REGION_V + NSG * 16 * SCR;
+const uint REGION = REGION_K > REGION_VS ? REGION_K : REGION_VS;
+const uint IDX_OFF = REGION;          // row- and column-number tiles, 16 x 16 f32 each
 // 16-byte pieces of a step's loads.
 const uint QP = BT * (KC / 8);        // of a q (or k) slice
 const uint HP = VDIM * (KC / 8);      // of an h slice
@@ -121,23 +126,27 @@ Tile tile_at(uint id) {
 
 // The registers that carry one step's loads until they are staged: in a K
 // step the q, k and h pieces of this invocation, in the v step two v pieces.
-uvec4 pre[3];
+uvec4 pre[4];
 float pre_g;
 
 // Every load is unconditional, with clamped rows (the selects come at
 // staging): on the H100 a load inside a conditional block is waited for at
 // the block's end, which would stall the step that should overlap it.
 // K step c of tile t: q and k piece tid % QP (row, 16 bytes of the slice),
-// h piece tid % HP; invocations past QP or HP repeat a piece, unused.
+// h pieces (tid + n WG) % HP; invocations past QP or HP repeat a piece,
+// unused.
 void load_k_step(Tile t, uint c) {
   const uint tid = gl_LocalInvocationID.x;
-  const uint pq = tid % QP, ph = tid % HP;
+  const uint pq = tid % QP;
   const uint rq = min(pq / (KC / 8), t.rows - 1), cq = c * (KC / 8) + pq % (KC / 8);
   const uint qk = ((pc.T * t.b + t.t0 + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
   pre[0] = q_4[qk];
   pre[1] = k_4[qk];
-  const uint hv = ph / (KC / 8), ch = c * (KC / 8) + ph % (KC / 8);
-  pre[2] = h_4[(((t.b * pc.NT + t.it) * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
+  [[unroll]] for (uint n = 0; n < 2; ++n) {
+    const uint ph = (tid + n * WG) % HP;
+    const uint hv = ph / (KC / 8), ch = c * (KC / 8) + ph % (KC / 8);
+    pre[2 + n] = h_4[(((t.b * pc.NT + t.it) * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
+  }
 }
 
 // v step of tile t: v pieces tid and tid + WG (clamped), g of row tid % BT.
@@ -155,9 +164,14 @@ void load_v_step(Tile t) {
 void stage_k_step(Tile t) {
   const uint tid = gl_LocalInvocationID.x;
   const uint r = (tid % QP) / (KC / 8), c8 = tid % (KC / 8);
-  if (tid < QP) smem[Q_OFF + r * SK + c8] = r < t.rows ? pre[0] : uvec4(0u);
-  if (tid >= QP && tid < 2 * QP) smem[K_OFF + r * SK + c8] = r < t.rows ? pre[1] : uvec4(0u);
-  if (tid < HP) smem[H_OFF + (tid / (KC / 8)) * SK + c8] = pre[2];
+  if (tid < QP) {
+    smem[Q_OFF + r * SK + c8] = r < t.rows ? pre[0] : uvec4(0u);
+    smem[K_OFF + r * SK + c8] = r < t.rows ? pre[1] : uvec4(0u);
+  }
+  [[unroll]] for (uint n = 0; n < 2; ++n) {
+    const uint p = tid + n * WG;
+    if (p < HP) smem[H_OFF + (p / (KC / 8)) * SK + c8] = pre[2 + n];
+  }
 }
 
 void stage_v_step(Tile t) {
@@ -279,7 +293,6 @@ void main() {
         }
       }
     }
-    barrier();  // v and P are read: the next tile may be staged while these results leave
 
     const uint scr = SCR_OFF + sg * 16 * SCR;
     [[unroll]] for (uint j = 0; j < MAX_OT; ++j) {
@@ -301,6 +314,7 @@ void main() {
         }
       }
     }
+    barrier();  // the scratch lies in the K-step area, which the next tile stages into
     t = tn;
     id = next;
   }

@@ -159,11 +159,11 @@ struct ChunkOConfig {
                 "ChunkOConfig: the version-3 tensor-core tiles must fit 48 KiB of shared memory");
 
   // bf16 kernel (shaders/gdn/chunk_o_bf16.comp, mirrors its layout, uvec4
-  // units): the larger of a K step's q, k, h slices (32 columns) and the v
-  // step's v and P, then 16 per-subgroup output scratch tiles and the two
-  // index tiles; plus g and exp(g). Only for V <= 128.
+  // units): the larger of a K step's q, k, h slices (64 columns) and the v
+  // step's v, P and 16 per-subgroup output scratch tiles, then the two index
+  // tiles; plus g and exp(g). Only for V <= 128.
   static constexpr std::uint32_t bf16_vec4 =
-      std::max((2 * BT + V) * 5, BT * (V / 8 + 1) + BT * (BT / 8 + 1)) + 16 * 16 * 3 + 128;
+      std::max((2 * BT + V) * 9, BT * (V / 8 + 1) + BT * (BT / 8 + 1) + 16 * 16 * 2) + 128;
   static constexpr std::uint32_t bf16_shared_bytes = bf16_vec4 * 16 + 2 * 64 * 4;
   static constexpr bool bf16_fits = V <= 128 && bf16_shared_bytes <= 48 * 1024;
 };
