@@ -86,7 +86,7 @@ void BM_RecomputeWU(benchmark::State& state) {
   const bool tc = kernel.path() != gdn::RecomputeWUPath::portable;
   state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
                  (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
-                 (variant >= 6 ? "+wg" + std::to_string(options.bf16_workgroups) : "") + (tc && variant < 6 ? "+wg" + std::to_string(options.coop_workgroup) : ""));
+                 (tc ? "+wg" + std::to_string(variant >= 6 ? options.bf16_workgroups : options.coop_workgroup) : ""));
 }
 
 // Both issue shapes for each of `both`, the first shape only for `first`.

@@ -92,12 +92,17 @@ class ChunkOTest : public DeviceTest {
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.K));
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
     // fp16 tensor-core versions 1, 2 and 3, the automatic choice (the bf16
-    // path where the device and build have it), then the portable path.
-    for (int version : {1, 2, 3, 4, 0}) {
+    // path where the device and build have it), the bf16 path with one
+    // workgroup walking every tile (5), then the portable path.
+    for (int version : {1, 2, 3, 4, 5, 0}) {
       const bool portable = version == 0;
       gdn::ChunkOOptions options;
       options.force_portable = portable;
-      options.nv_version = version == 4 ? 0 : version;
+      options.nv_version = version >= 4 ? 0 : version;
+      if (version == 5) {
+        options.bf16_workgroups = 1;
+        if (gdn::ChunkO<Config>(context(), options).path() != gdn::ChunkOPath::bf16_cooperative_matrix) continue;
+      }
       gdn::ChunkOPath path{};
       const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
       const double err = relative_rms(got, want);
@@ -190,7 +195,7 @@ TEST(ChunkOPathChoice, FollowsDeviceAndOptions) {
   EXPECT_EQ(automatic == gdn::ChunkOPath::nv_cooperative_matrix, nv) << ctx.info().name;
   gdn::ChunkOOptions fp16;
   fp16.bf16 = false;
-  if (nv || bf16) {
+  if (TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX && ctx.info().cooperative_matrix_nv && !ctx.force_portable()) {
     EXPECT_EQ(gdn::ChunkO<Config>(ctx, fp16).path(), gdn::ChunkOPath::nv_cooperative_matrix);
   }
   std::printf("[chunk_o] device %s: automatic path %s\n", ctx.info().name.c_str(), gdn::to_string(automatic));

@@ -71,8 +71,7 @@ template <class Config>
 std::vector<PathCase> paths() {
   std::vector<PathCase> out{{{true, false}, "portable"}};
   if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 3}).path() ==
-      gdn::RecomputeWUPath::cooperative_matrix_bf16)
-  {
+      gdn::RecomputeWUPath::cooperative_matrix_bf16) {
     out.push_back({{false, false, 128, true, 3}, "tc3-bf16"});
     gdn::RecomputeWUOptions few{false, false, 128, true, 3};
     few.bf16_workgroups = 2;  // one pair walks every tile
