@@ -71,7 +71,7 @@ const uint QP = BT * (KC / 8);        // of a q (or k) slice
 const uint HP = VDIM * (KC / 8);      // of an h slice
 const uint VP = BT * (VDIM / 8);      // of v
 const uint MAX_OT = 2;                // o tiles per subgroup: 64 * 128 / 256 / 16
-const uint MAX_NK = 8;                // K = 256
+const uint MAX_NK = 8;                // a bound on K / KC (at most 4); the measured build has 8
 const uint MAX_RT = 4;
 
 layout(push_constant) uniform Push {
@@ -125,7 +125,8 @@ Tile tile_at(uint id) {
 }
 
 // The registers that carry one step's loads until they are staged: in a K
-// step the q, k and h pieces of this invocation, in the v step two v pieces.
+// step this invocation's q and k pieces and two h pieces, in the v step two
+// v pieces.
 uvec4 pre[4];
 float pre_g;
 
