@@ -20,7 +20,7 @@
 //   step (across tiles too), then multiplies: every load is in flight while
 //   the step before it computes. Two workgroup barriers per step (three in
 //   the v step). K slices of 64 columns rather than 32 took the H100 from
-//   258 to 189 us at B=1, T=8192, H=32, K=V=128 (bench/NOTES.md): each step
+//   258 to 189 us at B=1, T=8192, H=32, K=V=128 (bench/NOTES-gdn.md): each step
 //   costs bookkeeping, and fewer of them pay;
 // - subgroup s owns the o tiles s * OT .. s * OT + OT - 1 (row tile, column
 //   tile; the o tiles of one row tile are adjacent) and, for s < NS, the s-th

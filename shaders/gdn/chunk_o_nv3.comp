@@ -4,7 +4,7 @@
 // math and shared-memory layout (chunk_o_nv2.comp), with every global load
 // of a tile issued at once (one memory round trip per tile instead of one
 // per K stage), in workgroups of UPW tiles that overlap the next tile's
-// loads with this tile's arithmetic. Measured on an H100 (bench/NOTES.md):
+// loads with this tile's arithmetic. Measured on an H100 (bench/NOTES-gdn.md):
 // UPW = 1 is the fastest; holding the next tile's registers costs more
 // occupancy than the overlap gains.
 //

@@ -25,7 +25,7 @@
 //   leaves in whole 32-byte sectors, and rows past T are not written.
 // Two workgroup barriers per tile: after staging, after the products.
 //
-// Measured on an H100 (bench/NOTES.md): at B=1, T=8192, H=32, K=V=128,
+// Measured on an H100 (bench/NOTES-gdn.md): at B=1, T=8192, H=32, K=V=128,
 // 152 us with A in bf16 (0.60 of the memory floor), against 264 us for
 // the fp16 kernel (recompute_wu_tc.comp) and 108 us for FLA's Triton.
 #extension GL_KHR_cooperative_matrix : require
@@ -46,7 +46,7 @@ layout(constant_id = 3) const uint A_DTYPE = 0;   // TK_F32 or TK_BF16
 layout(constant_id = 4) const uint WG = 256;
 layout(constant_id = 5) const uint OPS = 17;      // uvec4 per staged operand row: max(K, V) / 8 + 1
 layout(constant_id = 6) const uint SMEM_VEC4 = 2240;
-// Timing-only ablations (bench/NOTES.md), never set by the host: bit 0 no
+// Timing-only ablations (bench/NOTES-gdn.md), never set by the host: bit 0 no
 // products, 1 no result stores, 2 no operand conversion, 3 no global loads,
 // 4 result tiles stored straight from registers. They stay in the source
 // because the driver compiles this shape best: without them (constant 0 at

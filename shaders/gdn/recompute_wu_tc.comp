@@ -34,7 +34,7 @@
 // A loses precision (fp16 keeps 11 bits; SPLIT = 1 adds a second product
 // with the residual A - fp16(A)). Shifts are clamped to [-64, 64].
 //
-// Measured on an H100 (bench/NOTES.md): 271 us at B=1, T=8192, H=32,
+// Measured on an H100 (bench/NOTES-gdn.md): 271 us at B=1, T=8192, H=32,
 // K=V=128 with 512 invocations -- 2.3x faster than the portable path, but
 // only 0.38 of the memory floor, and the time hardly moves with the bytes
 // (A in bf16 or f32), the workgroup size or the products: not yet understood.

@@ -128,7 +128,7 @@ struct ChunkOConfig {
   // (version 2 with every load of a tile issued at once, in workgroups of
   // nv3_upw tiles that load the next tile while computing this one).
   // Measured on an H100 at (B, T, Hg, H) = (1, 8192, 16, 32) and
-  // (8, 2048, 16, 32), K = V = 128 (bench/NOTES.md): version 3 with one
+  // (8, 2048, 16, 32), K = V = 128 (bench/NOTES-gdn.md): version 3 with one
   // tile per workgroup 287 / 555 us, version 2 301 / 586 us, version 1
   // 321 / 618 us; version 3 with 2 or more tiles per workgroup was slower
   // (333 us and up: the registers of the next tile cost occupancy).
