@@ -20,6 +20,15 @@ uint tk_f32_to_bf16(float value) {
   return mix(rounded, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);
 }
 
+// x rounded to bf16 precision (to nearest even), kept as f32; NaN stays
+// NaN. Converting the result to bf16 is then exact, whatever rounding the
+// conversion uses: Vulkan leaves that to the implementation, and the
+// H100's f32 -> bf16 is not to nearest even.
+float tk_round_bf16(float x) {
+  const uint u = floatBitsToUint(x);
+  return isnan(x) ? x : uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
 float tk_f16_to_f32(uint bits) {
   uint sign = (bits & 0x8000u) << 16;
   uint e = (bits >> 10) & 0x1fu;

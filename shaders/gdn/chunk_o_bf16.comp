@@ -37,6 +37,8 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "../common/convert.glsl"
 
 layout(local_size_x = 512) in;
 layout(constant_id = 0) const uint BT = 64;
@@ -100,14 +102,6 @@ shared float s_eg[64];  // exp(g)
 #define MAT_A coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define MAT_B coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define OUT16 coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-
-// Vulkan leaves the rounding of narrowing conversions to the implementation
-// (the H100's f32 -> bf16 is not to nearest even), so values are rounded to
-// bf16 precision first, to nearest even; the conversion is then exact.
-float rne_bf16(float x) {
-  const uint u = floatBitsToUint(x);
-  return isnan(x) ? x : uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
-}
 
 struct Tile {
   uint b, ih, kh, it, t0, rows;
@@ -266,7 +260,7 @@ void main() {
       for (int i = 0; i < s_acc.length(); ++i) {
         const uint r = srt * 16 + uint(row_of[i]), c = sct * 16 + uint(col_of[i]);
         const float x = s_acc[i] * exp(s_g[r] - s_g[c]);
-        s_acc[i] = c <= r && c < t.rows ? rne_bf16(x) : 0.0;
+        s_acc[i] = c <= r && c < t.rows ? tk_round_bf16(x) : 0.0;
       }
       const OUT16 p16 = OUT16(s_acc);
       coopMatStore(p16, smem, P_OFF + srt * 16 * SP + sct * 2, SP, gl_CooperativeMatrixLayoutRowMajor);
@@ -301,7 +295,7 @@ void main() {
       if (j < OT && o < RT * CT) {
         const uint rt = o / CT, ct = o % CT;
         if (rt * 16 < t.rows) {  // uniform per subgroup
-          for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] = rne_bf16(o_acc[j][i] * pc.scale);
+          for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] = tk_round_bf16(o_acc[j][i] * pc.scale);
           const OUT16 ob = OUT16(o_acc[j]);
           coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
           subgroupMemoryBarrierShared();

@@ -97,18 +97,10 @@ layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
 
 shared uvec4 smem[SMEM_VEC4];
 
-// Vulkan leaves the rounding of a narrowing conversion to the implementation
-// (with the bare conversion this kernel's errors on the H100 were 6.7e-3
-// relative RMS, against the reference's rounding to nearest even), so
-// values are first rounded to bf16 precision here, to nearest
-// even, and the conversion is then exact whatever its rounding. NaN stays NaN.
-float rne_bf16(float x) {
-  const uint u = floatBitsToUint(x);
-  return isnan(x) ? x : uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
-}
-
 // Two values rounded to bf16 (to nearest even), packed low first.
-uint pack_bf16(vec2 x) { return pack32(bfloat16BitsToUintEXT(bf16vec2(rne_bf16(x.x), rne_bf16(x.y)))); }
+uint pack_bf16(vec2 x) {
+  return pack32(bfloat16BitsToUintEXT(bf16vec2(tk_round_bf16(x.x), tk_round_bf16(x.y))));
+}
 
 // Two values converted to bf16 by the hardware's rounding: only for A's
 // leading part, whose residual is taken from the value actually stored.
@@ -283,7 +275,7 @@ void multiply_store(const bool IS_W, Tile t) {
   const uint scr = SCR_BASE + sg * SCR_SG;
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
     if (m < MT && ct0 + m < CT) {
-      for (int i = 0; i < acc[m].length(); ++i) acc[m][i] = rne_bf16(acc[m][i]);
+      for (int i = 0; i < acc[m].length(); ++i) acc[m][i] = tk_round_bf16(acc[m][i]);
       coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> ob =
           coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[m]);
       // Each tile leaves through this subgroup's scratch: one 16-byte store
