@@ -4,9 +4,9 @@
 // kernel 2 with A split in hi + lo fp16, 3 kernel 2 with 256 invocations,
 // 4 the first tensor-core kernel (256 invocations), 5 kernel 2 with 512
 // invocations (the fp16 default), 6 the bf16 tensor-core kernel (the
-// default where the device and build have it, 528 persistent workgroups),
-// 7 the same with 16384 workgroups (at these shapes one tile each: no
-// prefetch). Bytes: every
+// default where the device and build have it; its defaults: 512 invocations, 264 persistent workgroups, the next tile in
+// flight), 7 the same with one tile per workgroup (no prefetch), 8 the
+// previous default (256 invocations, 528 workgroups). Bytes: every
 // tensor read or written once (k once, although GQA heads share it); flops:
 // the two products over full BT x BT blocks. The tensor-core entries take
 // the nominal dense fp16 tensor-core rate of an H100/H200 (989 TFLOP/s) as
@@ -38,7 +38,12 @@ void BM_RecomputeWU(benchmark::State& state) {
   options.split_a = variant == 2;
   options.coop_workgroup = variant == 3 || variant == 4 ? 256 : variant == 5 ? 512 : 128;
   options.tc_kernel = variant == 4 ? 1 : variant >= 6 ? 3 : 2;
-  options.bf16_workgroups = variant == 7 ? 16384 : 528;
+  // 6: the bf16 kernel's defaults; 7: one tile per workgroup; 8: 256 invocations
+  if (variant == 7) options.bf16_workgroups = 16384;
+  if (variant == 8) {
+    options.bf16_invocations = 256;
+    options.bf16_workgroups = 528;
+  }
   Kernel kernel(ctx, options);
   const auto want = variant == 1   ? gdn::RecomputeWUPath::portable
                     : variant >= 6 ? gdn::RecomputeWUPath::cooperative_matrix_bf16
@@ -86,7 +91,8 @@ void BM_RecomputeWU(benchmark::State& state) {
   const bool tc = kernel.path() != gdn::RecomputeWUPath::portable;
   state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
                  (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
-                 (tc ? "+wg" + std::to_string(variant >= 6 ? options.bf16_workgroups : options.coop_workgroup) : ""));
+                 (tc ? "+wg" + std::to_string(variant >= 6 ? options.bf16_workgroups : options.coop_workgroup) : "") +
+                 (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations())  : ""));
 }
 
 // Both issue shapes for each of `both`, the first shape only for `first`.
@@ -100,6 +106,6 @@ void Variants(benchmark::internal::Benchmark* b, std::initializer_list<std::int6
 
 BENCHMARK(BM_RecomputeWU<DType::f32>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 5, 3, 0}, {2, 4, 1}); });
 // A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed).
-BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 5, 3, 0}, {}); });
+BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 8, 5, 3, 0}, {}); });
 
 }  // namespace

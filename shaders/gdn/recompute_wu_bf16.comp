@@ -14,20 +14,22 @@
 //   head) s, s + pairs, s + 2 pairs, ... The global loads of the next tile
 //   are issued before this tile's products, so they are in flight while it
 //   is multiplied and stored;
-// - 256 invocations (8 subgroups of 32, at least BT / 16); every global
+// - WG = 512 or 256 invocations (16 or 8 subgroups of 32, at least BT /
+//   16; the host takes 512 where its shared memory fits); every global
 //   load is issued unconditionally, in 16-byte pieces, with clamped
 //   addresses and selects afterwards;
 // - shared memory: the bf16 operand rows [BT][max(K, V) / 8 + 1] uvec4,
-//   A in bf16 [BT][BT / 8 + 1] (and the residual for A in f32), then 8
-//   per-subgroup output scratch tiles [16][3];
+//   A in bf16 [BT][BT / 8 + 1] (and the residual for A in f32), then one
+//   output scratch tile [16][3] per subgroup;
 // - subgroup s owns row tile s % RT and the MT column tiles from
 //   (s / RT) * MT; each result tile passes through its scratch so that it
 //   leaves in whole 32-byte sectors, and rows past T are not written.
 // Two workgroup barriers per tile: after staging, after the products.
 //
 // Measured on an H100 (bench/NOTES-gdn.md): at B=1, T=8192, H=32, K=V=128,
-// 152 us with A in bf16 (0.60 of the memory floor), against 264 us for
-// the fp16 kernel (recompute_wu_tc.comp) and 108 us for FLA's Triton.
+// 140 us with A in bf16 (0.65 of the memory floor) at 512 invocations, 152
+// us at 256, against 264 us for the fp16 kernel (recompute_wu_tc.comp) and
+// 108 us for FLA's Triton.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -51,7 +53,8 @@ layout(constant_id = 6) const uint SMEM_VEC4 = 2240;
 // 4 result tiles stored straight from registers. They stay in the source
 // because the driver compiles this shape best: without them (constant 0 at
 // compile time, or the branches deleted) the H100 build took 110-199
-// registers and 199-571 us instead of 132 registers and 152 us.
+// registers and 199-571 us instead of 132 registers and 152 us (256
+// invocations).
 layout(constant_id = 7) const uint ABLATE = 0;
 
 const uint NSG = WG / 32;

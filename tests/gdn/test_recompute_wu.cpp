@@ -76,6 +76,10 @@ std::vector<PathCase> paths() {
     gdn::RecomputeWUOptions few{false, false, 128, true, 3};
     few.bf16_workgroups = 2;  // one pair walks every tile
     out.push_back({few, "tc3-bf16-1pair"});
+    gdn::RecomputeWUOptions narrow = few;
+    narrow.bf16_invocations = 256;
+    if (gdn::RecomputeWU<Config>(context(), narrow).path() == gdn::RecomputeWUPath::cooperative_matrix_bf16)
+      out.push_back({narrow, "tc3-bf16-x256"});
   }
   if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 2}).path() ==
       gdn::RecomputeWUPath::cooperative_matrix_nv) {
@@ -252,6 +256,9 @@ TEST_F(RecomputeWUErrors, ReportsItsPath) {
   }
   EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 4}), tilekernels::Error);
   EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 384, true, 2}), tilekernels::Error);
+  gdn::RecomputeWUOptions bad;
+  bad.bf16_invocations = 128;
+  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), bad), tilekernels::Error);
   std::printf("[recompute_wu] automatic path on this device: %s\n", gdn::path_name(automatic.path()));
 }
 

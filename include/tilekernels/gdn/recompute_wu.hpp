@@ -32,9 +32,10 @@
 //
 // Tensor-core kernels (RecomputeWUOptions::tc_kernel):
 // 3 shaders/gdn/recompute_wu_bf16.comp (the bf16 path): persistent pairs
-//   of 256-invocation workgroups (u and w; RecomputeWUOptions::
-//   bf16_workgroups in all) that walk the (batch, chunk, head) tiles,
-//   loading the next tile while they multiply this one;
+//   of 512-invocation workgroups (256 where shared memory is short, or by
+//   RecomputeWUOptions::bf16_invocations; u and w; bf16_workgroups in all)
+//   that walk the (batch, chunk, head) tiles, loading the next tile while
+//   they multiply this one;
 // 2 shaders/gdn/recompute_wu_tc.comp (the fp16 path's default): one
 //   workgroup for u and one for w per (batch, chunk, head), every load issued up front, two barriers
 //   before the products, per-subgroup output through shared memory;
@@ -45,7 +46,7 @@
 //   invocations): kept for comparison, and as the fallback where version 2
 //   does not fit 48 KiB (split A with BT = 64 and K or V > 128).
 // Measured on an H100 at B=1, T=8192, Hg=16, H=32, K=V=128, A in f32:
-// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 168 us
+// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 160 us
 // (bench/NOTES-gdn.md).
 //
 // Path choice (tc_kernel 0, the default): the bf16 path where the device and
@@ -130,15 +131,15 @@ struct RecomputeWUConfig {
   static_assert(tc_shared_bytes(false, 512) <= 49152,
                 "RecomputeWUConfig: tensor-core kernel 2 must fit 48 KiB of shared memory without split A");
 
-  // bf16 kernel (shaders/gdn/recompute_wu_bf16.comp), 256 invocations: bf16
-  // operand rows [BT][max(K, V) / 8 + 1] and A [BT][BT / 8 + 1] uvec4s (twice
-  // for A in f32), then the 8 subgroups' output scratch (16 x 3 uvec4
-  // each). Configurations beyond 48 KiB (BT = 64, A f32, K or V > 160) take
-  // the fp16 path.
-  static constexpr std::uint32_t bf16_workgroup = 256;
-  static constexpr std::uint32_t bf16_vec4 =
-      BT * tc_op_stride + BT * (BT / 8 + 1) * (AType == DType::f32 ? 2u : 1u) + bf16_workgroup / 32 * 16 * 3;
-  static constexpr std::uint32_t bf16_shared_bytes = bf16_vec4 * 16;
+  // bf16 kernel (shaders/gdn/recompute_wu_bf16.comp), `workgroup` (256 or
+  // 512) invocations: bf16 operand rows [BT][max(K, V) / 8 + 1] and A
+  // [BT][BT / 8 + 1] uvec4s (twice for A in f32), then each subgroup's
+  // output scratch (16 x 3 uvec4). Where 512 invocations exceed 48 KiB the
+  // kernel takes 256; configurations beyond 48 KiB even then (BT = 64, A
+  // f32, K or V > 160) take the fp16 path.
+  static constexpr std::uint32_t bf16_vec4_for(std::uint32_t workgroup) {
+    return BT * tc_op_stride + BT * (BT / 8 + 1) * (AType == DType::f32 ? 2u : 1u) + workgroup / 32 * 16 * 3;
+  }
 };
 
 enum class RecomputeWUPath { portable, cooperative_matrix_nv, cooperative_matrix_bf16 };
@@ -159,8 +160,11 @@ struct RecomputeWUOptions {
   // (recompute_wu_nv, the first version)
   std::uint32_t tc_kernel = 0;
   // bf16 kernel: persistent workgroups in the grid (even, >= 2; fewer when
-  // there are fewer tiles). 528 = 4 per SM of an H100.
-  std::uint32_t bf16_workgroups = 528;
+  // there are fewer tiles). 264 = 2 per SM of an H100.
+  std::uint32_t bf16_workgroups = 264;
+  // bf16 kernel: invocations per workgroup, 0 automatic (512 where its
+  // shared memory fits 48 KiB, else 256), 256 or 512.
+  std::uint32_t bf16_invocations = 0;
 };
 
 template <class Config>
@@ -179,6 +183,9 @@ class RecomputeWU {
     if (options_.bf16_workgroups < 2 || options_.bf16_workgroups % 2 != 0)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_workgroups must be even and >= 2, got " +
                                                    std::to_string(options_.bf16_workgroups));
+    if (options_.bf16_invocations != 0 && options_.bf16_invocations != 256 && options_.bf16_invocations != 512)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_invocations must be 0, 256 or 512, got " +
+                                                   std::to_string(options_.bf16_invocations));
     if (options_.tc_kernel > 3)
       throw Error(ErrorCode::invalid_argument,
                   std::string(name) + ": tc_kernel must be 0, 1, 2 or 3, got " + std::to_string(options_.tc_kernel));
@@ -188,12 +195,21 @@ class RecomputeWU {
   bool bf16_available() const {
 #if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
     const auto& info = ctx_->info();
-    return info.cooperative_matrix_bf16 && subgroup_32() && Config::bf16_shared_bytes <= 49152 &&
-           Config::bf16_shared_bytes <= info.max_shared_memory &&
-           Config::bf16_workgroup <= info.max_workgroup_invocations;
+    const std::uint32_t bytes = Config::bf16_vec4_for(bf16_invocations()) * 16;
+    return info.cooperative_matrix_bf16 && subgroup_32() && bytes <= 49152 && bytes <= info.max_shared_memory &&
+           bf16_invocations() <= info.max_workgroup_invocations;
 #else
     return false;
 #endif
+  }
+
+  // The bf16 kernel's invocations per workgroup with these options.
+  std::uint32_t bf16_invocations() const {
+    if (options_.bf16_invocations != 0) return options_.bf16_invocations;
+    const std::uint32_t bytes = Config::bf16_vec4_for(512) * 16;
+    return bytes <= 49152 && bytes <= ctx_->info().max_shared_memory && ctx_->info().max_workgroup_invocations >= 512
+               ? 512
+               : 256;
   }
 
   // The tensor-core kernel record() uses on a tensor-core path: 3 where
@@ -261,10 +277,11 @@ class RecomputeWU {
     const auto a_code = static_cast<std::uint32_t>(Config::a_dtype);
 #if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
     if (path() == RecomputeWUPath::cooperative_matrix_bf16) {
+      const std::uint32_t wg = bf16_invocations();
       const PipelineKey bf16_key{spirv::gdn_recompute_wu_bf16,
                                  std::size(spirv::gdn_recompute_wu_bf16),
-                                 {Config::bt, Config::k, Config::v, a_code, Config::bf16_workgroup, Config::tc_op_stride,
-                                  Config::bf16_vec4},
+                                 {Config::bt, Config::k, Config::v, a_code, wg, Config::tc_op_stride,
+                                  Config::bf16_vec4_for(wg)},
                                  7,
                                  sizeof(Push),
                                  ctx_->info().subgroup_size_control ? 32u : 0u};
