@@ -4,9 +4,10 @@
 // kernel 2 with A split in hi + lo fp16, 3 kernel 2 with 256 invocations,
 // 4 the first tensor-core kernel (256 invocations), 5 kernel 2 with 512
 // invocations (the fp16 default), 6 the bf16 tensor-core kernel (the
-// default where the device and build have it; its defaults: 512 invocations, 264 persistent workgroups, the next tile in
-// flight), 7 the same with one tile per workgroup (no prefetch), 8 the
-// previous default (256 invocations, 528 workgroups). Bytes: every
+// default where the device and build have it; its defaults: 512
+// invocations, 264 persistent workgroups, the next tile in flight), 7 the
+// same with one tile per workgroup (no prefetch), 8 the previous default
+// (256 invocations, 528 workgroups). Bytes: every
 // tensor read or written once (k once, although GQA heads share it); flops:
 // the two products over full BT x BT blocks. The tensor-core entries take
 // the nominal dense fp16 tensor-core rate of an H100/H200 (989 TFLOP/s) as
@@ -92,7 +93,7 @@ void BM_RecomputeWU(benchmark::State& state) {
   state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
                  (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
                  (tc ? "+wg" + std::to_string(variant >= 6 ? options.bf16_workgroups : options.coop_workgroup) : "") +
-                 (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations())  : ""));
+                 (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations()) : ""));
 }
 
 // Both issue shapes for each of `both`, the first shape only for `first`.

@@ -26,7 +26,7 @@
 //   tile; the o tiles of one row tile are adjacent, and one subgroup's lie
 //   in one row tile) and the S tile (its row tile, s % WPR) where that is on
 //   or below the diagonal, so that one q fragment serves all its products
-//   in a K step (189 -> 184 us on the H100);
+//   in a K step (189 -> 183 us on the H100);
 // - the position of an accumulator component comes from two 16 x 16 f32
 //   tiles holding their row and column numbers, loaded as accumulators:
 //   component-wise operations between matrices of one type pair equal
@@ -60,7 +60,8 @@ const uint OT = (RT * CT + NSG - 1) / NSG;  // o tiles per subgroup
 // the host's configurations), so the S tiles of row r go to subgroups of
 // row r, and a K step loads each q fragment once for all of a
 // subgroup's products. (Loading P's fragment once for all o tiles in the
-// P v loop, the same way, made the H100 build slower: 233 against 184 us.)
+// P v loop, the same way, made the H100 build slower: 233 against 184 us
+// in one comparison.)
 const uint WPR = CT / OT;             // subgroups per row tile
 // Shared memory, uvec4 units (8 bf16 or 4 f32 each); rows padded by one.
 const uint SK = KC / 8 + 1;           // K-step row stride
