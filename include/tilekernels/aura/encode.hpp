@@ -339,9 +339,7 @@ class Encode {
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
     if constexpr (Config::tc_supported) {
       const auto& info = ctx_->info();
-      const bool subgroup_32 = info.subgroup_size_control ? (info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32)
-                                                          : info.subgroup_size == 32;
-      return info.cooperative_matrix_nv && subgroup_32 && !ctx_->force_portable() &&
+      return info.cooperative_matrix_nv && info.allows_subgroup_size(32) && !ctx_->force_portable() &&
              tc_geometry().rows != 0;
     }
 #endif

@@ -51,6 +51,11 @@ struct DeviceInfo {
   bool pipeline_statistics = false;    // pipelines capture the driver's statistics (ContextOptions)
 
   bool is_cpu() const noexcept { return type == vk::PhysicalDeviceType::eCpu; }
+  // Whether compute pipelines can run with subgroups of n invocations: the
+  // default size, or one a pipeline may require (subgroup size control).
+  bool allows_subgroup_size(std::uint32_t n) const noexcept {
+    return subgroup_size_control ? (min_subgroup_size <= n && max_subgroup_size >= n) : subgroup_size == n;
+  }
 };
 
 }  // namespace tilekernels

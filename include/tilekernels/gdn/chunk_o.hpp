@@ -310,8 +310,7 @@ class ChunkO {
 
   ChunkOPath choose_path() const {
     [[maybe_unused]] const auto& info = ctx_->info();
-    [[maybe_unused]] const bool size32 = info.subgroup_size == 32 ||
-                        (info.subgroup_size_control && info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32);
+    [[maybe_unused]] const bool size32 = info.allows_subgroup_size(32);
 #if TILEKERNELS_GDN_CHUNK_O_BF16
     if (Config::bf16_fits && options_.bf16 && options_.nv_version == 0 && info.cooperative_matrix_bf16 &&
         !ctx_->force_portable() && !options_.force_portable && size32 &&

@@ -194,10 +194,7 @@ class RecomputeWU {
   // Whether this device and build run the bf16 kernel for this Config.
   bool bf16_available() const {
 #if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
-    const auto& info = ctx_->info();
-    const std::uint32_t bytes = Config::bf16_vec4_for(bf16_invocations()) * 16;
-    return info.cooperative_matrix_bf16 && subgroup_32() && bytes <= 49152 && bytes <= info.max_shared_memory &&
-           bf16_invocations() <= info.max_workgroup_invocations;
+    return ctx_->info().cooperative_matrix_bf16 && subgroup_32() && bf16_fits(bf16_invocations());
 #else
     return false;
 #endif
@@ -206,10 +203,15 @@ class RecomputeWU {
   // The bf16 kernel's invocations per workgroup with these options.
   std::uint32_t bf16_invocations() const {
     if (options_.bf16_invocations != 0) return options_.bf16_invocations;
-    const std::uint32_t bytes = Config::bf16_vec4_for(512) * 16;
-    return bytes <= 49152 && bytes <= ctx_->info().max_shared_memory && ctx_->info().max_workgroup_invocations >= 512
-               ? 512
-               : 256;
+    return bf16_fits(512) ? 512 : 256;
+  }
+
+  // Whether the bf16 kernel at `workgroup` invocations fits 48 KiB of
+  // shared memory and this device.
+  bool bf16_fits(std::uint32_t workgroup) const {
+    const std::uint32_t bytes = Config::bf16_vec4_for(workgroup) * 16;
+    return bytes <= 49152 && bytes <= ctx_->info().max_shared_memory &&
+           workgroup <= ctx_->info().max_workgroup_invocations;
   }
 
   // The tensor-core kernel record() uses on a tensor-core path: 3 where
@@ -342,11 +344,7 @@ class RecomputeWU {
   }
 
  private:
-  bool subgroup_32() const {
-    const auto& info = ctx_->info();
-    return info.subgroup_size_control ? (info.min_subgroup_size <= 32 && info.max_subgroup_size >= 32)
-                                      : info.subgroup_size == 32;
-  }
+  bool subgroup_32() const { return ctx_->info().allows_subgroup_size(32); }
 
   struct Push {
     std::uint32_t group_offset, batch, T, Hg, H, chunks;
