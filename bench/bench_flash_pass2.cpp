@@ -1,7 +1,7 @@
 // aura::FlashPass2 at the shapes (q_heads, num_blocks, dim), f32
 // partials and bf16 output, with lse. Bytes: every partial read once, the
 // output and lse written once; flops are negligible.
-#include <tilekernels/aura.hpp>
+#include <tilekernels/aura/flash_pass2.hpp>
 
 #include <vector>
 
@@ -12,7 +12,7 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
-// Args: q_heads, num_blocks, lane_groups, unroll, splits (0: the automatic choice).
+// Args: q_heads, num_blocks, lane_groups, unroll, splits, slices, prefetch (1 off, 2 on); 0: the automatic choice.
 template <std::uint32_t Dim>
 void BM_FlashPass2(benchmark::State& state) {
   using Config = aura::FlashPass2Config<Dim, DType::f32, DType::bf16>;
@@ -38,33 +38,49 @@ void BM_FlashPass2(benchmark::State& state) {
   if (state.range(2)) tuning.lane_groups = static_cast<std::uint32_t>(state.range(2));
   if (state.range(3)) tuning.unroll = static_cast<std::uint32_t>(state.range(3));
   if (state.range(4)) tuning.splits = static_cast<std::uint32_t>(state.range(4));
+  if (state.range(5)) tuning.slices = static_cast<std::uint32_t>(state.range(5));
+  if (state.range(6)) tuning.prefetch = static_cast<typename aura::FlashPass2<Config>::Tuning::Prefetch>(state.range(6));
   aura::FlashPass2<Config> kernel(ctx, tuning);
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     kernel.record(cmd, {s.o, s.m, s.l, s.out, s.lse.ref()});
   }, bytes, 0);
   const auto g = kernel.geometry(q, nb);
+  state.counters["slices"] = g.slices;
   state.counters["splits"] = g.splits;
   state.counters["groups"] = g.lane_groups;
   state.counters["unroll"] = g.unroll;
+  state.counters["prefetch"] = g.prefetch;
 }
 
 // The shapes with the automatic geometry.
-BENCHMARK(BM_FlashPass2<128>)->Args({32, 32, 0, 0, 0})->Args({32, 256, 0, 0, 0})->Args({64, 1024, 0, 0, 0})
+BENCHMARK(BM_FlashPass2<128>)->Args({32, 32, 0, 0, 0, 0, 0})->Args({32, 256, 0, 0, 0, 0, 0})->Args({64, 1024, 0, 0, 0, 0, 0})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FlashPass2<256>)->Args({32, 128, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FlashPass2<256>)->Args({32, 128, 0, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // Geometry sweep behind the automatic choice (run with --benchmark_filter=Sweep).
 void BM_FlashPass2Sweep(benchmark::State& state) { BM_FlashPass2<128>(state); }
 BENCHMARK(BM_FlashPass2Sweep)
-    ->ArgsProduct({{32}, {32}, {1, 2, 4, 8}, {4, 8, 16}, {1}})
-    ->ArgsProduct({{64}, {1024}, {8, 16, 32}, {4, 8, 16}, {1, 2}})
-    ->ArgsProduct({{32}, {256}, {8, 16}, {8, 16}, {1, 2}})
-    ->ArgsProduct({{64}, {1024}, {8}, {4, 8}, {8, 16, 32}})
-    ->ArgsProduct({{32}, {32}, {4, 8}, {1, 2}, {4, 8}})
+    // Slices at the small and middle shapes.
+    ->ArgsProduct({{32}, {32}, {8}, {4}, {1}, {1, 2, 4, 8}, {1}})
+    ->ArgsProduct({{32}, {256}, {16, 32}, {8}, {1}, {2, 4, 8}, {1}})
+    // Streaming shapes: slices, rounds of 4 or 8, with and without prefetch.
+    ->ArgsProduct({{64}, {1024, 2048}, {16, 32}, {4, 8}, {1}, {1, 2, 4}, {1, 2}})
+    // The workspace splits against slices.
+    ->ArgsProduct({{64}, {1024}, {8}, {8}, {2, 4, 8}, {2, 4}, {1}})
+    // Shapes outside the issue's: the automatic geometry, then the
+    // automatic geometry before slices (one workgroup per head).
+    ->Args({512, 256, 0, 0, 0, 0, 0})->Args({512, 256, 32, 8, 1, 1, 1})->Args({512, 256, 8, 8, 1, 1, 1})
+    ->Args({8, 4096, 0, 0, 0, 0, 0})->Args({8, 4096, 8, 8, 32, 1, 1})
+    ->Args({1, 4096, 0, 0, 0, 0, 0})->Args({1, 4096, 8, 8, 32, 1, 1})
+    ->Args({128, 64, 0, 0, 0, 0, 0})->Args({128, 64, 16, 4, 1, 1, 1})
     // One round of loads with 1, 2, 4, 8 lane groups to merge: what the
     // cross-group merge costs at the small shape.
-    ->Args({32, 1, 1, 1, 1})->Args({32, 4, 1, 4, 1})->Args({32, 8, 2, 4, 1})->Args({32, 16, 4, 4, 1})
+    ->Args({32, 1, 1, 1, 1, 1, 1})->Args({32, 4, 1, 4, 1, 1, 1})->Args({32, 8, 2, 4, 1, 1, 1})->Args({32, 16, 4, 4, 1, 1, 1})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+void BM_FlashPass2Sweep256(benchmark::State& state) { BM_FlashPass2<256>(state); }
+BENCHMARK(BM_FlashPass2Sweep256)
+    ->ArgsProduct({{32}, {128}, {8, 16}, {4, 8}, {1}, {1, 2, 4, 8, 16}, {1}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // What one dispatch plus barrier costs with nothing to do: the floor under

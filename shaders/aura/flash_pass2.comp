@@ -4,17 +4,21 @@
 // with M the largest m_b of the blocks that have l_b != 0.
 //
 // Geometry (invariants the host relies on):
-// - one workgroup per query head (gl_WorkGroupID.x + group_offset);
-// - the workgroup is GROUPS lane groups of DIM/4 invocations; invocation c of
-//   a group owns the four output slots 4c..4c+3 of the head;
+// - SLICES workgroups per query head, each owning DIM/SLICES of its output
+//   dimensions (slices are independent: no merge between them);
+// - the workgroup is GROUPS lane groups of CHUNKS = DIM/4/SLICES
+//   invocations; invocation c of a group owns the four output slots
+//   4c..4c+3 of its slice;
 // - group g replays blocks g, g + GROUPS, ..., UNROLL at a time so that the
-//   loads of UNROLL blocks are in flight together, then the groups' states
-//   are merged through shared memory by group 0;
-// - with SPLITS > 1 a head's blocks are cut into SPLITS contiguous ranges,
-//   one workgroup each (x = head * SPLITS + split), so that few heads still
-//   fill the GPU. Each workgroup leaves its merged state in the workspace,
-//   then counts itself in counters[head]; the last one to arrive merges the
-//   SPLITS states, writes the head and resets the counter to 0 (so the
+//   loads of UNROLL blocks are in flight together (with PREFETCH, the next
+//   UNROLL blocks' loads too, while these are folded), then the groups'
+//   states are merged through shared memory by group 0;
+// - with SPLITS > 1 the blocks of a head slice are cut into SPLITS
+//   contiguous ranges, one workgroup each, so that few heads still fill the
+//   GPU (x = (head * SLICES + slice) * SPLITS + split). Each workgroup
+//   leaves its merged state in the workspace, then counts itself in
+//   counters[head * SLICES + slice]; the last one to arrive merges the
+//   SPLITS states, writes the slice and resets the counter to 0 (so the
 //   workspace is reusable without clearing).
 // No subgroup operation is used: correct for any subgroup size.
 #extension GL_EXT_control_flow_attributes : require
@@ -27,9 +31,12 @@ layout(constant_id = 3) const uint PARTIAL_DTYPE = 0;  // TK_F32, TK_F16, TK_BF1
 layout(constant_id = 4) const uint OUT_DTYPE = 2;
 layout(constant_id = 5) const uint WRITE_LSE = 0;
 layout(constant_id = 6) const uint UNROLL = 4;  // blocks whose loads a group has in flight together
-layout(constant_id = 7) const uint SPLITS = 1;  // workgroups per head
+layout(constant_id = 7) const uint SPLITS = 1;  // workgroups per head slice, along the blocks
+layout(constant_id = 8) const uint SLICES = 1;  // workgroups per head along the output dimensions
+layout(constant_id = 9) const uint PREFETCH = 0;  // 1: the next batch's loads in flight while one is folded
 
-const uint CHUNKS = DIM / 4;  // invocations per group
+const uint ROW_CHUNKS = DIM / 4;         // vec4 slots per head
+const uint CHUNKS = ROW_CHUNKS / SLICES;  // invocations per group: the slots of one slice
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 layout(push_constant) uniform Push {
@@ -70,13 +77,32 @@ vec4 load_chunk(uint i) {
   return tk_unpack4(PARTIAL_DTYPE, o_16[i]);
 }
 
+// Blocks b0, b0 + GROUPS, ... (UNROLL of them) of this head: every load
+// issued before any is used; blocks at or past `end` read as empty.
+void load_batch(uint b0, uint end, uint row, uint col, out float mb[UNROLL], out float lb[UNROLL], out vec4 ob[UNROLL]) {
+  [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+    const uint b = b0 + u * GROUPS;
+    mb[u] = NEG_INF;
+    lb[u] = 0.0;
+    ob[u] = vec4(0.0);
+    if (b < end) {
+      mb[u] = load_scalar(true, row + b);
+      lb[u] = load_scalar(false, row + b);
+      ob[u] = load_chunk((row + b) * ROW_CHUNKS + col);
+    }
+  }
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint group = tid / CHUNKS;
   const uint c = tid % CHUNKS;
-  const uint slot = gl_WorkGroupID.x + pc.group_offset;  // head * SPLITS + split
-  const uint q = slot / SPLITS;
+  const uint slot = gl_WorkGroupID.x + pc.group_offset;  // unit * SPLITS + split
+  const uint unit = slot / SPLITS;                       // head * SLICES + slice
+  const uint q = unit / SLICES;
+  const uint slice = unit % SLICES;
   const uint split = slot % SPLITS;
+  const uint col = slice * CHUNKS + c;  // this invocation's vec4 slot in the head
   const uint nb = pc.num_blocks;
   const uint per_split = (nb + SPLITS - 1) / SPLITS;
   const uint first = split * per_split;
@@ -87,21 +113,18 @@ void main() {
   float l_acc = 0.0;
   vec4 o_acc = vec4(0.0);
 
-  for (uint b0 = first + group; b0 < end; b0 += UNROLL * GROUPS) {
-    float mb[UNROLL];
-    float lb[UNROLL];
-    vec4 ob[UNROLL];
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
-      uint b = b0 + u * GROUPS;
-      mb[u] = NEG_INF;
-      lb[u] = 0.0;
-      ob[u] = vec4(0.0);
-      if (b < end) {
-        mb[u] = load_scalar(true, row + b);
-        lb[u] = load_scalar(false, row + b);
-        ob[u] = load_chunk((row + b) * CHUNKS + c);
-      }
-    }
+  const uint step = UNROLL * GROUPS;
+  float mb[UNROLL], lb[UNROLL];
+  vec4 ob[UNROLL];
+  uint b0 = first + group;
+  if (PREFETCH != 0) load_batch(b0, end, row, col, mb, lb, ob);
+  for (; b0 < end; b0 += step) {
+    float mn[UNROLL], ln[UNROLL];
+    vec4 on[UNROLL];
+    if (PREFETCH != 0)
+      load_batch(b0 + step, end, row, col, mn, ln, on);  // in flight while this batch is folded
+    else
+      load_batch(b0, end, row, col, mb, lb, ob);
     // The batch is folded without branches: a branch on l would let the
     // compiler sink the o loads behind it, one round trip per block.
     // Empty blocks (l == 0) get weight 0 and their o (possibly garbage)
@@ -118,6 +141,13 @@ void main() {
       l_acc += w * lb[u];
     }
     m_acc = m_new;
+    if (PREFETCH != 0) {
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+        mb[u] = mn[u];
+        lb[u] = ln[u];
+        ob[u] = on[u];
+      }
+    }
   }
 
   if (GROUPS > 1) {
@@ -151,7 +181,7 @@ void main() {
     }
     memoryBarrierBuffer();
     barrier();
-    if (tid == 0) s_last = atomicAdd(counters[q], 1u) == SPLITS - 1u;
+    if (tid == 0) s_last = atomicAdd(counters[unit], 1u) == SPLITS - 1u;
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
@@ -160,20 +190,20 @@ void main() {
       // branch, so the SPLITS states are fetched together.
       m_acc = NEG_INF;
       [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
-        const vec2 ml = work_ml[q * SPLITS + s];
+        const vec2 ml = work_ml[unit * SPLITS + s];
         m_acc = max(m_acc, ml.y != 0.0 ? ml.x : NEG_INF);
       }
       l_acc = 0.0;
       o_acc = vec4(0.0);
       [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
-        const vec2 ml = work_ml[q * SPLITS + s];
-        const vec4 o = work_o[(q * SPLITS + s) * CHUNKS + c];
+        const vec2 ml = work_ml[unit * SPLITS + s];
+        const vec4 o = work_o[(unit * SPLITS + s) * CHUNKS + c];
         const bool live = ml.y != 0.0;
         const float w = live ? exp(ml.x - m_acc) : 0.0;
         o_acc += live ? w * o : vec4(0.0);
         l_acc += w * ml.y;
       }
-      if (tid == 0) counters[q] = 0u;
+      if (tid == 0) counters[unit] = 0u;
     }
   }
   if (group != 0) return;
@@ -181,10 +211,10 @@ void main() {
   // A head whose blocks are all empty has l = 0: it gets zeros, never NaN.
   const float inv_l = l_acc > 0.0 ? 1.0 / l_acc : 0.0;
   const vec4 result = o_acc * inv_l;
-  const uint out_index = q * CHUNKS + c;
+  const uint out_index = q * ROW_CHUNKS + col;
   if (OUT_DTYPE == TK_F32)
     out_f32[out_index] = result;
   else
     out_16[out_index] = tk_pack4(OUT_DTYPE, result);
-  if (WRITE_LSE != 0 && c == 0) lse[q] = l_acc > 0.0 ? m_acc + log(l_acc) : NEG_INF;
+  if (WRITE_LSE != 0 && slice == 0 && c == 0) lse[q] = l_acc > 0.0 ? m_acc + log(l_acc) : NEG_INF;
 }

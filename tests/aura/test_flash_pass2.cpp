@@ -1,5 +1,5 @@
 // aura::FlashPass2 against the double-precision reference.
-#include <tilekernels/aura.hpp>
+#include <tilekernels/aura/flash_pass2.hpp>
 #include <tilekernels/reference/aura/flash_pass2.hpp>
 
 #include <cmath>
@@ -121,13 +121,28 @@ TYPED_TEST(FlashPass2Test, HeadsSplitOverWorkgroups) {
     for (std::size_t nb : {7, 133}) this->check_case(3, nb, 0.3, true, 900 + splits * nb, {1}, {0, 0, splits});
 }
 
+TYPED_TEST(FlashPass2Test, HeadsSlicedOverWorkgroups) {
+  // Output dimensions cut into independent slices, alone and with splits
+  // (workspace states and counters per head slice), down to one vec4 slot
+  // per workgroup lane group.
+  std::uint64_t seed = 5000 + TypeParam::dim;
+  for (std::uint32_t slices : {2u, 4u, TypeParam::chunks}) {
+    if (slices < 2 || TypeParam::chunks % slices) continue;
+    for (std::uint32_t splits : {1u, 3u})
+      for (std::size_t nb : {7, 133}) this->check_case(3, nb, 0.3, true, seed++, {1}, {0, 0, splits, slices});
+  }
+}
+
 TYPED_TEST(FlashPass2Test, ExplicitGeometries) {
   // Lane groups and blocks in flight chosen by hand, including a single
   // group replaying every block and batches larger than the block count.
+  // Each with and without the next batch's loads in flight.
+  using Prefetch = typename aura::FlashPass2<TypeParam>::Tuning::Prefetch;
   const std::uint32_t geometries[][2] = {{1, 16}, {2, 16}, {4, 1}, {1, 3}};
   std::uint64_t seed = 4000 + TypeParam::dim;
   for (const auto& g : geometries)
-    for (std::size_t nb : {5, 133}) this->check_case(3, nb, 0.3, true, seed++, {1}, {g[0], g[1], 0});
+    for (auto prefetch : {Prefetch::off, Prefetch::on})
+      for (std::size_t nb : {5, 133}) this->check_case(3, nb, 0.3, true, seed++, {1}, {g[0], g[1], 0, 0, prefetch});
 }
 
 class FlashPass2Errors : public DeviceTest {};
@@ -170,6 +185,7 @@ TEST_F(FlashPass2Errors, NamesTheBadTensor) {
   expect_tuning_error({0, 17, 0}, "Tuning::unroll must be <= 16");
   expect_tuning_error({3, 0, 0}, "Tuning::lane_groups must be a power of two");
   expect_tuning_error({0, 0, 65}, "Tuning::splits must be <= 64");
+  expect_tuning_error({0, 0, 0, 3}, "Tuning::slices must divide Dim / 4 = 16");
 }
 
 // More query heads than one dispatch may have workgroups: the dispatcher
