@@ -218,7 +218,7 @@ struct HadamardEncodeOptions {
   bool portable = false;                    // never use subgroup operations (also Context::force_portable())
   bool legacy = false;                      // the previous kernel (encode_hadamard.comp: shared-memory transpose)
   std::uint32_t row_blocks = 0;             // blocks of rows per workgroup, the next one's loads in flight;
-                                            // 0: 2 where that still leaves >= 1024 workgroups, else 1
+                                            // 0: 4 (else 2) where that still leaves >= 1024 workgroups, else 1
   bool wide_cell_entries = false;           // quantiser table as one 16-byte entry per cell (else 3 32-bit reads)
 };
 
@@ -507,9 +507,12 @@ class HadamardEncode {
                                                    std::to_string(per_row) + ") and at most 1024, got " + std::to_string(wg));
     g.rows = wg / per_row;
     g.invocations = wg;
-    // Measured on an H100 at 262144 rows: 2 blocks 51 us, 4 blocks 51 us, 1 block 56 us (Dim 128);
-    // at 4096 rows 4 blocks were 2x slower than 1 (too few workgroups).
-    g.blocks = options_.row_blocks ? options_.row_blocks : ((rows + g.rows - 1) / g.rows >= 2048 ? 2 : 1);
+    // Measured on an H100 at 262144 rows (Dim 128 / 256): 4 blocks 44.0 / 87.1 us, 2 blocks 45.4 / 90.1
+    // (1 block was 56 / 106 before the fields were stored directly); at 4096 rows 4 blocks were 2x
+    // slower than 1 (too few workgroups). Row counts in between were not measured: the rule keeps at
+    // least 1024 workgroups.
+    const std::int64_t row_groups = (rows + g.rows - 1) / g.rows;
+    g.blocks = options_.row_blocks ? options_.row_blocks : (row_groups >= 4096 ? 4 : row_groups >= 2048 ? 2 : 1);
     if (g.blocks > 64)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": row_blocks must be at most 64, got " + std::to_string(g.blocks));
     const auto& info = ctx_->info();
