@@ -94,4 +94,51 @@ void BM_EmptyDispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_EmptyDispatch)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
+// What that cost is made of, per dispatch of the same near-empty kernel, in
+// one command buffer of 2000 (arg): 0 recorded whole (pipeline, push
+// descriptors and constants) with a barrier after each, as above; 1 only
+// vkCmdDispatch and the barrier (state bound once); 2 only vkCmdDispatch,
+// no barriers (dispatches may overlap); 3 recorded whole, no barriers;
+// then state bound once and other barriers after each dispatch: 4 an
+// execution dependency alone (not enough for data), 5 shader writes made
+// visible to reads and writes, 6 shader writes made visible to reads.
+void BM_DispatchAnatomy(benchmark::State& state) {
+  Context& ctx = context();
+  Tensor o(ctx, DType::f32, {1, 1, 4}), m(ctx, DType::f32, {1, 1}), l(ctx, DType::f32, {1, 1});
+  Tensor out(ctx, DType::f32, {1, 4});
+  aura::FlashPass2<aura::FlashPass2Config<4, DType::f32, DType::f32>> kernel(ctx);
+  const auto mode = state.range(0);
+  const int reps = 2000;
+  const auto record = [&](vk::CommandBuffer cmd, int n) {
+    for (int i = 0; i < n; ++i) {
+      if (i == 0 || mode == 0 || mode == 3)
+        kernel.record(cmd, {o, m, l, out, {}});
+      else
+        cmd.dispatch(1, 1, 1, ctx.dispatcher());
+      if (mode < 2) compute_barrier(ctx, cmd);
+      if (mode >= 4) {
+        using A = vk::AccessFlagBits;
+        const vk::MemoryBarrier mb(A::eShaderWrite, mode == 5 ? A::eShaderRead | A::eShaderWrite : A::eShaderRead);
+        const auto stage = vk::PipelineStageFlagBits::eComputeShader;
+        if (mode == 4)
+          cmd.pipelineBarrier(stage, stage, {}, {}, {}, {}, ctx.dispatcher());
+        else
+          cmd.pipelineBarrier(stage, stage, {}, mb, {}, {}, ctx.dispatcher());
+      }
+    }
+  };
+  for (auto _ : state) {
+    GpuTimer timer(ctx);
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+      record(cmd, reps);  // warm-up
+      compute_barrier(ctx, cmd);
+      timer.start(cmd);
+      record(cmd, reps);
+      timer.stop(cmd);
+    });
+    state.SetIterationTime(timer.seconds() / reps);
+  }
+}
+BENCHMARK(BM_DispatchAnatomy)->DenseRange(0, 6)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
