@@ -66,7 +66,7 @@ struct FlashPass2Config {
   static constexpr std::uint32_t shared_bytes(std::uint32_t groups, std::uint32_t slices = 1) {
     return groups * (Dim / slices * 4 + 8);
   }
-  static_assert(shared_bytes(1) <= 32768, "FlashPass2Config: one lane group must fit the portable 32 KiB of shared memory");
+  static_assert(shared_bytes(1, 1) <= 32768, "FlashPass2Config: one lane group must fit the portable 32 KiB of shared memory");
 };
 
 template <class Config>
