@@ -340,19 +340,19 @@ void main() {
   }
   const float recon = sqrt(row_sum(part));
   if (g_j == 0u && live) norms[row] = recon > 1e-30 ? norm / recon : norm;
-  if (!direct_fields()) {
-  barrier();
+  if (!direct_fields()) {  // fields through shared memory: words built whole
+    barrier();
 
-  const uint live_rows = min(ROWS, pc.rows - row0);
-  if (WORDS % 4u == 0u) {
-    for (uint i = lt; i < live_rows * (WORDS / 4u); i += WG) {
-      uvec4 o;
-      [[unroll]] for (uint k = 0; k < 4u; ++k) o[k] = assemble((4u * i + k) / WORDS, (4u * i + k) % WORDS);
-      packed4[row0 * (WORDS / 4u) + i] = o;
+    const uint live_rows = min(ROWS, pc.rows - row0);
+    if (WORDS % 4u == 0u) {
+      for (uint i = lt; i < live_rows * (WORDS / 4u); i += WG) {
+        uvec4 o;
+        [[unroll]] for (uint k = 0; k < 4u; ++k) o[k] = assemble((4u * i + k) / WORDS, (4u * i + k) % WORDS);
+        packed4[row0 * (WORDS / 4u) + i] = o;
+      }
+    } else {
+      for (uint i = lt; i < live_rows * WORDS; i += WG) packed[row0 * WORDS + i] = assemble(i / WORDS, i % WORDS);
     }
-  } else {
-    for (uint i = lt; i < live_rows * WORDS; i += WG) packed[row0 * WORDS + i] = assemble(i / WORDS, i % WORDS);
-  }
   }
   [[unroll]] for (uint i = 0; i < (IN_DTYPE == TK_F32 ? 2u * Q : Q); ++i) raw[i] = next[i];
   }

@@ -205,9 +205,8 @@ class FlashPass2 {
     // the call to keep every descriptor valid; the shader never touches them.
     const TensorRef lse = a.lse ? *a.lse : a.m_partials;
     std::vector<TensorRef> bindings{a.o_partials, a.m_partials, a.l_partials, a.output, lse};
-    const std::uint64_t units = static_cast<std::uint64_t>(q) * g.slices;  // (head, slice) pairs
     if (split > 1) {
-      const Workspace& w = workspace(static_cast<std::uint64_t>(q) * split, units * split, units);
+      const Workspace& w = workspace(q, g);
       bindings.push_back(w.o.ref());
       bindings.push_back(w.ml.ref());
       bindings.push_back(w.counters.ref());
@@ -215,17 +214,14 @@ class FlashPass2 {
       bindings.insert(bindings.end(), {a.output, a.output, a.output});
     }
     const Push push{0, static_cast<std::uint32_t>(q), static_cast<std::uint32_t>(nb), 0};
-    detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, units * split);
+    detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, static_cast<std::uint64_t>(q) * g.slices * split);
   }
 
   // Records into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
     const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
-    if (const Geometry g = geometry(q, nb); g.splits > 1) {  // before recording
-      const std::uint64_t units = static_cast<std::uint64_t>(q) * g.slices;
-      workspace(static_cast<std::uint64_t>(q) * g.splits, units * g.splits, units);
-    }
+    if (const Geometry g = geometry(q, nb); g.splits > 1) workspace(q, g);  // before recording
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
 
@@ -246,24 +242,22 @@ class FlashPass2 {
     Tensor o, ml, counters;
   };
 
-  // The workspace for the states of `rows` (head, split) pairs of Dim
-  // floats (however sliced), `states` (head slice, split) pairs' (m, l) and
-  // `units` counters, grown when too small; its counters start at zero.
-  const Workspace& workspace(std::uint64_t rows, std::uint64_t states, std::uint64_t units) const {
+  // The workspace for `q_heads` heads split as in `g`: per (head slice,
+  // split) a state of Dim / slices floats and (m, l), per head slice a
+  // counter. Grown when too small, never shrunk (alternating shapes do not
+  // reallocate); its counters start at zero.
+  const Workspace& workspace(std::int64_t q_heads, const Geometry& g) const {
+    const auto units = q_heads * g.slices;  // (head, slice) pairs
+    const auto o = q_heads * g.splits * Config::dim, ml = 2 * units * g.splits;
     std::lock_guard lock(workspace_mutex_);
-    // Elements each part has now (0 without a workspace): a grown workspace
-    // keeps room for every earlier call's geometry too.
-    const auto has = [&](Tensor Workspace::*part) {
-      return workspace_ ? static_cast<std::uint64_t>(((*workspace_).*part).elements()) : 0;
-    };
-    const std::uint64_t o = rows * Config::dim, ml = 2 * states;
-    if (has(&Workspace::o) < o || has(&Workspace::ml) < ml || has(&Workspace::counters) < units) {
-      const auto size = [&](std::uint64_t need, Tensor Workspace::*part) {
-        return static_cast<std::int64_t>(std::max(need, has(part)));
+    if (!workspace_ || workspace_->o.elements() < o || workspace_->ml.elements() < ml ||
+        workspace_->counters.elements() < units) {
+      const auto keep = [&](std::int64_t need, const Tensor Workspace::*part) {
+        return workspace_ ? std::max(need, ((*workspace_).*part).elements()) : need;
       };
-      auto grown = std::make_unique<Workspace>(Workspace{Tensor(*ctx_, DType::f32, {size(o, &Workspace::o)}),
-                                                         Tensor(*ctx_, DType::f32, {size(ml, &Workspace::ml)}),
-                                                         Tensor(*ctx_, DType::u32, {size(units, &Workspace::counters)})});
+      auto grown = std::make_unique<Workspace>(Workspace{Tensor(*ctx_, DType::f32, {keep(o, &Workspace::o)}),
+                                                         Tensor(*ctx_, DType::f32, {keep(ml, &Workspace::ml)}),
+                                                         Tensor(*ctx_, DType::u32, {keep(units, &Workspace::counters)})});
       // Recorded but unexecuted dispatches may still use the old one.
       if (workspace_) retired_.push_back(std::move(workspace_));
       workspace_ = std::move(grown);
