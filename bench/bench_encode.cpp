@@ -22,7 +22,8 @@ enum Kind { dense = 0, hadamard = 1, hadamard_legacy = 2, hadamard_blocks2 = 3, 
             hadamard_blocks8 = 5, hadamard_wg512 = 6, hadamard_portable = 7, dense_tiled = 8, hadamard_v64 = 9,
             hadamard_v16 = 10, hadamard_wide_cells = 11, hadamard_wide_cells_blocks4 = 12, dense_tc = 13,
             dense_tc_parts3 = 14, dense_tc_wg1056 = 15, dense_tc_wg264 = 16, dense_tc_no_prefetch = 17,
-            dense_tc_inv512 = 18, dense_tc_bm64 = 19, dense_tc_inv512_bm64 = 20, dense_tc_inv512_parts3 = 21 };
+            dense_tc_inv512 = 18, dense_tc_bm64 = 19, dense_tc_inv512_bm64 = 20, dense_tc_inv512_parts3 = 21,
+            few32 = 22, few16 = 23, few8 = 24, few32_counter = 25, few16_counter = 26, few8_counter = 27 };
 
 // Dense kinds: dense (the default options: the tensor-core kernel where the
 // device has it, above small_rows), dense_tiled (the f32 kernel), dense_tc*
@@ -32,6 +33,12 @@ enum Kind { dense = 0, hadamard = 1, hadamard_legacy = 2, hadamard_blocks2 = 3, 
 aura::EncodeOptions dense_options(std::int64_t kind) {
   aura::EncodeOptions o;
   if (kind == dense) return o;
+  if (kind >= few32) {
+    const std::uint32_t blocks[] = {32, 16, 8};
+    o.small_block = blocks[(kind - few32) % 3];
+    o.small_atomic64 = kind < few32_counter;
+    return o;
+  }
   o.small_rows = 0;
   if (kind == dense_tiled) o.tensor_cores = false;
   if (kind == dense_tc_parts3 || kind == dense_tc_inv512_parts3) o.rotation_parts = 3;
@@ -44,6 +51,7 @@ aura::EncodeOptions dense_options(std::int64_t kind) {
 }
 
 bool is_dense(std::int64_t kind) { return kind == dense || kind == dense_tiled || kind >= dense_tc; }
+bool is_tc_kind(std::int64_t kind) { return kind >= dense_tc && kind < few32; }
 
 aura::HadamardEncodeOptions hadamard_options(std::int64_t kind) {
   switch (kind) {
@@ -87,7 +95,7 @@ void BM_AuraEncode(benchmark::State& state) {
     inputs.push_back({Tensor::from_floats(ctx, DType::bf16, {rows, Dim}, x),
                       Tensor(ctx, DType::u32, {rows, Config::packed_words}), Tensor(ctx, DType::f32, {rows})});
   aura::Encode<Config> dense_kernel(ctx, dense_options(state.range(1)));
-  if (!is_hadamard && state.range(1) >= dense_tc &&
+  if (!is_hadamard && is_tc_kind(state.range(1)) &&
       dense_kernel.path(rows) != aura::EncodePath::cooperative_matrix_nv) {
     state.SkipWithError("no tensor-core path on this device");
     return;
@@ -114,6 +122,16 @@ BENCHMARK(BM_AuraEncode<256>)
     ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard, hadamard_legacy, hadamard_blocks2, hadamard_blocks4,
                                        hadamard_blocks8, hadamard_wg512, hadamard_portable, dense_tiled, hadamard_v64,
                                        hadamard_v16, hadamard_wide_cells, hadamard_wide_cells_blocks4}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+// The few-rows kernel (dense at 8 rows above) with each coordinate block,
+// 32, 16 and 8, the norm parts combined by 64-bit atomics (few*) or by the
+// arrival counter (few*_counter).
+BENCHMARK(BM_AuraEncode<128>)
+    ->ArgsProduct({{8, 64}, {few32, few16, few8, few32_counter, few16_counter, few8_counter}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AuraEncode<256>)
+    ->ArgsProduct({{8, 64}, {few32, few16, few8, few32_counter, few16_counter, few8_counter}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The tensor-core kernel next to the dense entries above (which take it by

@@ -6,27 +6,38 @@
 //
 // A call of few rows is bound by moving the rotation (Dim^2 floats) into
 // the SMs, so the rotation is spread over workgroups: one workgroup per (RS
-// rows, 32 output coordinates), each reading only its 32 rows of the
+// rows, CW output coordinates), each reading only its CW rows of the
 // rotation. The norm correction needs every coordinate's code, so the
-// workgroups of a row block meet through a workspace: each writes its part
-// of the sum of squared centroids, counts itself in counters[row block],
-// and the last to arrive adds the parts (in a fixed order) and writes the
-// norms, then resets the counter to 0 for the next call.
+// workgroups of a row block meet through a workspace, in one of two ways:
+// - TK_ATOMIC64 (devices with 64-bit buffer atomics): per row a 64-bit
+//   word holding an arrival count (bits 57-63) and a fixed-point sum of the
+//   parts (2^-46 units, bits 0-56; a row's sum of squared centroids is at
+//   most Dim <= 512 = 2^9). Each workgroup adds (1 << 57) + its part in one
+//   atomic; the one that sees CB - 1 earlier arrivals has the whole sum in
+//   hand, writes the row's norm and resets the word to 0. One round trip,
+//   and integer sums do not depend on the order of arrival;
+// - otherwise each writes its parts, counts itself in counters[row block],
+//   and the last to arrive reads the parts back, adds them in a fixed order
+//   and writes the norms, then resets the counter to 0 for the next call.
 //
 // Geometry (the host relies on it):
-// - workgroup x = row_block * CB + cb (CB = DIM / 32), 32 * KS invocations;
-//   invocation (c, ks) = (t / KS, t % KS) owns coordinate cb * 32 + c and
-//   the 16-byte pieces ks, ks + KS, ks + 2 KS, ... of its rotation row and
-//   of the input rows (KC / 4 of them, KC = DIM / KS), for all RS rows:
-//   the KS invocations of a coordinate read contiguous bytes, and every
-//   rotation load is issued before anything else;
+// - workgroup x = row_block * CB + cb (CB = DIM / CW), CW * KS = 256
+//   invocations; invocation (c, ks) = (t / KS, t % KS) owns coordinate
+//   cb * CW + c and the 16-byte pieces ks, ks + KS, ks + 2 KS, ... of its
+//   rotation row and of the input rows (KC / 4 of them, KC = DIM / KS), for
+//   all RS rows: the KS invocations of a coordinate read contiguous bytes,
+//   and every rotation load is issued before anything else;
 // - the KS partial products of (row, coordinate) are summed in a fixed
 //   order; one (row, coordinate) per invocation is quantised (binary search
-//   of aura_pack.glsl); the coordinate block's BITS words of each row are
-//   built whole by one invocation each (32 coordinates * BITS bits = BITS
-//   words, so blocks never share a word);
+//   of aura_pack.glsl); the coordinate block's BW words of each row are
+//   built whole by one invocation each (CW * BITS is a multiple of 32, so
+//   blocks never share a word);
 // - row sums are reduced in a fixed order: results do not depend on
 //   scheduling. No subgroup operations: correct for any subgroup size.
+#ifdef TK_ATOMIC64
+#extension GL_EXT_shader_atomic_int64 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 
@@ -38,13 +49,26 @@ layout(constant_id = 3) const uint IN_DTYPE = 2;
 // Literal sizes (EncodeConfig::small_rows_per_group, small_split): arrays
 // and loops bounded by specialization constants are not unrolled by glslc,
 // and a register array indexed at run time may go to local memory.
+// TK_CW coordinates per workgroup (32; 16 where 16 * BITS fills whole
+// words, 8 for BITS 4 and 8) and TK_KS invocations per coordinate, with
+// TK_CW * TK_KS = 256: one module per pair (the variants below).
+//! variant cw16 -DTK_CW=16u -DTK_KS=16u
+//! variant cw8 -DTK_CW=8u -DTK_KS=32u
+//! variant a64 -DTK_ATOMIC64=1
+//! variant cw16_a64 -DTK_CW=16u -DTK_KS=16u -DTK_ATOMIC64=1
+//! variant cw8_a64 -DTK_CW=8u -DTK_KS=32u -DTK_ATOMIC64=1
+#ifndef TK_CW
+#define TK_CW 32u
+#define TK_KS 8u
+#endif
 const uint RS = 8u;  // rows per workgroup
-const uint KS = 8u;  // invocations per output coordinate
-const uint MAX_KC4 = 16u;  // KC / 4 at DIM 512
-const uint MAX_CB = 16u;   // CB at DIM 512
+const uint KS = TK_KS;  // invocations per output coordinate
+const uint MAX_KC4 = 128u / TK_KS;  // KC / 4 at DIM 512
+const uint MAX_CB = 512u / TK_CW;   // CB at DIM 512
 
-const uint CW = 32u;        // coordinates per workgroup
+const uint CW = TK_CW;      // coordinates per workgroup
 const uint CB = DIM / CW;   // workgroups per row block
+const uint BW = CW * BITS / 32u;  // packed words per row of a coordinate block
 const uint WG = CW * KS;
 const uint KC = DIM / KS;   // columns per invocation
 const uint LEVELS = 1u << BITS;
@@ -63,10 +87,15 @@ layout(std430, binding = 2) readonly buffer Boundaries { float boundaries[]; };
 layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
 layout(std430, binding = 4) writeonly buffer Packed { uint packed[]; };
 layout(std430, binding = 5) writeonly buffer Norms { float norms[]; };
-// Workspace: per (row, cb) the part of the squared reconstruction norm; per
-// row block the arrival counter (zero between dispatches).
+// Workspace (zero between dispatches): with TK_ATOMIC64 per row the count
+// and sum word; otherwise per (row, cb) the part of the squared
+// reconstruction norm and per row block the arrival counter.
+#ifdef TK_ATOMIC64
+layout(std430, binding = 6) buffer RowSums { uint64_t row_sums[]; };
+#else
 layout(std430, binding = 6) coherent buffer Parts { float parts[]; };
 layout(std430, binding = 7) coherent buffer Counters { uint counters[]; };
+#endif
 
 shared vec4 s_in[RS * G];          // staged input rows
 shared float s_part[RS * CW * KS]; // partial products [row][c][ks]
@@ -155,10 +184,10 @@ void main() {
   barrier();
 
   // This block's words of each row, and its part of the squared norm.
-  for (uint w = t; w < RS * BITS; w += WG) {
-    const uint r = w / BITS, wi = w % BITS;  // word wi of the block = word cb * BITS + wi of the row
+  for (uint w = t; w < RS * BW; w += WG) {
+    const uint r = w / BW, wi = w % BW;  // word wi of the block = word cb * BW + wi of the row
     if (row0 + r < pc.rows) {
-      const uint word_index = cb * BITS + wi;
+      const uint word_index = cb * BW + wi;
       const uint d_first = wi * 32u / BITS;  // first coordinate (within the block) touching the word
       uint word = 0u;
       [[unroll]] for (uint j = 0; j <= 32u / BITS + 1u; ++j) {  // a word touches at most 32/BITS + 2 codes
@@ -184,9 +213,24 @@ void main() {
         norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
       }
     } else {
+#ifdef TK_ATOMIC64
+      if (row0 + t < pc.rows) {
+        const uint64_t one = uint64_t(1) << 57;
+        const uint64_t mine = uint64_t(part * 70368744177664.0);  // 2^46: exact scaling, then truncation
+        const uint64_t before = atomicAdd(row_sums[row0 + t], one + mine);
+        if (uint(before >> 57) == CB - 1u) {
+          const float recon = sqrt(float((before & (one - 1)) + mine) * (1.0 / 70368744177664.0));
+          const float norm = row_norm(t);
+          norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+          row_sums[row0 + t] = uint64_t(0);
+        }
+      }
+#else
       parts[(row0 + t) * CB + cb] = part;
+#endif
     }
   }
+#ifndef TK_ATOMIC64
   if (CB == 1u) return;
   // Publish the parts, then find out whether this workgroup is the last of its row block.
   memoryBarrierBuffer();
@@ -205,4 +249,5 @@ void main() {
     norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
   }
   if (t == 0u) counters[rb] = 0u;
+#endif
 }

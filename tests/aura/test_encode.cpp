@@ -275,7 +275,8 @@ template <std::uint32_t Dim, std::uint32_t Bits, DType In>
 void check_dense(std::size_t rows, std::uint64_t seed, aura::EncodeOptions options) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
   SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
-               " rows=" + std::to_string(rows) + " small_rows=" + std::to_string(options.small_rows));
+               " rows=" + std::to_string(rows) + " small_rows=" + std::to_string(options.small_rows) +
+               " small_block=" + std::to_string(options.small_block) + " atomic64=" + std::to_string(options.small_atomic64));
   Context& ctx = context();
   RandomRows<Config> t(ctx, rows, seed);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
@@ -295,6 +296,52 @@ TEST_F(AuraEncode, DenseFewRowsAndTiledKernels) {
   check_dense<512, 2, DType::bf16>(9, 805, small);
   check_dense<32, 8, DType::f32>(17, 806, small);
   check_dense<480, 4, DType::bf16>(9, 807, small);
+}
+
+// The few-rows kernel's coordinate blocks (32, 16 at even Bits, 8 at Bits 4
+// and 8) with both ways of combining the norm parts (64-bit atomics where
+// the device has them; the arrival counter), partial row blocks included.
+TEST_F(AuraEncode, DenseFewRowsBlocks) {
+  for (const bool a64 : {true, false}) {
+    aura::EncodeOptions o;
+    o.small_atomic64 = a64;
+    for (const std::uint32_t block : {32u, 16u, 8u}) {
+      o.small_block = block;
+      check_dense<128, 4, DType::bf16>(8, 820 + block, o);
+      check_dense<256, 4, DType::f16>(13, 821 + block, o);
+      check_dense<384, 8, DType::f32>(21, 822 + block, o);
+      if (block != 8) check_dense<512, 2, DType::bf16>(5, 823 + block, o);
+      if (block != 8) check_dense<192, 6, DType::bf16>(11, 824 + block, o);
+    }
+    o.small_block = 32;
+    check_dense<160, 3, DType::bf16>(9, 825, o);  // odd Bits: 32-coordinate blocks only
+    o.small_block = 0;  // automatic
+    check_dense<128, 4, DType::bf16>(64, 826, o);
+    check_dense<256, 4, DType::bf16>(64, 827, o);
+    check_dense<256, 3, DType::bf16>(3, 828, o);
+    check_dense<96, 4, DType::bf16>(7, 829, o);  // Dim too short for 8 or 16
+  }
+}
+
+template <class Config>
+void expect_block_refused(std::uint32_t block) {
+  aura::EncodeOptions o;
+  o.small_block = block;
+  try {
+    aura::Encode<Config> kernel(context(), o);
+    ADD_FAILURE() << "small_block " << block << " accepted at Bits " << Config::bits;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("small_block"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(AuraEncode, DenseFewRowsBlockMustFillWords) {
+  expect_block_refused<aura::EncodeConfig<128, 3, DType::bf16>>(16);
+  expect_block_refused<aura::EncodeConfig<128, 6, DType::bf16>>(8);
+  expect_block_refused<aura::EncodeConfig<128, 4, DType::bf16>>(64);
+  expect_block_refused<aura::EncodeConfig<96, 4, DType::bf16>>(16);  // 6 columns per invocation
+  expect_block_refused<aura::EncodeConfig<64, 8, DType::bf16>>(8);
 }
 
 // The register Hadamard kernel in every shape option (values per invocation,

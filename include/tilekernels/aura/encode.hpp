@@ -30,10 +30,10 @@
 //
 // Encode's kernels (EncodePath; Encode::path(rows) says which a call takes):
 // - few_rows (encode_small.comp): calls of up to EncodeOptions::small_rows
-//   rows; the rotation is spread over Dim/32 workgroups per 8 rows, which
-//   combine their parts of the norm correction through a small workspace
-//   the Encode object owns (a counter per row block that every dispatch
-//   leaves at zero). So two recordings of one Encode object must not
+//   rows; the rotation is spread over Dim/8 to Dim/32 workgroups per 8
+//   rows, which combine their parts of the norm correction through a small
+//   workspace the Encode object owns (64-bit words per row, or a counter per
+//   row block, that every dispatch leaves at zero). So two recordings of one Encode object must not
 //   execute concurrently: put a compute barrier between them, as between any
 //   dependent dispatches, or use one object per concurrent stream;
 // - cooperative_matrix_nv (encode_tc.comp): NVIDIA tensor cores, fp16 x fp16
@@ -74,6 +74,11 @@
 #include "tilekernels/spirv/aura/encode.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard.hpp"
 #include "tilekernels/spirv/aura/encode_small.hpp"
+#include "tilekernels/spirv/aura/encode_small_cw16.hpp"
+#include "tilekernels/spirv/aura/encode_small_cw8.hpp"
+#include "tilekernels/spirv/aura/encode_small_a64.hpp"
+#include "tilekernels/spirv/aura/encode_small_cw16_a64.hpp"
+#include "tilekernels/spirv/aura/encode_small_cw8_a64.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard_sg.hpp"
 #include "tilekernels/spirv/aura/encode_hadamard_sg_shuffle.hpp"
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
@@ -126,16 +131,21 @@ struct EncodeConfig {
                 "EncodeConfig: the dense kernel must fit the portable 32 KiB of shared memory");
 
   // Few-rows dense kernel (encode_small.comp): one workgroup per
-  // (small_rows_per_group rows, 32 output coordinates), small_split
-  // invocations per coordinate, each owning Dim / small_split columns of
-  // the product; the Dim / 32 workgroups of a row block combine their parts
-  // of the norm correction through a workspace.
+  // (small_rows_per_group rows, C output coordinates), 256 / C invocations
+  // per coordinate, each owning a share of the product's columns; the
+  // Dim / C workgroups of a row block combine their parts of the norm
+  // correction through a workspace. C is 32, 16 (Bits even) or 8 (Bits 4
+  // or 8): a block's codes fill whole words (EncodeOptions::small_block).
   static constexpr std::uint32_t small_rows_per_group = 8;  // literal in the shader
-  static constexpr std::uint32_t small_split() { return 8; }  // literal in the shader
-  static constexpr std::uint32_t small_coordinate_blocks = Dim / 32;
-  static constexpr std::uint32_t small_invocations = 32 * small_split();
+  static constexpr std::uint32_t small_invocations = 256;   // literal in the shader
+  // (256 / C invocations per coordinate, each with whole 16-byte pieces of
+  // the rotation row: Dim a multiple of 1024 / C).
+  static constexpr bool small_block_allowed(std::uint32_t c) {
+    return (c == 32 || c == 16 || c == 8) && c * Bits % 32 == 0 && Dim % (1024 / c) == 0;
+  }
+  static constexpr std::uint32_t small_max_blocks = Dim / (small_block_allowed(8) ? 8 : small_block_allowed(16) ? 16 : 32);
   static constexpr std::uint32_t small_shared_bytes =
-      small_rows_per_group * (Dim * 4 + small_split() * 32 * 4 + 32 * 8 + 8 * 4) + 8 * levels + 4;
+      small_rows_per_group * (Dim * 4 + small_invocations * 4 + 32 * 8 + 8 * 4) + 8 * levels + 4;
   static_assert(small_shared_bytes <= 32768,
                 "EncodeConfig: the few-rows dense kernel must fit the portable 32 KiB of shared memory");
 
@@ -256,11 +266,20 @@ struct EncodePush {
 
 // Tuning of Encode.
 struct EncodeOptions {
-  // Calls of up to this many rows run the few-rows kernel (one workgroup per
-  // 8 rows, each invocation one output coordinate: latency-bound calls);
+  // Calls of up to this many rows run the few-rows kernel (workgroups of 8
+  // rows and 8 to 32 output coordinates: latency-bound calls);
   // larger ones the tensor-core kernel where available, else the
   // register-tiled kernel. 0: never the few-rows kernel.
   std::uint32_t small_rows = 64;
+  // Few-rows kernel: output coordinates per workgroup, 32, 16 (even Bits,
+  // Dim a multiple of 64) or 8 (Bits 4 or 8, Dim a multiple of 128); 0:
+  // automatic.
+  std::uint32_t small_block = 0;
+  // Few-rows kernel: combine the workgroups' parts of the norm correction
+  // with one 64-bit atomic per row where the device has them (one round
+  // trip); false: the portable way (parts written, an arrival counter, the
+  // last workgroup reads them back).
+  bool small_atomic64 = true;
   // Take the tensor-core kernel where the device has VK_NV_cooperative_matrix
   // with subgroups of 32 and 48 KiB of shared memory, the build compiled it
   // and Dim <= 256 (TILEKERNELS_PATH=portable also turns it off).
@@ -318,6 +337,11 @@ class Encode {
     if (b != 0 && b != 16 && b != 32 && b != 64 && b != 128)
       throw Error(ErrorCode::invalid_argument,
                   std::string(name) + ": tc_block_rows must be 16, 32, 64 or 128, got " + std::to_string(b));
+    if (options_.small_block != 0 && !Config::small_block_allowed(options_.small_block))
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": small_block must be 32, 16 (even Bits, Dim a multiple of 64) or 8 (Bits 4 or 8, Dim a multiple of 128); got " +
+                      std::to_string(options_.small_block) + " at Dim " + std::to_string(Config::dim) + ", Bits " +
+                      std::to_string(Config::bits));
   }
 
   // The tensor-core kernel's geometry on this device with these options
@@ -345,6 +369,20 @@ class Encode {
 #endif
     return false;
   }
+
+  // Output coordinates per workgroup of the few-rows kernel for a call of
+  // `rows` rows: the option, else the smallest block allowed at these Bits
+  // that keeps the grid within 128 workgroups (smaller blocks: less of the
+  // rotation per workgroup, more workgroups).
+  std::uint32_t small_block(std::int64_t rows) const {
+    if (options_.small_block != 0) return options_.small_block;
+    const auto row_blocks = static_cast<std::uint64_t>((rows + Config::small_rows_per_group - 1) / Config::small_rows_per_group);
+    for (std::uint32_t c : {8u, 16u})
+      if (Config::small_block_allowed(c) && row_blocks * (Config::dim / c) <= 128) return c;
+    return 32;
+  }
+  // Whether the few-rows kernel combines its parts with 64-bit atomics.
+  bool small_uses_atomic64() const { return options_.small_atomic64 && ctx_->info().int64_atomics; }
 
   // The kernel record() runs for a call of `rows` rows.
   EncodePath path(std::int64_t rows) const {
@@ -400,15 +438,23 @@ class Encode {
       const std::uint64_t row_blocks = (static_cast<std::uint64_t>(rows) + Config::small_rows_per_group - 1) /
                                        Config::small_rows_per_group;
       const SmallWorkspace& w = small_workspace(row_blocks);
-      PipelineKey key{spirv::aura_encode_small, std::size(spirv::aura_encode_small),
+      const std::uint32_t block = small_block(rows);
+      using Words = std::span<const std::uint32_t>;
+      const bool a64 = small_uses_atomic64();
+      const Words module = block == 8    ? (a64 ? Words(spirv::aura_encode_small_cw8_a64) : Words(spirv::aura_encode_small_cw8))
+                           : block == 16 ? (a64 ? Words(spirv::aura_encode_small_cw16_a64) : Words(spirv::aura_encode_small_cw16))
+                                         : (a64 ? Words(spirv::aura_encode_small_a64) : Words(spirv::aura_encode_small));
+      PipelineKey key{module.data(), module.size(),
                       {Config::small_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype)},
                       8, sizeof(impl::EncodePush), 0};
       const Pipeline& pipeline = ctx_->pipeline(key);
       const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
       tilekernels::detail::record_dispatch(
           *ctx_, cmd, pipeline,
-          {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms, w.parts.ref(), w.counters.ref()}, push,
-          row_blocks * Config::small_coordinate_blocks);
+          {a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms, a64 ? w.row_sums.ref() : w.parts.ref(),
+           w.counters.ref()},
+          push,
+          row_blocks * (Config::dim / block));
       return;
     }
     const std::uint32_t tm = rows_per_invocation(rows);
@@ -437,7 +483,7 @@ class Encode {
   // reconstruction norm, per row block an arrival counter that each
   // dispatch leaves at zero.
   struct SmallWorkspace {
-    Tensor parts, counters;
+    Tensor parts, counters, row_sums;  // row_sums: one 64-bit word per row (atomic64 path)
   };
   const SmallWorkspace& small_workspace(std::uint64_t row_blocks) const {
     std::lock_guard lock(workspace_mutex_);
@@ -446,9 +492,10 @@ class Encode {
       // Recorded but unexecuted dispatches may still use the old one.
       if (small_workspace_) retired_.push_back(std::move(small_workspace_));
       small_workspace_ = std::make_unique<SmallWorkspace>(SmallWorkspace{
-          Tensor(*ctx_, DType::f32, {rb * Config::small_rows_per_group * Config::small_coordinate_blocks}),
-          Tensor(*ctx_, DType::u32, {rb})});
+          Tensor(*ctx_, DType::f32, {rb * Config::small_rows_per_group * Config::small_max_blocks}),
+          Tensor(*ctx_, DType::u32, {rb}), Tensor(*ctx_, DType::u32, {rb * Config::small_rows_per_group * 2})});
       small_workspace_->counters.buffer().fill(0);
+      small_workspace_->row_sums.buffer().fill(0);
     }
     return *small_workspace_;
   }

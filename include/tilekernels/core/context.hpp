@@ -62,6 +62,8 @@ struct AdoptedFeatures {
   // shaderFloat16 and storageBuffer16BitAccess, with a 16x16x16
   // bf16 x bf16 -> f32 subgroup shape.
   bool cooperative_matrix_bf16 = false;
+  // shaderInt64 and shaderBufferInt64Atomics.
+  bool int64_atomics = false;
 };
 
 namespace detail {
@@ -125,6 +127,7 @@ class Context {
     info_.float16 = features.float16;
     info_.cooperative_matrix_nv = features.cooperative_matrix_nv;
     info_.cooperative_matrix_bf16 = features.cooperative_matrix_bf16;
+    info_.int64_atomics = features.int64_atomics;
     finish_setup();
   }
 
@@ -406,6 +409,11 @@ class Context {
     f12.vulkanMemoryModel = s12.vulkanMemoryModel;
     f12.vulkanMemoryModelDeviceScope = s12.vulkanMemoryModelDeviceScope;
     info_.float16 = f12.shaderFloat16;
+    if (supported.get<vk::PhysicalDeviceFeatures2>().features.shaderInt64 && s12.shaderBufferInt64Atomics) {
+      f10.shaderInt64 = VK_TRUE;
+      f12.shaderBufferInt64Atomics = VK_TRUE;
+      info_.int64_atomics = true;
+    }
 
     auto& size_control = enable.get<vk::PhysicalDeviceSubgroupSizeControlFeatures>();
     if (info_.subgroup_size_control) {

@@ -48,6 +48,7 @@ struct DeviceInfo {
   // shaderFloat16, storageBuffer16BitAccess):
   // bf16 x bf16 -> fp32 16x16x16 tiles in subgroup scope, bf16 shader values.
   bool cooperative_matrix_bf16 = false;
+  bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics
   bool pipeline_statistics = false;    // pipelines capture the driver's statistics (ContextOptions)
 
   bool is_cpu() const noexcept { return type == vk::PhysicalDeviceType::eCpu; }
