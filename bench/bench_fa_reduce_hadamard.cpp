@@ -52,7 +52,7 @@ void BM_FaReduceHadamard(benchmark::State& state) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     kernel.record(cmd, {s.o, s.m, s.l, sign_tensor, s.out});
   }, bytes, 0);
-  const auto g = kernel.geometry(static_cast<std::uint32_t>(nwg));
+  const auto g = kernel.geometry(static_cast<std::uint32_t>(nwg), static_cast<std::uint64_t>(rows));
   state.counters["groups"] = g.groups;
   state.counters["rows/wg"] = g.rows_per_workgroup;
   state.counters["shuffle"] = g.shuffle;
@@ -64,13 +64,15 @@ void IssueShapes(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
-// Forced geometries at 1024 rows (and 32 rows of 32 blocks), to check the
-// automatic choice.
+// Forced geometries at 1024 rows (and 32 to 256 rows of 32 blocks), to
+// check the automatic choice.
 void Tuning(benchmark::internal::Benchmark* b) {
   for (std::int64_t nwg : {8, 32})
     for (std::int64_t groups : {1, 2, 4, 8})
       for (std::int64_t rpw : {1, 2}) b->Args({1024, nwg, groups, rpw, 0});
   for (std::int64_t groups : {1, 2, 4, 8}) b->Args({32, 32, groups, 1, 0});
+  for (std::int64_t rows : {64, 128, 256})
+    for (std::int64_t groups : {1, 4}) b->Args({rows, 32, groups, 1, 0});
   for (std::int64_t rows : {32, 1024})
     for (std::int64_t nwg : {8, 32}) b->Args({rows, nwg, 0, 0, 1});  // portable path
   b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);

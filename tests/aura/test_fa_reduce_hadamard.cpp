@@ -107,16 +107,19 @@ using Configs = ::testing::Types<aura::FaReduceHadamardConfig<64>, aura::FaReduc
                                  aura::FaReduceHadamardConfig<512, DType::f16, DType::f16>>;
 TYPED_TEST_SUITE(FaReduceHadamardTest, Configs);
 
-// nwg in {1, 2, 5, 32} and neighbours that hit every geometry (1, 2 and 4
-// lane groups, 1..8 blocks per group); a row count that leaves a partial
-// workgroup where rows are packed; row 2 empty in every case.
+// nwg in {1, 2, 5, 32} and neighbours; few rows (one lane group, 1..32
+// blocks per group) and, for some, more than 256 rows (the automatic 2 and 4
+// lane groups); a row count that leaves a partial workgroup where rows are
+// packed; row 2 empty in every case.
 TYPED_TEST(FaReduceHadamardTest, MatchesReferenceAcrossNwg) {
   std::uint64_t seed = 300 + TypeParam::head_dim + 7 * static_cast<std::uint32_t>(TypeParam::partial_dtype);
-  for (bool portable : {false, true})
+  for (bool portable : {false, true}) {
     for (std::size_t nwg : {1, 2, 5, 32, 3, 8, 9, 17}) {
       const std::size_t rows = TypeParam::head_dim >= 256 ? 5 : 11;
       check_case<TypeParam>(context(), rows, nwg, nwg == 1 ? 0.0 : 0.25, seed++, {2}, {0, 0, portable});
     }
+    for (std::size_t nwg : {9, 32}) check_case<TypeParam>(context(), 261, nwg, 0.25, seed++, {2}, {0, 0, portable});
+  }
 }
 
 TYPED_TEST(FaReduceHadamardTest, AllRowsEmpty) {
@@ -148,6 +151,10 @@ TEST_F(FaReduceHadamardGeometryTest, ChoosesDocumentedGeometry) {
   EXPECT_EQ(k512.geometry(32).blocks_per_group, 8u);
   EXPECT_EQ(k512.geometry(8).groups, 1u);
   EXPECT_EQ(k512.geometry(5).blocks_per_group, 8u);
+  EXPECT_EQ(k512.geometry(32, 1024).groups, 4u);
+  EXPECT_EQ(k512.geometry(32, 256).groups, 1u);  // few rows: one group of 32-deep loads
+  EXPECT_EQ(k512.geometry(32, 256).blocks_per_group, 32u);
+  EXPECT_EQ(k512.geometry(32, 257).groups, 4u);
   aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>> k64(context());
   EXPECT_EQ(k64.geometry(1).rows_per_workgroup, 4u);
   EXPECT_EQ(k64.geometry(1).invocations, 64u);

@@ -97,7 +97,7 @@ struct FaReduceHadamardGeometry {
 };
 
 struct FaReduceHadamardOptions {
-  std::uint32_t lane_groups = 0;          // 0: about nwg / 8, within the workgroup limit
+  std::uint32_t lane_groups = 0;          // 0: 1 for up to 256 rows, else about nwg / 8, within the workgroup limit
   std::uint32_t rows_per_workgroup = 0;   // 0: enough rows for >= 64 invocations
   bool portable = false;                  // never use subgroup operations (also Context::force_portable())
 };
@@ -127,10 +127,15 @@ class FaReduceHadamard {
     detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::head_dim});
     if (static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nwg) * Config::chunks >= (1ull << 32))
       throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
-    geometry(static_cast<std::uint32_t>(nwg));  // throws on bad options
+    geometry(static_cast<std::uint32_t>(nwg), static_cast<std::uint64_t>(rows));  // throws on bad options
   }
 
-  FaReduceHadamardGeometry geometry(std::uint32_t nwg) const {
+  // The geometry of a call with `nwg` partials per row and `rows` rows (0:
+  // many). Automatic lane groups: one per row for up to 256 rows (one
+  // group of nwg-deep loads was the fastest there on an H100: at nwg 32,
+  // 4.15 against 4.47 us for 4 groups at 32 rows, 9.12 against 9.39 at 256,
+  // head dim 512), else about nwg / 8.
+  FaReduceHadamardGeometry geometry(std::uint32_t nwg, std::uint64_t rows = 0) const {
     const auto& info = ctx_->info();
     const std::uint32_t max_invocations = std::min(Config::max_invocations, info.max_workgroup_invocations);
     const std::uint32_t shared_limit = std::min<std::uint32_t>(32768, info.max_shared_memory);
@@ -138,7 +143,7 @@ class FaReduceHadamard {
     if (options_.lane_groups) {
       g.groups = options_.lane_groups;
     } else {
-      g.groups = std::bit_ceil((nwg + 7) / 8);
+      g.groups = rows != 0 && rows <= 256 ? 1 : std::bit_ceil((nwg + 7) / 8);
       while (g.groups > 1 && g.groups * Config::chunks > max_invocations) g.groups /= 2;
     }
     g.blocks_per_group = std::bit_ceil((nwg + g.groups - 1) / g.groups);
@@ -164,7 +169,7 @@ class FaReduceHadamard {
     check(a);
     const auto rows = static_cast<std::uint32_t>(a.o_partials.shape[0]);
     const auto nwg = static_cast<std::uint32_t>(a.o_partials.shape[1]);
-    const FaReduceHadamardGeometry g = geometry(nwg);
+    const FaReduceHadamardGeometry g = geometry(nwg, rows);
     PipelineKey key{g.shuffle ? spirv::aura_fa_reduce_hadamard_shuffle : spirv::aura_fa_reduce_hadamard,
                     g.shuffle ? std::size(spirv::aura_fa_reduce_hadamard_shuffle)
                               : std::size(spirv::aura_fa_reduce_hadamard),
