@@ -46,12 +46,13 @@ layout(constant_id = 1) const uint DIM = 128;
 layout(constant_id = 2) const uint BITS = 4;
 layout(constant_id = 3) const uint IN_DTYPE = 2;
 
-// Literal sizes (EncodeConfig::small_rows_per_group, small_split): arrays
-// and loops bounded by specialization constants are not unrolled by glslc,
-// and a register array indexed at run time may go to local memory.
-// TK_CW coordinates per workgroup (32; 16 where 16 * BITS fills whole
-// words, 8 for BITS 4 and 8) and TK_KS invocations per coordinate, with
-// TK_CW * TK_KS = 256: one module per pair (the variants below).
+// Literal sizes (EncodeConfig::small_rows_per_group, small_invocations):
+// arrays and loops bounded by specialization constants are not unrolled by
+// glslc, and a register array indexed at run time may go to local memory.
+// TK_CW coordinates per workgroup and TK_KS invocations per coordinate,
+// TK_CW * TK_KS = 256: one module per pair (the variants below), used where
+// EncodeConfig::small_block_allowed (a block's codes fill whole words, each
+// invocation's columns are whole 16-byte pieces).
 //! variant cw16 -DTK_CW=16u -DTK_KS=16u
 //! variant cw8 -DTK_CW=8u -DTK_KS=32u
 //! variant a64 -DTK_ATOMIC64=1

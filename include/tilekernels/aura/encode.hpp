@@ -32,9 +32,9 @@
 // - few_rows (encode_small.comp): calls of up to EncodeOptions::small_rows
 //   rows; the rotation is spread over Dim/8 to Dim/32 workgroups per 8
 //   rows, which combine their parts of the norm correction through a small
-//   workspace the Encode object owns (64-bit words per row, or a counter per
-//   row block, that every dispatch leaves at zero). So two recordings of one Encode object must not
-//   execute concurrently: put a compute barrier between them, as between any
+//   workspace the Encode object owns (a 64-bit word per row, or a counter
+//   per row block, that every dispatch leaves at zero). So two recordings
+//   of one Encode object must not execute concurrently: put a compute barrier between them, as between any
 //   dependent dispatches, or use one object per concurrent stream;
 // - cooperative_matrix_nv (encode_tc.comp): NVIDIA tensor cores, fp16 x fp16
 //   with f32 accumulators, where the device has VK_NV_cooperative_matrix with
@@ -143,7 +143,8 @@ struct EncodeConfig {
   static constexpr bool small_block_allowed(std::uint32_t c) {
     return (c == 32 || c == 16 || c == 8) && c * Bits % 32 == 0 && Dim % (1024 / c) == 0;
   }
-  static constexpr std::uint32_t small_max_blocks = Dim / (small_block_allowed(8) ? 8 : small_block_allowed(16) ? 16 : 32);
+  static constexpr std::uint32_t small_max_blocks =
+      Dim / (small_block_allowed(8) ? 8 : small_block_allowed(16) ? 16 : 32);
   static constexpr std::uint32_t small_shared_bytes =
       small_rows_per_group * (Dim * 4 + small_invocations * 4 + 32 * 8 + 8 * 4) + 8 * levels + 4;
   static_assert(small_shared_bytes <= 32768,
@@ -339,7 +340,9 @@ class Encode {
                   std::string(name) + ": tc_block_rows must be 16, 32, 64 or 128, got " + std::to_string(b));
     if (options_.small_block != 0 && !Config::small_block_allowed(options_.small_block))
       throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": small_block must be 32, 16 (even Bits, Dim a multiple of 64) or 8 (Bits 4 or 8, Dim a multiple of 128); got " +
+                  std::string(name) +
+                      ": small_block must be 32, 16 (even Bits, Dim a multiple of 64) or 8 (Bits 4 or 8, Dim a "
+                      "multiple of 128); got " +
                       std::to_string(options_.small_block) + " at Dim " + std::to_string(Config::dim) + ", Bits " +
                       std::to_string(Config::bits));
   }
@@ -376,7 +379,8 @@ class Encode {
   // rotation per workgroup, more workgroups).
   std::uint32_t small_block(std::int64_t rows) const {
     if (options_.small_block != 0) return options_.small_block;
-    const auto row_blocks = static_cast<std::uint64_t>((rows + Config::small_rows_per_group - 1) / Config::small_rows_per_group);
+    const auto row_blocks =
+        static_cast<std::uint64_t>((rows + Config::small_rows_per_group - 1) / Config::small_rows_per_group);
     for (std::uint32_t c : {8u, 16u})
       if (Config::small_block_allowed(c) && row_blocks * (Config::dim / c) <= 128) return c;
     return 32;
@@ -441,9 +445,10 @@ class Encode {
       const std::uint32_t block = small_block(rows);
       using Words = std::span<const std::uint32_t>;
       const bool a64 = small_uses_atomic64();
-      const Words module = block == 8    ? (a64 ? Words(spirv::aura_encode_small_cw8_a64) : Words(spirv::aura_encode_small_cw8))
-                           : block == 16 ? (a64 ? Words(spirv::aura_encode_small_cw16_a64) : Words(spirv::aura_encode_small_cw16))
-                                         : (a64 ? Words(spirv::aura_encode_small_a64) : Words(spirv::aura_encode_small));
+      const Words module =
+          block == 8    ? (a64 ? Words(spirv::aura_encode_small_cw8_a64) : Words(spirv::aura_encode_small_cw8))
+          : block == 16 ? (a64 ? Words(spirv::aura_encode_small_cw16_a64) : Words(spirv::aura_encode_small_cw16))
+                        : (a64 ? Words(spirv::aura_encode_small_a64) : Words(spirv::aura_encode_small));
       PipelineKey key{module.data(), module.size(),
                       {Config::small_invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype)},
                       8, sizeof(impl::EncodePush), 0};
@@ -479,11 +484,12 @@ class Encode {
   }
 
  private:
-  // Few-rows kernel: per (row, coordinate block) a part of the squared
-  // reconstruction norm, per row block an arrival counter that each
-  // dispatch leaves at zero.
+  // Few-rows kernel: for the counter path, per (row, coordinate block) a
+  // part of the squared reconstruction norm and per row block an arrival
+  // counter; for the 64-bit atomic path, per row a count-and-sum word. Each
+  // dispatch leaves the counters and words at zero.
   struct SmallWorkspace {
-    Tensor parts, counters, row_sums;  // row_sums: one 64-bit word per row (atomic64 path)
+    Tensor parts, counters, row_sums;
   };
   const SmallWorkspace& small_workspace(std::uint64_t row_blocks) const {
     std::lock_guard lock(workspace_mutex_);
