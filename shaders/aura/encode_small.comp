@@ -105,12 +105,22 @@ shared vec4 s_c2v[RS * CW / 4u];   // its squared centroid
 shared float s_sum8[RS * 8u];     // row sums of squares in 8 parts
 shared float s_bound[LEVELS];
 shared float s_c2[LEVELS];
-shared bool s_last;
+#ifndef TK_ATOMIC64
+shared bool s_last;  // this workgroup completes its row block (counter path)
+#endif
 
 float row_norm(uint r) {
   float sq = 0.0;
   [[unroll]] for (uint i = 0; i < 8u; ++i) sq += s_sum8[r * 8u + i];
   return sqrt(sq);
+}
+
+// The norm of row `row` (row r of this block), corrected by the row's sum
+// of squared centroids: the norm itself where that sum is ~0.
+void write_norm(uint row, uint r, float recon_sq) {
+  const float recon = sqrt(recon_sq);
+  const float norm = row_norm(r);
+  norms[row] = recon > 1e-30 ? norm / recon : norm;
 }
 
 void main() {
@@ -208,11 +218,7 @@ void main() {
       part += q.w;
     }
     if (CB == 1u) {  // the whole row is here: no workspace round trip
-      if (row0 + t < pc.rows) {
-        const float recon = sqrt(part);
-        const float norm = row_norm(t);
-        norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
-      }
+      if (row0 + t < pc.rows) write_norm(row0 + t, t, part);
     } else {
 #ifdef TK_ATOMIC64
       if (row0 + t < pc.rows) {
@@ -220,9 +226,7 @@ void main() {
         const uint64_t mine = uint64_t(part * 70368744177664.0);  // 2^46: exact scaling, then truncation
         const uint64_t before = atomicAdd(row_sums[row0 + t], one + mine);
         if (uint(before >> 57) == CB - 1u) {
-          const float recon = sqrt(float((before & (one - 1)) + mine) * (1.0 / 70368744177664.0));
-          const float norm = row_norm(t);
-          norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+          write_norm(row0 + t, t, float((before & (one - 1)) + mine) * (1.0 / 70368744177664.0));
           row_sums[row0 + t] = uint64_t(0);
         }
       }
@@ -245,9 +249,7 @@ void main() {
     [[unroll]] for (uint b = 0; b < MAX_CB; ++b) pv[b] = b < CB ? parts[(row0 + t) * CB + b] : 0.0;
     float recon_sq = 0.0;
     [[unroll]] for (uint b = 0; b < MAX_CB; ++b) recon_sq += pv[b];
-    const float recon = sqrt(recon_sq);
-    const float norm = row_norm(t);
-    norms[row0 + t] = recon > 1e-30 ? norm / recon : norm;
+    write_norm(row0 + t, t, recon_sq);
   }
   if (t == 0u) counters[rb] = 0u;
 #endif

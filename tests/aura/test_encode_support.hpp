@@ -10,6 +10,8 @@
 #include <tilekernels/aura/rotation.hpp>
 #include <tilekernels/reference/aura/encode.hpp>
 
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -75,5 +77,72 @@ inline CodeComparison compare(const std::vector<std::uint32_t>& packed, const st
   }
   return c;
 }
+
+// Running an encode kernel twice (bit-identical results required), and
+// random rows with their tables and guarded outputs.
+inline constexpr double kNormBudget = 1e-5;  // norms, relative
+
+struct EncodeRun {
+  std::vector<std::uint32_t> packed;
+  std::vector<float> norms;
+};
+
+template <class Config, class Kernel, class Args>
+EncodeRun run_twice(Context& ctx, const Kernel& kernel, Args args, GuardedTensor& packed, GuardedTensor& norms) {
+  kernel.run(args);
+  EncodeRun first{packed.read_words(), norms.read_floats()};
+  packed.poison();
+  norms.poison();
+  kernel.run(args);
+  const auto again = packed.read_words();
+  const auto again_norms = norms.read_floats();
+  EXPECT_EQ(first.packed, again) << "packed codes moved between two runs";
+  EXPECT_EQ(0, std::memcmp(first.norms.data(), again_norms.data(), first.norms.size() * 4)) << "norms moved";
+  (void)ctx;
+  return first;
+}
+
+// Random rows of one (Dim, Bits, In) with the codebook's tables and
+// NaN-guarded outputs; `bounds_override` replaces the boundaries.
+template <class Config>
+struct RandomRows {
+  RandomRows(Context& ctx, std::size_t rows_, std::uint64_t seed, const std::vector<float>* bounds_override = nullptr)
+      : rows(rows_),
+        cb(codebook(Config::dim, Config::bits)),
+        boundaries(bounds_override ? *bounds_override : cb.boundaries),
+        x(make_x(seed)),
+        input(Tensor::from_floats(ctx, Config::in_dtype, {R(), Config::dim}, x)),
+        bounds(Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, boundaries)),
+        codes(Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook)),
+        packed(ctx, DType::u32, {R(), Config::packed_words}),
+        norms(ctx, DType::f32, {R()}) {}
+
+  std::int64_t R() const { return static_cast<std::int64_t>(rows); }
+  std::vector<float> make_x(std::uint64_t seed) const {
+    Rng rng(seed);
+    return make_rows(rng, rows, Config::dim, Config::in_dtype);
+  }
+
+  // Checks `got` against the reference encode with `rotation`: codes exact
+  // away from boundaries, few flips near them, norms within budget.
+  reference::aura::EncodeResult check(const EncodeRun& got, const std::vector<float>& rotation, const char* what) const {
+    const auto ref = reference::aura::encode(x, rows, Config::dim, Config::bits, rotation, boundaries, cb.codebook);
+    const auto c = compare(got.packed, got.norms, ref, x, rows, Config::dim, Config::bits, cb.codebook);
+    EXPECT_EQ(c.unexplained, 0u) << what << ": codes differ from the reference away from any boundary";
+    EXPECT_LE(c.mismatches, rows * Config::dim / 1000 + 2) << what << ": too many codes within rounding of a boundary";
+    EXPECT_LE(c.worst_norm_error, kNormBudget) << what << ": norm relative error";
+    if (c.mismatches)
+      std::printf("  [%s Dim=%u Bits=%u rows=%zu] %zu code(s) within %.0e of a boundary differ\n", what, Config::dim,
+                  Config::bits, rows, c.mismatches, kBoundaryMargin);
+    return ref;
+  }
+
+  std::size_t rows;
+  const aura::Codebook& cb;
+  std::vector<float> boundaries;
+  std::vector<float> x;
+  Tensor input, bounds, codes;
+  GuardedTensor packed, norms;
+};
 
 }  // namespace tktest::aura_support
