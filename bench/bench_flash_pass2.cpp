@@ -101,7 +101,10 @@ BENCHMARK(BM_EmptyDispatch)->UseManualTime()->Iterations(10)->Unit(benchmark::kM
 // no barriers (dispatches may overlap); 3 recorded whole, no barriers;
 // then state bound once and other barriers after each dispatch: 4 an
 // execution dependency alone (not enough for data), 5 shader writes made
-// visible to reads and writes, 6 shader writes made visible to reads.
+// visible to reads and writes, 6 shader writes made visible to reads, 7
+// as 5 with a by-region dependency, 8 as 5 split into an event set after
+// each dispatch and waited on before the next, 9 as 5 from all commands to
+// all commands, 10 as 5 with draw-indirect added to the destination stages.
 void BM_DispatchAnatomy(benchmark::State& state) {
   Context& ctx = context();
   Tensor o(ctx, DType::f32, {1, 1, 4}), m(ctx, DType::f32, {1, 1}), l(ctx, DType::f32, {1, 1});
@@ -109,6 +112,10 @@ void BM_DispatchAnatomy(benchmark::State& state) {
   aura::FlashPass2<aura::FlashPass2Config<4, DType::f32, DType::f32>> kernel(ctx);
   const auto mode = state.range(0);
   const int reps = 2000;
+  std::vector<vk::raii::Event> events;
+  if (mode == 8)
+    for (int i = 0; i < 2 * reps; ++i) events.emplace_back(ctx.device(), vk::EventCreateInfo{});
+  int next_event = 0;
   const auto record = [&](vk::CommandBuffer cmd, int n) {
     for (int i = 0; i < n; ++i) {
       if (i == 0 || mode == 0 || mode == 3)
@@ -116,10 +123,22 @@ void BM_DispatchAnatomy(benchmark::State& state) {
       else
         cmd.dispatch(1, 1, 1, ctx.dispatcher());
       if (mode < 2) compute_barrier(ctx, cmd);
-      if (mode >= 4) {
-        using A = vk::AccessFlagBits;
+      using A = vk::AccessFlagBits;
+      const auto stage = vk::PipelineStageFlagBits::eComputeShader;
+      const vk::MemoryBarrier wr(A::eShaderWrite, A::eShaderRead | A::eShaderWrite);
+      if (mode == 7) {  // by-region dependency
+        cmd.pipelineBarrier(stage, stage, vk::DependencyFlagBits::eByRegion, wr, {}, {}, ctx.dispatcher());
+      } else if (mode == 8) {  // split barrier: an event set after the dispatch, waited on before the next
+        const vk::Event e = *events[static_cast<std::size_t>(next_event++)];
+        cmd.setEvent(e, stage, ctx.dispatcher());
+        cmd.waitEvents(e, stage, stage, wr, {}, {}, ctx.dispatcher());
+      } else if (mode == 9) {  // all commands to all commands
+        const auto all = vk::PipelineStageFlagBits::eAllCommands;
+        cmd.pipelineBarrier(all, all, {}, wr, {}, {}, ctx.dispatcher());
+      } else if (mode == 10) {  // compute to draw-indirect + compute (as an indirect dispatch would)
+        cmd.pipelineBarrier(stage, stage | vk::PipelineStageFlagBits::eDrawIndirect, {}, wr, {}, {}, ctx.dispatcher());
+      } else if (mode >= 4 && mode <= 6) {
         const vk::MemoryBarrier mb(A::eShaderWrite, mode == 5 ? A::eShaderRead | A::eShaderWrite : A::eShaderRead);
-        const auto stage = vk::PipelineStageFlagBits::eComputeShader;
         if (mode == 4)
           cmd.pipelineBarrier(stage, stage, {}, {}, {}, {}, ctx.dispatcher());
         else
@@ -137,8 +156,10 @@ void BM_DispatchAnatomy(benchmark::State& state) {
       timer.stop(cmd);
     });
     state.SetIterationTime(timer.seconds() / reps);
+    for (auto& e : events) e.reset();  // unsignalled again for the next iteration
+    next_event = 0;
   }
 }
-BENCHMARK(BM_DispatchAnatomy)->DenseRange(0, 6)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DispatchAnatomy)->DenseRange(0, 10)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
