@@ -126,7 +126,14 @@ void BM_DispatchAnatomy(benchmark::State& state) {
       using A = vk::AccessFlagBits;
       const auto stage = vk::PipelineStageFlagBits::eComputeShader;
       const vk::MemoryBarrier wr(A::eShaderWrite, A::eShaderRead | A::eShaderWrite);
-      if (mode == 7) {  // by-region dependency
+      if (mode == 4) {
+        cmd.pipelineBarrier(stage, stage, {}, {}, {}, {}, ctx.dispatcher());
+      } else if (mode == 5) {
+        cmd.pipelineBarrier(stage, stage, {}, wr, {}, {}, ctx.dispatcher());
+      } else if (mode == 6) {
+        const vk::MemoryBarrier write_read(A::eShaderWrite, A::eShaderRead);
+        cmd.pipelineBarrier(stage, stage, {}, write_read, {}, {}, ctx.dispatcher());
+      } else if (mode == 7) {  // by-region dependency
         cmd.pipelineBarrier(stage, stage, vk::DependencyFlagBits::eByRegion, wr, {}, {}, ctx.dispatcher());
       } else if (mode == 8) {  // split barrier: an event set after the dispatch, waited on before the next
         const vk::Event e = *events[static_cast<std::size_t>(next_event++)];
@@ -137,12 +144,6 @@ void BM_DispatchAnatomy(benchmark::State& state) {
         cmd.pipelineBarrier(all, all, {}, wr, {}, {}, ctx.dispatcher());
       } else if (mode == 10) {  // compute to draw-indirect + compute (as an indirect dispatch would)
         cmd.pipelineBarrier(stage, stage | vk::PipelineStageFlagBits::eDrawIndirect, {}, wr, {}, {}, ctx.dispatcher());
-      } else if (mode >= 4 && mode <= 6) {
-        const vk::MemoryBarrier mb(A::eShaderWrite, mode == 5 ? A::eShaderRead | A::eShaderWrite : A::eShaderRead);
-        if (mode == 4)
-          cmd.pipelineBarrier(stage, stage, {}, {}, {}, {}, ctx.dispatcher());
-        else
-          cmd.pipelineBarrier(stage, stage, {}, mb, {}, {}, ctx.dispatcher());
       }
     }
   };
