@@ -26,7 +26,8 @@
 //   tile; the o tiles of one row tile are adjacent, and one subgroup's lie
 //   in one row tile) and the S tile (its row tile, s % WPR) where that is on
 //   or below the diagonal, so that one q fragment serves all its products
-//   in a K step (189 -> 183 us on the H100);
+//   in a K step (189 -> 183 us on the H100; 180 us with q, k, h volatile,
+//   below);
 // - the position of an accumulator component comes from two 16 x 16 f32
 //   tiles holding their row and column numbers, loaded as accumulators:
 //   component-wise operations between matrices of one type pair equal
@@ -96,10 +97,15 @@ layout(push_constant) uniform Push {
   uint stride;  // workgroups in the grid
 } pc;
 
-layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_4[]; };
-layout(std430, binding = 1) readonly buffer K4 { uvec4 k_4[]; };
+// q, k and h are volatile so that the driver keeps their loads where they
+// are issued: without it, the H100 build sank the next tile's first K-step
+// loads (issued at the v step) past the tile's last barrier, and the next
+// tile waited for a whole DRAM round trip (seen in the SASS; 184 -> 179 us
+// and 360 -> 350 us at the issue's shapes, bench/NOTES-gdn.md).
+layout(std430, binding = 0) volatile readonly buffer Q4 { uvec4 q_4[]; };
+layout(std430, binding = 1) volatile readonly buffer K4 { uvec4 k_4[]; };
 layout(std430, binding = 2) readonly buffer V4 { uvec4 v_4[]; };
-layout(std430, binding = 3) readonly buffer H4 { uvec4 h_4[]; };
+layout(std430, binding = 3) volatile readonly buffer H4 { uvec4 h_4[]; };
 layout(std430, binding = 4) readonly buffer G { float g_f[]; };
 layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
 
