@@ -100,8 +100,8 @@ layout(push_constant) uniform Push {
 // q, k and h are volatile so that the driver keeps their loads where they
 // are issued: without it, the H100 build sank the next tile's first K-step
 // loads (issued at the v step) past the tile's last barrier, and the next
-// tile waited for a whole DRAM round trip (seen in the SASS; 184 -> 179 us
-// and 360 -> 350 us at the issue's shapes, bench/NOTES-gdn.md).
+// tile waited for a whole DRAM round trip (seen in the SASS; 184 -> 179-180
+// us and 360 -> 348-350 us at the issue's shapes, bench/NOTES-gdn.md).
 layout(std430, binding = 0) volatile readonly buffer Q4 { uvec4 q_4[]; };
 layout(std430, binding = 1) volatile readonly buffer K4 { uvec4 k_4[]; };
 layout(std430, binding = 2) readonly buffer V4 { uvec4 v_4[]; };
