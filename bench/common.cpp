@@ -117,6 +117,18 @@ double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBu
   return timer.seconds() / reps;
 }
 
+double gpu_seconds_per_item(Context& ctx, const std::function<void(vk::CommandBuffer)>& record, int items) {
+  GpuTimer timer(ctx);
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+    record(cmd);  // warm-up
+    compute_barrier(ctx, cmd);
+    timer.start(cmd);
+    record(cmd);
+    timer.stop(cmd);
+  });
+  return timer.seconds() / items;
+}
+
 void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
                double bytes, double flops, double flops_per_s, int reps) {
   const Ceilings& c = ceilings();

@@ -33,6 +33,11 @@ int rotation_sets(double bytes_per_set);
 double gpu_seconds_per_call(Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record, int reps = 100,
                             int warmup = 10);
 
+// GPU seconds per item of a batch that `record` writes whole (`items` of
+// them, with whatever dependencies it records itself): recorded twice in one
+// command buffer, the second time between timestamps.
+double gpu_seconds_per_item(Context& ctx, const std::function<void(vk::CommandBuffer)>& record, int items);
+
 // Times `record` once per benchmark iteration (manual time: the per-call GPU
 // time, so register entries with ->UseManualTime()->Iterations(n), since
 // google benchmark would otherwise repeat until the per-call times sum to
