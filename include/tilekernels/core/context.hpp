@@ -64,6 +64,8 @@ struct AdoptedFeatures {
   bool cooperative_matrix_bf16 = false;
   // shaderInt64 and shaderBufferInt64Atomics.
   bool int64_atomics = false;
+  // VK_EXT_pipeline_robustness (pipelineRobustness).
+  bool pipeline_robustness = false;
 };
 
 namespace detail {
@@ -128,6 +130,7 @@ class Context {
     info_.cooperative_matrix_nv = features.cooperative_matrix_nv;
     info_.cooperative_matrix_bf16 = features.cooperative_matrix_bf16;
     info_.int64_atomics = features.int64_atomics;
+    info_.pipeline_robustness = features.pipeline_robustness;
     finish_setup();
   }
 
@@ -180,7 +183,7 @@ class Context {
     if (it == pipelines_.end())
       it = pipelines_
                .emplace(key, std::make_unique<Pipeline>(*device_, pipeline_cache_ ? &*pipeline_cache_ : nullptr, key,
-                                                         info_.pipeline_statistics))
+                                                         info_.pipeline_statistics, info_.pipeline_robustness))
                .first;
     return *it->second;
   }
@@ -461,6 +464,21 @@ class Context {
         extensions.push_back("VK_KHR_shader_bfloat16");
         info_.cooperative_matrix_bf16 = true;
       }
+    }
+
+    // Lets every pipeline turn off the driver's bounds checks on storage
+    // buffers (Pipeline). The H100's driver checked every load without it,
+    // even with robustBufferAccess off (bench/NOTES-gdn.md, tenth session).
+    vk::PhysicalDevicePipelineRobustnessFeaturesEXT robustness;
+    if (has_extension(VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME) &&
+        physical_->getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDevicePipelineRobustnessFeaturesEXT>()
+            .get<vk::PhysicalDevicePipelineRobustnessFeaturesEXT>()
+            .pipelineRobustness) {
+      robustness.pipelineRobustness = VK_TRUE;
+      robustness.pNext = enable.get<vk::PhysicalDeviceFeatures2>().pNext;
+      enable.get<vk::PhysicalDeviceFeatures2>().pNext = &robustness;
+      extensions.push_back(VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME);
+      info_.pipeline_robustness = true;
     }
 
     // Diagnostics only: the driver's per-pipeline statistics.

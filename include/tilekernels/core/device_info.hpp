@@ -50,6 +50,10 @@ struct DeviceInfo {
   bool cooperative_matrix_bf16 = false;
   bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics
   bool pipeline_statistics = false;    // pipelines capture the driver's statistics (ContextOptions)
+  // VK_EXT_pipeline_robustness (pipelineRobustness): the library's pipelines
+  // run without bounds checks on storage buffers (every kernel stays in
+  // bounds by construction; the host checks sizes before recording).
+  bool pipeline_robustness = false;
 
   bool is_cpu() const noexcept { return type == vk::PhysicalDeviceType::eCpu; }
   // Whether compute pipelines can run with subgroups of n invocations: the

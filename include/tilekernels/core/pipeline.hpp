@@ -34,12 +34,14 @@ struct PipelineKey {
 class Pipeline {
  public:
   // `statistics`: capture the driver's statistics (the device must have
-  // VK_KHR_pipeline_executable_properties enabled).
+  // VK_KHR_pipeline_executable_properties enabled). `unchecked`: storage
+  // buffer accesses without the driver's bounds checks (the device must have
+  // VK_EXT_pipeline_robustness's pipelineRobustness enabled).
   Pipeline(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key,
-           bool statistics = false)
+           bool statistics = false, bool unchecked = false)
       : set_layout_(nullptr), layout_(nullptr), pipeline_(nullptr), bindings_(key.bindings),
         push_bytes_(key.push_constant_bytes), statistics_(statistics) {
-    detail::vk_call("creating a compute pipeline", [&] { build(device, cache, key); });
+    detail::vk_call("creating a compute pipeline", [&] { build(device, cache, key, unchecked); });
   }
 
   // (name, value) of every statistic the driver reports for this pipeline's
@@ -88,7 +90,8 @@ class Pipeline {
   std::uint32_t push_constant_bytes() const { return push_bytes_; }
 
  private:
-  void build(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key) {
+  void build(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key,
+             bool unchecked) {
     std::vector<vk::DescriptorSetLayoutBinding> slots;
     for (std::uint32_t i = 0; i < key.bindings; ++i)
       slots.emplace_back(i, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
@@ -113,8 +116,12 @@ class Pipeline {
       stage.pNext = &subgroup;
       stage.flags = vk::PipelineShaderStageCreateFlagBits::eRequireFullSubgroups;
     }
-    const vk::ComputePipelineCreateInfo info(
+    vk::ComputePipelineCreateInfo info(
         statistics_ ? vk::PipelineCreateFlagBits::eCaptureStatisticsKHR : vk::PipelineCreateFlags{}, stage, *layout_);
+    const vk::PipelineRobustnessCreateInfoEXT robustness(
+        vk::PipelineRobustnessBufferBehaviorEXT::eDisabled, vk::PipelineRobustnessBufferBehaviorEXT::eDeviceDefault,
+        vk::PipelineRobustnessBufferBehaviorEXT::eDeviceDefault, vk::PipelineRobustnessImageBehaviorEXT::eDeviceDefault);
+    if (unchecked) info.pNext = &robustness;
     pipeline_ = vk::raii::Pipeline(device, cache ? vk::Optional<const vk::raii::PipelineCache>(*cache) : nullptr, info);
   }
 
