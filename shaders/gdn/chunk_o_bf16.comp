@@ -16,18 +16,25 @@
 //   h slices staged, q h^T and q k^T accumulated), then the v step (v and
 //   g staged; S gated, masked and rounded into P; the q h^T accumulators
 //   scaled by exp(g_i); P v accumulated; results out). Each step stages
-//   registers loaded during the previous step, issues the loads of the next
-//   step (across tiles too), then multiplies: every load is in flight while
-//   the step before it computes. Two workgroup barriers per step (three in
-//   the v step). K slices of 64 columns rather than 32 took the H100 from
-//   258 to 189 us at B=1, T=8192, H=32, K=V=128 (bench/NOTES-gdn.md): each step
-//   costs bookkeeping, and fewer of them pay;
+//   the registers loaded during the previous step, passes a workgroup
+//   barrier, issues the loads of the next step (across tiles too), then
+//   multiplies: every load is in flight while the step before it computes.
+//   Two workgroup barriers per step (three in the v step). K slices of 64
+//   columns rather than 32 took the H100 from 258 to 189 us at B=1,
+//   T=8192, H=32, K=V=128 (bench/NOTES-gdn.md): each step costs
+//   bookkeeping, and fewer of them pay;
+// - the order of loads and staging is held by the barriers and `volatile`
+//   (below), because all global loads of an invocation share one
+//   scoreboard on the H100: the first use of a loaded value waits for
+//   every load issued before it. Staging a step's registers must therefore
+//   come before the next step's loads are issued, or the staging waits for
+//   those as well and the step hides no memory time (176 -> 160 us and 344
+//   -> 313 us once the order held, bench/NOTES-gdn.md, tenth session);
 // - subgroup s owns the o tiles s * OT .. s * OT + OT - 1 (row tile, column
 //   tile; the o tiles of one row tile are adjacent, and one subgroup's lie
 //   in one row tile) and the S tile (its row tile, s % WPR) where that is on
 //   or below the diagonal, so that one q fragment serves all its products
-//   in a K step (189 -> 183 us on the H100; 180 us with q, k, h volatile,
-//   below);
+//   in a K step (189 -> 183 us on the H100);
 // - the position of an accumulator component comes from two 16 x 16 f32
 //   tiles holding their row and column numbers, loaded as accumulators:
 //   component-wise operations between matrices of one type pair equal
@@ -97,16 +104,15 @@ layout(push_constant) uniform Push {
   uint stride;  // workgroups in the grid
 } pc;
 
-// q, k and h are volatile so that the driver keeps their loads where they
-// are issued: without it, the H100 build sank the next tile's first K-step
-// loads (issued at the v step) past the tile's last barrier, and the next
-// tile waited for a whole DRAM round trip (seen in the SASS; 184 -> 179-180
-// us and 360 -> 348-350 us at the issue's shapes, bench/NOTES-gdn.md).
+// Every input is volatile so that the driver keeps each load where it is
+// issued, after the barrier that follows the previous staging. Without it
+// the H100 build moved loads across barriers, next to or ahead of the
+// staging of earlier loads (seen in the SASS, bench/NOTES-gdn.md).
 layout(std430, binding = 0) volatile readonly buffer Q4 { uvec4 q_4[]; };
 layout(std430, binding = 1) volatile readonly buffer K4 { uvec4 k_4[]; };
-layout(std430, binding = 2) readonly buffer V4 { uvec4 v_4[]; };
+layout(std430, binding = 2) volatile readonly buffer V4 { uvec4 v_4[]; };
+layout(std430, binding = 4) volatile readonly buffer G { float g_f[]; };
 layout(std430, binding = 3) volatile readonly buffer H4 { uvec4 h_4[]; };
-layout(std430, binding = 4) readonly buffer G { float g_f[]; };
 layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
 
 shared uvec4 smem[SMEM_VEC4];
@@ -139,7 +145,7 @@ Tile tile_at(uint id) {
 uvec4 pre[4];
 float pre_g;
 
-// Every load is unconditional, with clamped rows (the selects come at
+// Every load is unconditional, with clamped rows (v's select comes at
 // staging): on the H100 a load inside a conditional block is waited for at
 // the block's end, which would stall the step that should overlap it.
 // K step c of tile t: q and k piece tid % QP (row, 16 bytes of the slice),
@@ -170,13 +176,17 @@ void load_v_step(Tile t) {
   pre_g = g_f[(pc.T * t.b + t.t0 + min(tid % BT, t.rows - 1)) * pc.H + t.ih];
 }
 
-// q and k rows past the chunk's end are zero; h rows are all valid.
+// q and k rows past the chunk's end repeat its last row (the loads clamp):
+// they only reach S's rows and columns past the end, which P masks and the
+// output skips, so no select is needed (a select made the H100 build wait
+// for the loads early, inside the previous step's products). h rows are all
+// valid.
 void stage_k_step(Tile t) {
   const uint tid = gl_LocalInvocationID.x;
   const uint r = (tid % QP) / (KC / 8), c8 = tid % (KC / 8);
   if (tid < QP) {
-    smem[Q_OFF + r * SK + c8] = r < t.rows ? pre[0] : uvec4(0u);
-    smem[K_OFF + r * SK + c8] = r < t.rows ? pre[1] : uvec4(0u);
+    smem[Q_OFF + r * SK + c8] = pre[0];
+    smem[K_OFF + r * SK + c8] = pre[1];
   }
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = tid + n * WG;
@@ -232,11 +242,11 @@ void main() {
     [[unroll]] for (uint c = 0; c < MAX_NK; ++c) {
       if (c < NK) {  // specialisation constants only
         stage_k_step(t);
+        barrier();
         if (c + 1 < NK)
           load_k_step(t, c + 1);
         else
           load_v_step(t);
-        barrier();
         [[unroll]] for (uint kk = 0; kk < KC / 16; ++kk) {
           MAT_A qa;  // this subgroup's row of q, for all of its products
           if (rt_w < RT)
@@ -261,8 +271,8 @@ void main() {
 
     // ---- v step ---------------------------------------------------------
     stage_v_step(t);
-    load_k_step(tn, 0);  // the next tile's first step (this one again at the end: unused)
     barrier();
+    load_k_step(tn, 0);  // the next tile's first step (this one again at the end: unused)
     ACC row_of, col_of;
     coopMatLoad(row_of, smem, IDX_OFF, 4, gl_CooperativeMatrixLayoutRowMajor);
     coopMatLoad(col_of, smem, IDX_OFF + 64, 4, gl_CooperativeMatrixLayoutRowMajor);
