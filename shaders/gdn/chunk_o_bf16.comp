@@ -85,6 +85,7 @@ const uint SCR_OFF = REGION_V;
 const uint REGION_VS = REGION_V + NSG * 16 * SCR;
 const uint REGION = REGION_K > REGION_VS ? REGION_K : REGION_VS;
 const uint IDX_OFF = REGION;          // row- and column-number tiles, 16 x 16 f32 each
+const uint IDX_BIAS = 0x4b000000u;    // bits of 2^23: the float 2^23 + n has bits IDX_BIAS + n
 // 16-byte pieces of a step's loads.
 const uint QP = BT * (KC / 8);        // of a q (or k) slice
 const uint HP = VDIM * (KC / 8);      // of an h slice
@@ -214,13 +215,16 @@ void main() {
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint first = gl_WorkGroupID.x + pc.group_offset;
 
-  // Row- and column-number tiles (16 x 16 each, loaded as f32 accumulators
-  // but holding the integers' bits: read back with floatBitsToUint, no
-  // conversion; 156 -> 154 us and 305 -> 300 us against float values).
+  // Row- and column-number tiles (16 x 16 each, loaded as f32
+  // accumulators): n is stored as the float 2^23 + n, whose bits are
+  // IDX_BIAS + n, and read back as floatBitsToUint(x) - IDX_BIAS, an integer
+  // subtraction instead of a float-to-int conversion (156 -> 154 us and 305
+  // -> 300 us on the H100 with the bare integer bits; these stay normal
+  // floats, so no device flushes them as denormals).
   if (tid < 128) {
     const uint which = tid / 64, e = (tid % 64) * 4;  // 4 floats per invocation
     const uint r = e / 16, c = e % 16;
-    smem[IDX_OFF + tid] = which == 0 ? uvec4(r) : uvec4(c, c + 1, c + 2, c + 3);
+    smem[IDX_OFF + tid] = IDX_BIAS + (which == 0 ? uvec4(r) : uvec4(c, c + 1, c + 2, c + 3));
   }
 
   // This subgroup's row tile, and its S tile: column sg % WPR of that row,
@@ -279,7 +283,8 @@ void main() {
     coopMatLoad(col_of, smem, IDX_OFF + 64, 4, gl_CooperativeMatrixLayoutRowMajor);
     if (has_s) {  // P = bf16(tril_incl(S * exp(g_i - g_j))), columns past the chunk's end zero
       for (int i = 0; i < s_acc.length(); ++i) {
-        const uint r = srt * 16 + floatBitsToUint(row_of[i]), c = sct * 16 + floatBitsToUint(col_of[i]);
+        const uint r = srt * 16 + (floatBitsToUint(row_of[i]) - IDX_BIAS);
+        const uint c = sct * 16 + (floatBitsToUint(col_of[i]) - IDX_BIAS);
         // rounded unconditionally, then selected: with the rounding inside
         // the condition the H100 build branched per element (161 -> 156-157
         // us and 313 -> 306 us without the branches)
@@ -293,7 +298,8 @@ void main() {
       const uint o = sg * OT + j;
       if (j < OT && o < RT * CT) {
         const uint rt = o / CT;
-        for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] *= s_eg[rt * 16 + floatBitsToUint(row_of[i])];
+        for (int i = 0; i < o_acc[j].length(); ++i)
+          o_acc[j][i] *= s_eg[rt * 16 + (floatBitsToUint(row_of[i]) - IDX_BIAS)];
       }
     }
     barrier();  // P complete
