@@ -470,30 +470,18 @@ class Context {
     // buffers (Pipeline). The H100's driver checked every load without it,
     // even with robustBufferAccess off (bench/NOTES-gdn.md, tenth session).
     vk::PhysicalDevicePipelineRobustnessFeaturesEXT robustness;
-    if (has_extension(VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME) &&
-        physical_->getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDevicePipelineRobustnessFeaturesEXT>()
-            .get<vk::PhysicalDevicePipelineRobustnessFeaturesEXT>()
-            .pipelineRobustness) {
-      robustness.pipelineRobustness = VK_TRUE;
-      robustness.pNext = enable.get<vk::PhysicalDeviceFeatures2>().pNext;
-      enable.get<vk::PhysicalDeviceFeatures2>().pNext = &robustness;
-      extensions.push_back(VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME);
-      info_.pipeline_robustness = true;
-    }
+    info_.pipeline_robustness =
+        enable_feature(enable.get<vk::PhysicalDeviceFeatures2>(), extensions, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME,
+                       robustness, &vk::PhysicalDevicePipelineRobustnessFeaturesEXT::pipelineRobustness);
 
     // Diagnostics only: the driver's per-pipeline statistics.
     const bool want_statistics = options_.pipeline_statistics.value_or(detail::env_string("TILEKERNELS_PIPELINE_STATS") == "1");
     vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info;
-    if (want_statistics && has_extension(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
-        physical_->getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
-            .get<vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
-            .pipelineExecutableInfo) {
-      executable_info.pipelineExecutableInfo = VK_TRUE;
-      executable_info.pNext = enable.get<vk::PhysicalDeviceFeatures2>().pNext;
-      enable.get<vk::PhysicalDeviceFeatures2>().pNext = &executable_info;
-      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-      info_.pipeline_statistics = true;
-    }
+    info_.pipeline_statistics =
+        want_statistics &&
+        enable_feature(enable.get<vk::PhysicalDeviceFeatures2>(), extensions,
+                       VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME, executable_info,
+                       &vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::pipelineExecutableInfo);
 
     const float priority = 1.0f;
     const vk::DeviceQueueCreateInfo queue_info({}, queue_family_, 1, &priority);
@@ -501,6 +489,22 @@ class Context {
     info.pNext = &enable.get<vk::PhysicalDeviceFeatures2>();
     device_.emplace(*physical_, info);
     queue_ = *device_->getQueue(queue_family_, 0);
+  }
+
+  // Where the device has extension `ext` and its feature `member` (of the
+  // feature structure F): sets the feature in `storage`, links `storage`
+  // into the chain of `head` (it must outlive device creation) and adds
+  // `ext` to `extensions`.
+  template <class F>
+  bool enable_feature(vk::PhysicalDeviceFeatures2& head, std::vector<const char*>& extensions, const char* ext,
+                      F& storage, vk::Bool32 F::*member) const {
+    if (!has_extension(ext) || !(physical_->getFeatures2<vk::PhysicalDeviceFeatures2, F>().template get<F>().*member))
+      return false;
+    storage.*member = VK_TRUE;
+    storage.pNext = head.pNext;
+    head.pNext = &storage;
+    extensions.push_back(ext);
+    return true;
   }
 
   // The NV extension lists its shapes; the tensor-core kernels use
