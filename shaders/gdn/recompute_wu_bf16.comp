@@ -27,9 +27,9 @@
 // Two workgroup barriers per tile: after staging, after the products.
 //
 // Measured on an H100 (bench/NOTES-gdn.md): at B=1, T=8192, H=32, K=V=128,
-// 140 us with A in bf16 (0.65 of the memory floor) at 512 invocations, 152
-// us at 256, against 264 us for the fp16 kernel (recompute_wu_tc.comp) and
-// 108 us for FLA's Triton.
+// 137 us with A in bf16 (0.66 of the memory floor) at 512 invocations,
+// against 264 us for the fp16 kernel (recompute_wu_tc.comp) and 108 us for
+// FLA's Triton.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -100,10 +100,10 @@ layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
 
 shared uvec4 smem[SMEM_VEC4];
 
-// Two values rounded to bf16 (to nearest even), packed low first.
-uint pack_bf16(vec2 x) {
-  return pack32(bfloat16BitsToUintEXT(bf16vec2(tk_round_bf16(x.x), tk_round_bf16(x.y))));
-}
+// Two values rounded to bf16 (to nearest even), packed low first. (Through
+// tk_round_bf16 and a bf16vec2 conversion the H100 build took 140 / 267 us
+// instead of 137 / 264 us, bench/NOTES-gdn.md.)
+uint pack_bf16(vec2 x) { return (tk_bf16_high(x.x) >> 16) | (tk_bf16_high(x.y) & 0xffff0000u); }
 
 // Two values converted to bf16 by the hardware's rounding: only for A's
 // leading part, whose residual is taken from the value actually stored.

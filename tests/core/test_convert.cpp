@@ -19,7 +19,7 @@ std::vector<std::uint32_t> run_convert(const std::vector<std::uint32_t>& words) 
   Context& ctx = context();
   Tensor in(ctx, DType::u32, {static_cast<std::int64_t>(words.size())});
   in.upload(std::span<const std::uint32_t>(words));
-  GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(words.size() * 4)});
+  GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(words.size() * 5)});
   const Pipeline& p = ctx.pipeline({spirv::test_convert, std::size(spirv::test_convert), {}, 2, sizeof(Push), 0});
   ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
     detail::record_dispatch(ctx, cmd, p, {in.ref(), out.ref()}, Push{0, static_cast<std::uint32_t>(words.size())},
@@ -34,12 +34,13 @@ void expect_agree(const std::vector<std::uint32_t>& words) {
   for (std::size_t i = 0; i < words.size() && bad < 10; ++i) {
     const std::uint32_t w = words[i];
     const float f = std::bit_cast<float>(w);
-    const std::uint32_t want[4] = {f32_to_bf16(f), f32_to_f16(f), std::bit_cast<std::uint32_t>(bf16_to_f32(w & 0xffff)),
-                                   std::bit_cast<std::uint32_t>(f16_to_f32(w & 0xffff))};
-    for (int k = 0; k < 4; ++k)
-      if (gpu[4 * i + k] != want[k]) {
+    // the last: the high half of tk_bf16_high, the bf16 kernels' packing
+    const std::uint32_t want[5] = {f32_to_bf16(f), f32_to_f16(f), std::bit_cast<std::uint32_t>(bf16_to_f32(w & 0xffff)),
+                                   std::bit_cast<std::uint32_t>(f16_to_f32(w & 0xffff)), f32_to_bf16(f)};
+    for (int k = 0; k < 5; ++k)
+      if (gpu[5 * i + k] != want[k]) {
         ++bad;
-        ADD_FAILURE() << std::hex << "input 0x" << w << " conversion " << k << ": gpu 0x" << gpu[4 * i + k]
+        ADD_FAILURE() << std::hex << "input 0x" << w << " conversion " << k << ": gpu 0x" << gpu[5 * i + k]
                       << " host 0x" << want[k];
       }
   }
