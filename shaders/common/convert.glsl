@@ -12,14 +12,6 @@ const uint TK_BF16 = 2u;
 
 float tk_bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
 
-// Written with a select rather than an early return: a branch per element
-// costs several instructions on GPUs, and these run once per element.
-uint tk_f32_to_bf16(float value) {
-  const uint x = floatBitsToUint(value);
-  const uint rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return mix(rounded, (x >> 16) | 0x40u, (x & 0x7fffffffu) > 0x7f800000u);
-}
-
 // x rounded to bf16 precision (to nearest even), kept as f32; NaN stays
 // NaN. Converting the result to bf16 is then exact, whatever rounding the
 // conversion uses: Vulkan leaves that to the implementation, and the
@@ -38,6 +30,8 @@ uint tk_bf16_high(float x) {
   const uint u = floatBitsToUint(x);
   return isnan(x) ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
 }
+
+uint tk_f32_to_bf16(float value) { return tk_bf16_high(value) >> 16; }
 
 float tk_f16_to_f32(uint bits) {
   uint sign = (bits & 0x8000u) << 16;
