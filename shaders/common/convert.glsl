@@ -33,6 +33,20 @@ uint tk_bf16_high(float x) {
 
 uint tk_f32_to_bf16(float value) { return tk_bf16_high(value) >> 16; }
 
+// x rounded to bf16 precision by Veltkamp's splitting (c = x * (2^16 + 1),
+// c - (c - x)): three float operations instead of the integer rounding's
+// five plus a NaN test. Bit for bit tk_round_bf16 (to nearest even, -0
+// kept) for |x| < 2^111 and for NaN; +-Inf and |x| > 5.19e33, where c
+// overflows, give NaN; a denormal x comes back within a bf16 unit (2^-133)
+// of x (too few bits to split) or as 0 where the device flushes denormals.
+// `precise`: a fused c - x would be exact and break the split.
+float tk_round_bf16_split(float x) {
+  precise const float c = x * 65537.0;
+  precise const float d = c - x;
+  precise const float h = c - d;
+  return h;
+}
+
 float tk_f16_to_f32(uint bits) {
   uint sign = (bits & 0x8000u) << 16;
   uint e = (bits >> 10) & 0x1fu;

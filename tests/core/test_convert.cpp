@@ -19,7 +19,7 @@ std::vector<std::uint32_t> run_convert(const std::vector<std::uint32_t>& words) 
   Context& ctx = context();
   Tensor in(ctx, DType::u32, {static_cast<std::int64_t>(words.size())});
   in.upload(std::span<const std::uint32_t>(words));
-  GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(words.size() * 5)});
+  GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(words.size() * 6)});
   const Pipeline& p = ctx.pipeline({spirv::test_convert, std::size(spirv::test_convert), {}, 2, sizeof(Push), 0});
   ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
     detail::record_dispatch(ctx, cmd, p, {in.ref(), out.ref()}, Push{0, static_cast<std::uint32_t>(words.size())},
@@ -34,15 +34,35 @@ void expect_agree(const std::vector<std::uint32_t>& words) {
   for (std::size_t i = 0; i < words.size() && bad < 10; ++i) {
     const std::uint32_t w = words[i];
     const float f = std::bit_cast<float>(w);
-    // the last: the high half of tk_bf16_high, the bf16 kernels' packing
+    // the fifth: the high half of tk_bf16_high, the bf16 kernels' packing
     const std::uint32_t want[5] = {f32_to_bf16(f), f32_to_f16(f), std::bit_cast<std::uint32_t>(bf16_to_f32(w & 0xffff)),
                                    std::bit_cast<std::uint32_t>(f16_to_f32(w & 0xffff)), f32_to_bf16(f)};
     for (int k = 0; k < 5; ++k)
-      if (gpu[5 * i + k] != want[k]) {
+      if (gpu[6 * i + k] != want[k]) {
         ++bad;
-        ADD_FAILURE() << std::hex << "input 0x" << w << " conversion " << k << ": gpu 0x" << gpu[5 * i + k]
+        ADD_FAILURE() << std::hex << "input 0x" << w << " conversion " << k << ": gpu 0x" << gpu[6 * i + k]
                       << " host 0x" << want[k];
       }
+    // tk_round_bf16_split: exact below 2^111, NaN for NaN, +-Inf and from
+    // 2^112 on (between the two: exact or NaN); a denormal stays within a
+    // bf16 unit of the input (too few bits to split; or flushed to zero).
+    const float split = std::bit_cast<float>(gpu[6 * i + 5]);
+    const std::uint32_t exact = std::uint32_t(f32_to_bf16(f)) << 16;
+    const float mag = std::fabs(f);
+    bool ok;
+    if (std::isnan(f) || mag >= 0x1p112f)
+      ok = std::isnan(split);
+    else if (mag >= 0x1p111f)
+      ok = std::isnan(split) || gpu[6 * i + 5] == exact;
+    else if ((w & 0x7f800000u) == 0)
+      ok = split == 0.0f || std::fabs(double(split) - double(f)) <= 0x1p-133;
+    else
+      ok = gpu[6 * i + 5] == exact;
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << std::hex << "input 0x" << w << " tk_round_bf16_split: gpu 0x" << gpu[6 * i + 5]
+                    << " host 0x" << exact;
+    }
   }
 }
 
@@ -57,10 +77,11 @@ TEST_F(Convert, EverySixteenBitPatternWidens) {
 TEST_F(Convert, NarrowingAgreesOnEdgesAndRandomFloats) {
   std::vector<std::uint32_t> words;
   // Around every f16/bf16 rounding edge: overflow, normal/subnormal border,
-  // the smallest subnormal, ties, Inf and NaN.
+  // the smallest subnormal, ties, Inf and NaN; 2^111 and 2^112 for the split.
   for (std::uint32_t edge : {0x477fe000u, 0x477ff000u, 0x47800000u, 0x38800000u, 0x38000000u, 0x33000000u,
                              0x33800000u, 0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0x3f808000u,
-                             0x3f818000u, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0x00000001u, 0x007fffffu, 0u})
+                             0x3f818000u, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0x00000001u, 0x007fffffu, 0u,
+                             0x77000000u, 0x777fff00u, 0x77800000u})
     for (std::int32_t d = -3; d <= 3; ++d)
       for (std::uint32_t sign : {0u, 0x80000000u}) words.push_back((edge + static_cast<std::uint32_t>(d)) | sign);
   Rng rng(12345);
