@@ -77,11 +77,12 @@ TEST_F(Convert, EverySixteenBitPatternWidens) {
 TEST_F(Convert, NarrowingAgreesOnEdgesAndRandomFloats) {
   std::vector<std::uint32_t> words;
   // Around every f16/bf16 rounding edge: overflow, normal/subnormal border,
-  // the smallest subnormal, ties, Inf and NaN; 2^111 and 2^112 for the split.
+  // the smallest subnormal, ties, Inf and NaN; for the split 2^111, 2^112 and
+  // values just below a power of two (where a fused c - x would go wrong).
   for (std::uint32_t edge : {0x477fe000u, 0x477ff000u, 0x47800000u, 0x38800000u, 0x38000000u, 0x33000000u,
                              0x33800000u, 0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0x3f808000u,
                              0x3f818000u, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0x00000001u, 0x007fffffu, 0u,
-                             0x77000000u, 0x777fff00u, 0x77800000u})
+                             0x77000000u, 0x777fff00u, 0x77800000u, 0x3fffff00u, 0x3fffff80u, 0x3f7fff80u})
     for (std::int32_t d = -3; d <= 3; ++d)
       for (std::uint32_t sign : {0u, 0x80000000u}) words.push_back((edge + static_cast<std::uint32_t>(d)) | sign);
   Rng rng(12345);
