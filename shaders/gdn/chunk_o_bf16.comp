@@ -40,7 +40,11 @@
 //   component-wise operations between matrices of one type pair equal
 //   positions, so their components say where each one sits;
 // - results leave through per-subgroup scratch in 16-byte stores (whole
-//   32-byte sectors; rows past T are not written).
+//   32-byte sectors; rows past T are not written);
+// - P and o are rounded to bf16 by the float split (tk_round_bf16_split),
+//   the next tile found by digit-wise addition, and the o gate read once
+//   for both of a subgroup's o tiles: 154 -> 148 us and 301 -> 291 us on
+//   the H100 (bench/NOTES-gdn.md, twelfth session).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -103,6 +107,8 @@ layout(push_constant) uniform Push {
   uint tiles;   // B * NT * H
   float scale;
   uint stride;  // workgroups in the grid
+  uint ratio;   // H / Hg
+  uint batch;
 } pc;
 
 // Every input is volatile so that the driver keeps each load where it is
@@ -129,12 +135,45 @@ struct Tile {
   uint b, ih, kh, it, t0, rows;
 };
 
-Tile tile_at(uint id) {
+// A tile index as digits of radices (H / Hg, Hg, NT, batch):
+// ((b * NT + it) * Hg + kh) * (H / Hg) + r, head ih = kh * (H / Hg) + r.
+// The walk adds its stride digit by digit, so its loop divides nothing.
+struct Digits {
+  uint r, kh, it, b;
+};
+
+Digits digits_of(uint x) {
+  Digits d;
+  d.r = x % pc.ratio;
+  x /= pc.ratio;
+  d.kh = x % pc.Hg;
+  x /= pc.Hg;
+  d.it = x % pc.NT;
+  d.b = x / pc.NT;
+  return d;
+}
+
+Digits digits_add(Digits d, Digits s) {
+  uint x = d.r + s.r;
+  uint carry = x >= pc.ratio ? 1u : 0u;
+  d.r = x - carry * pc.ratio;
+  x = d.kh + s.kh + carry;
+  carry = x >= pc.Hg ? 1u : 0u;
+  d.kh = x - carry * pc.Hg;
+  x = d.it + s.it + carry;
+  carry = x >= pc.NT ? 1u : 0u;
+  d.it = x - carry * pc.NT;
+  d.b += s.b + carry;
+  return d;
+}
+
+// Past the last batch: a tile of the last batch (valid addresses, unused).
+Tile tile_of(Digits d) {
   Tile s;
-  s.ih = id % pc.H;
-  s.it = (id / pc.H) % pc.NT;
-  s.b = id / pc.H / pc.NT;
-  s.kh = s.ih / (pc.H / pc.Hg);
+  s.b = min(d.b, pc.batch - 1);
+  s.kh = d.kh;
+  s.ih = d.kh * pc.ratio + d.r;
+  s.it = d.it;
   s.t0 = s.it * BT;
   s.rows = min(BT, pc.T - s.t0);
   return s;
@@ -233,12 +272,13 @@ void main() {
   const uint srt = rt_w, sct = sg % WPR;
   const bool has_s = srt < RT && sct <= srt;
 
-  uint id = first;
-  Tile t = tile_at(min(id, pc.tiles - 1));
+  const Digits stride = digits_of(pc.stride);
+  Digits dg = digits_of(first);
+  Tile t = tile_of(dg);
   load_k_step(t, 0);
-  while (id < pc.tiles) {  // uniform per workgroup
-    const uint next = id + pc.stride;
-    const Tile tn = tile_at(min(next, pc.tiles - 1));
+  while (dg.b < pc.batch) {  // uniform per workgroup
+    dg = digits_add(dg, stride);
+    const Tile tn = tile_of(dg);
     ACC o_acc[MAX_OT];
     [[unroll]] for (uint j = 0; j < MAX_OT; ++j) o_acc[j] = ACC(0.0);
     ACC s_acc = ACC(0.0);
@@ -288,18 +328,19 @@ void main() {
         // rounded unconditionally, then selected: with the rounding inside
         // the condition the H100 build branched per element (161 -> 156-157
         // us and 313 -> 306 us without the branches)
-        const float x = tk_round_bf16(s_acc[i] * exp(s_g[r] - s_g[c]));
+        const float x = tk_round_bf16_split(s_acc[i] * exp(s_g[r] - s_g[c]));
         s_acc[i] = c <= r && c < t.rows ? x : 0.0;
       }
       const OUT16 p16 = OUT16(s_acc);
       coopMatStore(p16, smem, P_OFF + srt * 16 * SP + sct * 2, SP, gl_CooperativeMatrixLayoutRowMajor);
     }
-    [[unroll]] for (uint j = 0; j < MAX_OT; ++j) {  // (q h^T) * exp(g_i)
-      const uint o = sg * OT + j;
-      if (j < OT && o < RT * CT) {
-        const uint rt = o / CT;
-        for (int i = 0; i < o_acc[j].length(); ++i)
-          o_acc[j][i] *= s_eg[rt * 16 + (floatBitsToUint(row_of[i]) - IDX_BIAS)];
+    // (q h^T) * exp(g_i): all of this subgroup's o tiles lie in row tile
+    // rt_w, so each component's factor is read once for all of them.
+    if (rt_w < RT) {
+      for (int i = 0; i < row_of.length(); ++i) {
+        const float e = s_eg[rt_w * 16 + (floatBitsToUint(row_of[i]) - IDX_BIAS)];
+        [[unroll]] for (uint j = 0; j < MAX_OT; ++j)
+          if (j < OT && sg * OT + j < RT * CT) o_acc[j][i] *= e;
       }
     }
     barrier();  // P complete
@@ -325,7 +366,7 @@ void main() {
       if (j < OT && o < RT * CT) {
         const uint rt = o / CT, ct = o % CT;
         if (rt * 16 < t.rows) {  // uniform per subgroup
-          for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] = tk_round_bf16(o_acc[j][i] * pc.scale);
+          for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] = tk_round_bf16_split(o_acc[j][i] * pc.scale);
           const OUT16 ob = OUT16(o_acc[j]);
           coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
           subgroupMemoryBarrierShared();
@@ -341,6 +382,5 @@ void main() {
     }
     barrier();  // the scratch lies in the K-step area, which the next tile stages into
     t = tn;
-    id = next;
   }
 }

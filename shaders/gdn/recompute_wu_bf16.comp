@@ -27,7 +27,7 @@
 // Two workgroup barriers per tile: after staging, after the products.
 //
 // Measured on an H100 (bench/NOTES-gdn.md): at B=1, T=8192, H=32, K=V=128,
-// 137 us with A in bf16 (0.66 of the memory floor) at 512 invocations,
+// 121 us with A in bf16 (0.74 of the memory floor) at 512 invocations,
 // against 264 us for the fp16 kernel (recompute_wu_tc.comp) and 108 us for
 // FLA's Triton.
 #extension GL_KHR_cooperative_matrix : require
@@ -84,6 +84,7 @@ layout(push_constant) uniform Push {
   uint H;
   uint chunks;
   uint pairs;  // workgroup pairs in the grid: the stride of each pair's walk over the tiles
+  uint ratio;  // H / Hg
 } pc;
 
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
@@ -100,10 +101,14 @@ layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
 
 shared uvec4 smem[SMEM_VEC4];
 
-// Two values rounded to bf16 (to nearest even), packed low first. (Through
-// tk_round_bf16 and a bf16vec2 conversion the H100 build took 140 / 267 us
-// instead of 137 / 264 us, bench/NOTES-gdn.md.)
-uint pack_bf16(vec2 x) { return (tk_bf16_high(x.x) >> 16) | (tk_bf16_high(x.y) & 0xffff0000u); }
+// Two values rounded to bf16 (to nearest even), packed low first. The
+// split rounding (three float operations) took the H100 build from 136 /
+// 261 to 121 / 235 us against the integer rounding (tk_bf16_high),
+// bench/NOTES-gdn.md; its limits (NaN for +-Inf and beyond 5.19e33) are
+// in include/tilekernels/gdn/recompute_wu.hpp.
+uint pack_bf16(vec2 x) {
+  return (floatBitsToUint(tk_round_bf16_split(x.x)) >> 16) | (floatBitsToUint(tk_round_bf16_split(x.y)) & 0xffff0000u);
+}
 
 // Two values converted to bf16 by the hardware's rounding: only for A's
 // leading part, whose residual is taken from the value actually stored.
@@ -127,13 +132,47 @@ struct Tile {
   uint b, h, kh, t0, rows;
 };
 
-Tile tile_at(uint pair) {
+// A tile index as digits of radices (H / Hg, Hg, chunks, batch):
+// ((b * chunks + c) * Hg + kh) * (H / Hg) + r, head h = kh * (H / Hg) + r.
+// The walk adds its stride digit by digit, so its loop divides nothing
+// (the divisions were ~90 of ~690 instructions per subgroup and tile).
+struct Digits {
+  uint r, kh, c, b;
+};
+
+Digits digits_of(uint x) {
+  Digits d;
+  d.r = x % pc.ratio;
+  x /= pc.ratio;
+  d.kh = x % pc.Hg;
+  x /= pc.Hg;
+  d.c = x % pc.chunks;
+  d.b = x / pc.chunks;
+  return d;
+}
+
+Digits digits_add(Digits d, Digits s) {
+  uint x = d.r + s.r;
+  uint carry = x >= pc.ratio ? 1u : 0u;
+  d.r = x - carry * pc.ratio;
+  x = d.kh + s.kh + carry;
+  carry = x >= pc.Hg ? 1u : 0u;
+  d.kh = x - carry * pc.Hg;
+  x = d.c + s.c + carry;
+  carry = x >= pc.chunks ? 1u : 0u;
+  d.c = x - carry * pc.chunks;
+  d.b += s.b + carry;
+  return d;
+}
+
+// The tile of digits d; past the last batch, a tile of the last batch (a
+// valid address whose loads go unused).
+Tile tile_of(Digits d) {
   Tile t;
-  t.h = pair % pc.H;
-  const uint chunk = (pair / pc.H) % pc.chunks;
-  t.b = pair / pc.H / pc.chunks;
-  t.kh = t.h / (pc.H / pc.Hg);
-  t.t0 = chunk * BT;
+  t.b = min(d.b, pc.batch - 1);
+  t.kh = d.kh;
+  t.h = d.kh * pc.ratio + d.r;
+  t.t0 = d.c * BT;
   t.rows = min(BT, pc.T - t.t0);
   return t;
 }
@@ -278,7 +317,7 @@ void multiply_store(const bool IS_W, Tile t) {
   const uint scr = SCR_BASE + sg * SCR_SG;
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
     if (m < MT && ct0 + m < CT) {
-      for (int i = 0; i < acc[m].length(); ++i) acc[m][i] = tk_round_bf16(acc[m][i]);
+      for (int i = 0; i < acc[m].length(); ++i) acc[m][i] = tk_round_bf16_split(acc[m][i]);
       coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> ob =
           coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[m]);
       // Each tile leaves through this subgroup's scratch: one 16-byte store
@@ -315,20 +354,18 @@ void multiply_store(const bool IS_W, Tile t) {
 // tiles s, s + pairs, ...; the loads of the next tile are in flight while
 // this one is multiplied and stored.
 void walk(const bool IS_W, uint slot) {
-  const uint total = pc.batch * pc.chunks * pc.H;
-  uint pair = slot;
-  Tile t = tile_at(pair);
+  const Digits stride = digits_of(pc.pairs);
+  Digits d = digits_of(slot);
+  Tile t = tile_of(d);
   load_tile(IS_W, t);
-  while (pair < total) {  // uniform per workgroup
-    const uint next = pair + pc.pairs;
+  while (d.b < pc.batch) {  // uniform per workgroup
     stage_tile(IS_W, t);
-    // the next tile (or this one again at the end: a valid address, unused)
-    const Tile n = tile_at(min(next, total - 1));
+    d = digits_add(d, stride);
+    const Tile n = tile_of(d);  // past the end: unused loads
     load_tile(IS_W, n);
     barrier();
     multiply_store(IS_W, t);
     t = n;
-    pair = next;
   }
 }
 

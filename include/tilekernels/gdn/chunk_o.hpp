@@ -34,7 +34,10 @@
 // range handling, in persistent workgroups that load each step while the
 // previous one computes (V <= 128; larger V takes the fp16 path). Asking
 // for a tensor-core version (ChunkOOptions::nv_version) or bf16 = false
-// selects the fp16 path.
+// selects the fp16 path. Its roundings to bf16 (A and o) are three float
+// operations (tk_round_bf16_split, shaders/common/convert.glsl): to nearest
+// even, as FLA, for magnitudes up to 5.19e33; +-Inf and larger values there
+// become NaN, where the other paths keep them.
 #pragma once
 
 #include <algorithm>
@@ -284,7 +287,9 @@ class ChunkO {
                     static_cast<std::uint32_t>(NT),
                     static_cast<std::uint32_t>(tiles),
                     a.scale,
-                    static_cast<std::uint32_t>(groups)};
+                    static_cast<std::uint32_t>(groups),
+                    static_cast<std::uint32_t>(H / Hg),
+                    static_cast<std::uint32_t>(B)};
     detail::record_dispatch(*ctx_, cmd, pipeline(), {a.q, a.k, a.v, a.h, a.g, a.o}, push, groups);
   }
 
@@ -299,6 +304,7 @@ class ChunkO {
     std::uint32_t group_offset, T, H, Hg, NT, total_groups;
     float scale;
     std::uint32_t stride;  // bf16 kernel: workgroups in the grid
+    std::uint32_t ratio = 0, batch = 0;  // bf16 kernel: H / Hg, B
   };
 
   std::uint32_t nv_workgroup() const { return (Config::BT / 16) * nv_wc_ * 32; }

@@ -29,6 +29,10 @@
 // bf16 values FLA multiplies, so nothing is scaled; A in f32 is carried as
 // bf16 + bf16 residual (about 16 bits). Built only when the shader compiler
 // knows GL_KHR_cooperative_matrix and GL_EXT_bfloat16 (TK_GLSLANG in CMake).
+// Its roundings to bf16 (operands and results) are three float operations
+// (tk_round_bf16_split, shaders/common/convert.glsl): to nearest even, as
+// FLA, for magnitudes up to 5.19e33; +-Inf and larger values there become
+// NaN, where the other paths keep them.
 //
 // Tensor-core kernels (RecomputeWUOptions::tc_kernel):
 // 3 shaders/gdn/recompute_wu_bf16.comp (the bf16 path): persistent pairs
@@ -291,6 +295,7 @@ class RecomputeWU {
       // `pairs`, prefetching the next tile while it multiplies this one.
       Push walk = push;
       walk.pairs = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, options_.bf16_workgroups / 2));
+      walk.ratio = static_cast<std::uint32_t>(H / Hg);
       detail::record_dispatch(*ctx_, cmd, ctx_->pipeline(bf16_key), {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, walk,
                               2 * std::uint64_t(walk.pairs));
       return;
@@ -349,6 +354,7 @@ class RecomputeWU {
   struct Push {
     std::uint32_t group_offset, batch, T, Hg, H, chunks;
     std::uint32_t pairs = 0;  // bf16 kernel: workgroup pairs in the grid
+    std::uint32_t ratio = 0;  // bf16 kernel: H / Hg
   };
   Context* ctx_;
   RecomputeWUOptions options_;
