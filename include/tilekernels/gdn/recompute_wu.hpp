@@ -50,7 +50,7 @@
 //   invocations): kept for comparison, and as the fallback where version 2
 //   does not fit 48 KiB (split A with BT = 64 and K or V > 128).
 // Measured on an H100 at B=1, T=8192, Hg=16, H=32, K=V=128, A in f32:
-// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 160 us
+// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 144 us
 // (bench/NOTES-gdn.md).
 //
 // Path choice (tc_kernel 0, the default): the bf16 path where the device and
