@@ -195,6 +195,65 @@ TYPED_TEST(RecomputeWUTest, OperandsBeyondHalfRange) {
   this->check_case(s, 0, 1.0f, &in);
 }
 
+// An infinite v element: the outputs that use it (u in its chunk, head and
+// column, rows from its own on) come out Inf or NaN on every path; rows above it may too (0 * Inf in a full
+// product); every other output stays finite and matches the reference.
+// (The bf16 path turns the Inf operand into NaN, include/.../recompute_wu.hpp.)
+TYPED_TEST(RecomputeWUTest, InfiniteInputStaysContained) {
+  if (TypeParam::k + TypeParam::v > 256 || TypeParam::bt != 64) GTEST_SKIP() << "covered by the main configs";
+  constexpr std::size_t K = TypeParam::k, V = TypeParam::v, BT = TypeParam::bt;
+  const Shape5 s{1, 100, 1, 2};
+  Context& ctx = context();
+  Rng rng(777);
+  Inputs in = make_inputs(rng, s, K, V, BT, 1.0f);
+  in.A = rounded(TypeParam::a_dtype, in.A);
+  const std::size_t t_inf = 70, h_inf = 1, c_inf = 5;  // second chunk (rows 64..99)
+  in.v[(t_inf * s.H + h_inf) * V + c_inf] = std::numeric_limits<float>::infinity();
+  const auto S = [](auto... d) { return Shape{static_cast<std::int64_t>(d)...}; };
+  auto k = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.Hg, K), in.k);
+  auto v = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.H, V), in.v);
+  auto beta = Tensor::from_floats(ctx, DType::f32, S(s.B, s.T, s.H), in.beta);
+  auto g = Tensor::from_floats(ctx, DType::f32, S(s.B, s.T, s.H), in.g);
+  auto A = Tensor::from_floats(ctx, TypeParam::a_dtype, S(s.B, s.T, s.H, BT), in.A);
+  GuardedTensor w(ctx, DType::bf16, S(s.B, s.T, s.H, K));
+  GuardedTensor u(ctx, DType::bf16, S(s.B, s.T, s.H, V));
+  const auto ref = tilekernels::reference::gdn::recompute_wu(in.k, in.v, in.beta, in.g, in.A, s.B, s.T, s.Hg, s.H,
+                                                             K, V, BT);
+  for (const auto& pc : paths<TypeParam>()) {
+    SCOPED_TRACE(pc.label);
+    gdn::RecomputeWU<TypeParam> kernel(ctx, pc.options);
+    w.poison();
+    u.poison();
+    kernel.run({k, v, beta, g, A, w, u});
+    const auto got_w = w.read_floats(), got_u = u.read_floats();
+    EXPECT_TRUE(w.guards_intact());
+    EXPECT_TRUE(u.guards_intact());
+    EXPECT_LE(relative_rms(got_w, ref.w), kBudget) << "w relative RMS error";
+    std::vector<float> finite_got;
+    std::vector<double> finite_ref;
+    std::size_t bad = 0, uses = 0;
+    for (std::size_t t = 0; t < s.T; ++t)
+      for (std::size_t h = 0; h < s.H; ++h)
+        for (std::size_t c = 0; c < V; ++c) {
+          const std::size_t e = (t * s.H + h) * V + c;
+          const bool column = h == h_inf && c == c_inf && t / BT == t_inf / BT;
+          if (column && t >= t_inf && !std::isfinite(ref.u[e])) {
+            ++uses;
+            if (std::isfinite(got_u[e]) && bad++ < 5) ADD_FAILURE() << "u row " << t << ": finite " << got_u[e];
+          } else if (column && (!std::isfinite(got_u[e]) || !std::isfinite(ref.u[e]))) {
+            // above the Inf's row (A's coefficient 0): Inf * 0 may give NaN, or be skipped
+          } else if (!std::isfinite(got_u[e])) {
+            if (bad++ < 5) ADD_FAILURE() << "u row " << t << " head " << h << " column " << c << ": " << got_u[e];
+          } else {
+            finite_got.push_back(got_u[e]);
+            finite_ref.push_back(ref.u[e]);
+          }
+        }
+    EXPECT_LE(relative_rms(finite_got, finite_ref), kBudget) << "u relative RMS error away from the Inf";
+    EXPECT_GT(uses, 0u) << "no output uses the Inf: the test checks nothing";
+  }
+}
+
 class RecomputeWUErrors : public DeviceTest {};
 
 TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
