@@ -181,6 +181,54 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
   }
 }
 
+// An infinite v element: the outputs that use it (its chunk, head and
+// column, rows from its own on) come out Inf or NaN on every path; rows
+// above it may too (0 * Inf where a full product meets the mask); every other
+// output stays finite and matches the reference. (The bf16 path turns Inf in
+// P v's result into NaN, include/tilekernels/gdn/chunk_o.hpp.)
+TEST_F(ChunkORange, InfiniteInputStaysContained) {
+  using Config = gdn::ChunkOConfig<64, 64, 64>;
+  const Case c{1, 130, 1, 2};
+  const auto s = shape_of<Config>(c);
+  Rng rng(950);
+  Inputs in = make_inputs(rng, s);
+  const std::size_t t_inf = 80, h_inf = 1, c_inf = 9;  // chunk 1 (rows 64..127)
+  in.v[(t_inf * s.H + h_inf) * s.V + c_inf] = std::numeric_limits<float>::infinity();
+  const float scale = 0.125f;
+  const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
+  // the fp16 tensor-core versions 1-3, the automatic path, the portable path
+  for (int variant = 0; variant < 5; ++variant) {
+    gdn::ChunkOOptions options;
+    options.nv_version = variant < 3 ? 1 + variant : 0;
+    options.force_portable = variant == 4;
+    gdn::ChunkOPath path{};
+    const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
+    SCOPED_TRACE(std::string("path ") + gdn::to_string(path) + " variant " + std::to_string(variant));
+    std::vector<float> finite_got;
+    std::vector<double> finite_want;
+    std::size_t bad = 0, uses = 0;
+    for (std::size_t t = 0; t < s.T; ++t)
+      for (std::size_t h = 0; h < s.H; ++h)
+        for (std::size_t x = 0; x < s.V; ++x) {
+          const std::size_t e = (t * s.H + h) * s.V + x;
+          const bool column = h == h_inf && x == c_inf && t / s.BT == t_inf / s.BT;
+          if (column && t >= t_inf && !std::isfinite(want[e])) {
+            ++uses;
+            if (std::isfinite(got[e]) && bad++ < 5) ADD_FAILURE() << "row " << t << ": finite " << got[e];
+          } else if (column && (!std::isfinite(got[e]) || !std::isfinite(want[e]))) {
+            // above the Inf's row: 0 * Inf may give NaN, or be skipped
+          } else if (!std::isfinite(got[e])) {
+            if (bad++ < 5) ADD_FAILURE() << "row " << t << " head " << h << " column " << x << ": " << got[e];
+          } else {
+            finite_got.push_back(got[e]);
+            finite_want.push_back(want[e]);
+          }
+        }
+    EXPECT_LE(relative_rms(finite_got, finite_want), kBudget) << "relative RMS error away from the Inf";
+    EXPECT_GT(uses, 0u) << "no output uses the Inf: the test checks nothing";
+  }
+}
+
 TEST(ChunkOPathChoice, FollowsDeviceAndOptions) {
   Context& ctx = context();
   using Config = gdn::ChunkOConfig<>;
