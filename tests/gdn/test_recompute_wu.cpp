@@ -97,16 +97,20 @@ std::vector<PathCase> paths() {
 template <class Config>
 class RecomputeWUTest : public DeviceTest {
  protected:
-  // Runs every path twice; checks w and u against the reference, guards and
-  // bit-exact repeatability. Returns the worst error seen per path label.
-  void check_case(const Shape5& s, std::uint64_t seed, float kv_scale = 1.0f, Inputs* custom = nullptr) {
+  // One run's outputs, and whether the sentinels around them survived.
+  struct Outputs {
+    std::vector<float> w, u;
+    bool w_guards, u_guards;
+  };
+
+  // Uploads `in` (A rounded to its stored dtype, which is what the reference
+  // sees), computes the reference, and calls check(label, run, ref) for every
+  // path, where run() runs that path on NaN-poisoned outputs.
+  template <class Check>
+  void on_every_path(const Shape5& s, Inputs in, Check&& check) {
     constexpr std::size_t K = Config::k, V = Config::v, BT = Config::bt;
-    SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " Hg=" + std::to_string(s.Hg) +
-                 " H=" + std::to_string(s.H) + " seed=" + std::to_string(seed));
     Context& ctx = context();
-    Rng rng(seed);
-    Inputs in = custom ? *custom : make_inputs(rng, s, K, V, BT, kv_scale);
-    in.A = rounded(Config::a_dtype, in.A);  // the stored A is what the reference sees
+    in.A = rounded(Config::a_dtype, in.A);
     const auto S = [](auto... d) { return Shape{static_cast<std::int64_t>(d)...}; };
     auto k = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.Hg, K), in.k);
     auto v = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.H, V), in.v);
@@ -120,23 +124,36 @@ class RecomputeWUTest : public DeviceTest {
     for (const auto& pc : paths<Config>()) {
       SCOPED_TRACE(pc.label);
       gdn::RecomputeWU<Config> kernel(ctx, pc.options);
-      w.poison();
-      u.poison();
-      kernel.run({k, v, beta, g, A, w, u});
-      const auto got_w = w.read_floats(), got_u = u.read_floats();
-      EXPECT_TRUE(w.guards_intact());
-      EXPECT_TRUE(u.guards_intact());
-      const double ew = relative_rms(got_w, ref.w), eu = relative_rms(got_u, ref.u);
+      const auto run = [&] {
+        w.poison();
+        u.poison();
+        kernel.run({k, v, beta, g, A, w, u});
+        return Outputs{w.read_floats(), u.read_floats(), w.guards_intact(), u.guards_intact()};
+      };
+      check(std::string(pc.label), run, ref);
+    }
+  }
+
+  // Runs every path twice; checks w and u against the reference, guards and
+  // bit-exact repeatability, and keeps the worst error seen per path label.
+  void check_case(const Shape5& s, std::uint64_t seed, float kv_scale = 1.0f, Inputs* custom = nullptr) {
+    SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " Hg=" + std::to_string(s.Hg) +
+                 " H=" + std::to_string(s.H) + " seed=" + std::to_string(seed));
+    Rng rng(seed);
+    const Inputs in = custom ? *custom : make_inputs(rng, s, Config::k, Config::v, Config::bt, kv_scale);
+    on_every_path(s, in, [&](const std::string& label, const auto& run, const auto& ref) {
+      const Outputs got = run();
+      EXPECT_TRUE(got.w_guards);
+      EXPECT_TRUE(got.u_guards);
+      const double ew = relative_rms(got.w, ref.w), eu = relative_rms(got.u, ref.u);
       EXPECT_LE(ew, kBudget) << "w relative RMS error";
       EXPECT_LE(eu, kBudget) << "u relative RMS error";
-      auto& worst = worst_[pc.label];
+      auto& worst = worst_[label];
       worst = std::max({worst, ew, eu});
-      w.poison();
-      u.poison();
-      kernel.run({k, v, beta, g, A, w, u});
-      EXPECT_EQ(0, std::memcmp(got_w.data(), w.read_floats().data(), got_w.size() * 4)) << "w moved";
-      EXPECT_EQ(0, std::memcmp(got_u.data(), u.read_floats().data(), got_u.size() * 4)) << "u moved";
-    }
+      const Outputs again = run();
+      EXPECT_EQ(0, std::memcmp(got.w.data(), again.w.data(), got.w.size() * 4)) << "w moved";
+      EXPECT_EQ(0, std::memcmp(got.u.data(), again.u.data(), got.u.size() * 4)) << "u moved";
+    });
   }
 
   void TearDown() override {
@@ -203,32 +220,15 @@ TYPED_TEST(RecomputeWUTest, InfiniteInputStaysContained) {
   if (TypeParam::k + TypeParam::v > 256 || TypeParam::bt != 64) GTEST_SKIP() << "covered by the main configs";
   constexpr std::size_t K = TypeParam::k, V = TypeParam::v, BT = TypeParam::bt;
   const Shape5 s{1, 100, 1, 2};
-  Context& ctx = context();
   Rng rng(777);
   Inputs in = make_inputs(rng, s, K, V, BT, 1.0f);
-  in.A = rounded(TypeParam::a_dtype, in.A);
   const std::size_t t_inf = 70, h_inf = 1, c_inf = 5;  // second chunk (rows 64..99)
   in.v[(t_inf * s.H + h_inf) * V + c_inf] = std::numeric_limits<float>::infinity();
-  const auto S = [](auto... d) { return Shape{static_cast<std::int64_t>(d)...}; };
-  auto k = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.Hg, K), in.k);
-  auto v = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.H, V), in.v);
-  auto beta = Tensor::from_floats(ctx, DType::f32, S(s.B, s.T, s.H), in.beta);
-  auto g = Tensor::from_floats(ctx, DType::f32, S(s.B, s.T, s.H), in.g);
-  auto A = Tensor::from_floats(ctx, TypeParam::a_dtype, S(s.B, s.T, s.H, BT), in.A);
-  GuardedTensor w(ctx, DType::bf16, S(s.B, s.T, s.H, K));
-  GuardedTensor u(ctx, DType::bf16, S(s.B, s.T, s.H, V));
-  const auto ref = tilekernels::reference::gdn::recompute_wu(in.k, in.v, in.beta, in.g, in.A, s.B, s.T, s.Hg, s.H,
-                                                             K, V, BT);
-  for (const auto& pc : paths<TypeParam>()) {
-    SCOPED_TRACE(pc.label);
-    gdn::RecomputeWU<TypeParam> kernel(ctx, pc.options);
-    w.poison();
-    u.poison();
-    kernel.run({k, v, beta, g, A, w, u});
-    const auto got_w = w.read_floats(), got_u = u.read_floats();
-    EXPECT_TRUE(w.guards_intact());
-    EXPECT_TRUE(u.guards_intact());
-    EXPECT_LE(relative_rms(got_w, ref.w), kBudget) << "w relative RMS error";
+  this->on_every_path(s, in, [&](const std::string&, const auto& run, const auto& ref) {
+    const auto got = run();
+    EXPECT_TRUE(got.w_guards);
+    EXPECT_TRUE(got.u_guards);
+    EXPECT_LE(relative_rms(got.w, ref.w), kBudget) << "w relative RMS error";
     std::vector<float> finite_got;
     std::vector<double> finite_ref;
     std::size_t bad = 0, uses = 0;
@@ -239,19 +239,19 @@ TYPED_TEST(RecomputeWUTest, InfiniteInputStaysContained) {
           const bool column = h == h_inf && c == c_inf && t / BT == t_inf / BT;
           if (column && t >= t_inf && !std::isfinite(ref.u[e])) {
             ++uses;
-            if (std::isfinite(got_u[e]) && bad++ < 5) ADD_FAILURE() << "u row " << t << ": finite " << got_u[e];
-          } else if (column && (!std::isfinite(got_u[e]) || !std::isfinite(ref.u[e]))) {
+            if (std::isfinite(got.u[e]) && bad++ < 5) ADD_FAILURE() << "u row " << t << ": finite " << got.u[e];
+          } else if (column && (!std::isfinite(got.u[e]) || !std::isfinite(ref.u[e]))) {
             // above the Inf's row (A's coefficient 0): Inf * 0 may give NaN, or be skipped
-          } else if (!std::isfinite(got_u[e])) {
-            if (bad++ < 5) ADD_FAILURE() << "u row " << t << " head " << h << " column " << c << ": " << got_u[e];
+          } else if (!std::isfinite(got.u[e])) {
+            if (bad++ < 5) ADD_FAILURE() << "u row " << t << " head " << h << " column " << c << ": " << got.u[e];
           } else {
-            finite_got.push_back(got_u[e]);
+            finite_got.push_back(got.u[e]);
             finite_ref.push_back(ref.u[e]);
           }
         }
     EXPECT_LE(relative_rms(finite_got, finite_ref), kBudget) << "u relative RMS error away from the Inf";
     EXPECT_GT(uses, 0u) << "no output uses the Inf: the test checks nothing";
-  }
+  });
 }
 
 class RecomputeWUErrors : public DeviceTest {};
