@@ -53,6 +53,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "../common/convert.glsl"
+#include "../common/tile_walk.glsl"
 
 layout(local_size_x = 512) in;
 layout(constant_id = 0) const uint BT = 64;
@@ -135,45 +136,13 @@ struct Tile {
   uint b, ih, kh, it, t0, rows;
 };
 
-// A tile index as digits of radices (H / Hg, Hg, NT, batch):
-// ((b * NT + it) * Hg + kh) * (H / Hg) + r, head ih = kh * (H / Hg) + r.
-// The walk adds its stride digit by digit, so its loop divides nothing.
-struct Digits {
-  uint r, kh, it, b;
-};
-
-Digits digits_of(uint x) {
-  Digits d;
-  d.r = x % pc.ratio;
-  x /= pc.ratio;
-  d.kh = x % pc.Hg;
-  x /= pc.Hg;
-  d.it = x % pc.NT;
-  d.b = x / pc.NT;
-  return d;
-}
-
-Digits digits_add(Digits d, Digits s) {
-  uint x = d.r + s.r;
-  uint carry = x >= pc.ratio ? 1u : 0u;
-  d.r = x - carry * pc.ratio;
-  x = d.kh + s.kh + carry;
-  carry = x >= pc.Hg ? 1u : 0u;
-  d.kh = x - carry * pc.Hg;
-  x = d.it + s.it + carry;
-  carry = x >= pc.NT ? 1u : 0u;
-  d.it = x - carry * pc.NT;
-  d.b += s.b + carry;
-  return d;
-}
-
 // Past the last batch: a tile of the last batch (valid addresses, unused).
-Tile tile_of(Digits d) {
+Tile tile_of(TkDigits d) {
   Tile s;
   s.b = min(d.b, pc.batch - 1);
   s.kh = d.kh;
   s.ih = d.kh * pc.ratio + d.r;
-  s.it = d.it;
+  s.it = d.c;
   s.t0 = s.it * BT;
   s.rows = min(BT, pc.T - s.t0);
   return s;
@@ -272,12 +241,13 @@ void main() {
   const uint srt = rt_w, sct = sg % WPR;
   const bool has_s = srt < RT && sct <= srt;
 
-  const Digits stride = digits_of(pc.stride);
-  Digits dg = digits_of(first);
+  const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.NT);
+  const TkDigits stride = tk_digits_of(pc.stride, radix);
+  TkDigits dg = tk_digits_of(first, radix);
   Tile t = tile_of(dg);
   load_k_step(t, 0);
   while (dg.b < pc.batch) {  // uniform per workgroup
-    dg = digits_add(dg, stride);
+    dg = tk_digits_add(dg, stride, radix);
     const Tile tn = tile_of(dg);
     ACC o_acc[MAX_OT];
     [[unroll]] for (uint j = 0; j < MAX_OT; ++j) o_acc[j] = ACC(0.0);

@@ -39,6 +39,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "../common/convert.glsl"
+#include "../common/tile_walk.glsl"
 
 layout(local_size_x_id = 4) in;
 layout(constant_id = 0) const uint BT = 64;
@@ -132,42 +133,9 @@ struct Tile {
   uint b, h, kh, t0, rows;
 };
 
-// A tile index as digits of radices (H / Hg, Hg, chunks, batch):
-// ((b * chunks + c) * Hg + kh) * (H / Hg) + r, head h = kh * (H / Hg) + r.
-// The walk adds its stride digit by digit, so its loop divides nothing
-// (the divisions were ~90 of ~690 instructions per subgroup and tile).
-struct Digits {
-  uint r, kh, c, b;
-};
-
-Digits digits_of(uint x) {
-  Digits d;
-  d.r = x % pc.ratio;
-  x /= pc.ratio;
-  d.kh = x % pc.Hg;
-  x /= pc.Hg;
-  d.c = x % pc.chunks;
-  d.b = x / pc.chunks;
-  return d;
-}
-
-Digits digits_add(Digits d, Digits s) {
-  uint x = d.r + s.r;
-  uint carry = x >= pc.ratio ? 1u : 0u;
-  d.r = x - carry * pc.ratio;
-  x = d.kh + s.kh + carry;
-  carry = x >= pc.Hg ? 1u : 0u;
-  d.kh = x - carry * pc.Hg;
-  x = d.c + s.c + carry;
-  carry = x >= pc.chunks ? 1u : 0u;
-  d.c = x - carry * pc.chunks;
-  d.b += s.b + carry;
-  return d;
-}
-
 // The tile of digits d; past the last batch, a tile of the last batch (a
 // valid address whose loads go unused).
-Tile tile_of(Digits d) {
+Tile tile_of(TkDigits d) {
   Tile t;
   t.b = min(d.b, pc.batch - 1);
   t.kh = d.kh;
@@ -354,13 +322,14 @@ void multiply_store(const bool IS_W, Tile t) {
 // tiles s, s + pairs, ...; the loads of the next tile are in flight while
 // this one is multiplied and stored.
 void walk(const bool IS_W, uint slot) {
-  const Digits stride = digits_of(pc.pairs);
-  Digits d = digits_of(slot);
+  const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
+  const TkDigits stride = tk_digits_of(pc.pairs, radix);
+  TkDigits d = tk_digits_of(slot, radix);
   Tile t = tile_of(d);
   load_tile(IS_W, t);
   while (d.b < pc.batch) {  // uniform per workgroup
     stage_tile(IS_W, t);
-    d = digits_add(d, stride);
+    d = tk_digits_add(d, stride, radix);
     const Tile n = tile_of(d);  // past the end: unused loads
     load_tile(IS_W, n);
     barrier();
