@@ -12,21 +12,11 @@ const uint TK_BF16 = 2u;
 
 float tk_bf16_to_f32(uint bits) { return uintBitsToFloat(bits << 16); }
 
-// x rounded to bf16 precision (to nearest even), kept as f32; NaN stays
-// NaN. Converting the result to bf16 is then exact, whatever rounding the
-// conversion uses: Vulkan leaves that to the implementation, and the
-// H100's f32 -> bf16 is not to nearest even.
-float tk_round_bf16(float x) {
-  const uint u = floatBitsToUint(x);
-  return isnan(x) ? x : uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
-}
-
 // x rounded to bf16 (to nearest even; NaN stays a quiet NaN) in the high
 // half of the result; the low half is left over. Two of them pack into one
-// word by taking the high halves, with no mask and no conversion
-// (recompute_wu on the H100: 140 -> 137 us against tk_round_bf16 and a
-// bf16vec2 conversion; the GDN bf16 kernels now use tk_round_bf16_split,
-// below: 122 us, bench/NOTES-gdn.md).
+// word by taking the high halves, with no mask and no conversion. (The
+// H100's own f32 -> bf16 conversion is not to nearest even; Vulkan leaves
+// that rounding to the implementation.)
 uint tk_bf16_high(float x) {
   const uint u = floatBitsToUint(x);
   return isnan(x) ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
@@ -36,10 +26,12 @@ uint tk_f32_to_bf16(float value) { return tk_bf16_high(value) >> 16; }
 
 // x rounded to bf16 precision by Veltkamp's splitting (c = x * (2^16 + 1),
 // c - (c - x)): three float operations instead of the integer rounding's
-// five plus a NaN test. Bit for bit tk_round_bf16 (to nearest even, -0
-// kept) for |x| < 2^111 and for NaN; +-Inf and |x| > 5.19e33, where c
-// overflows, give NaN; a denormal x comes back within a bf16 unit (2^-133)
-// of x (too few bits to split) or as 0 where the device flushes denormals.
+// five plus a NaN test (recompute_wu bf16 on the H100: 137 -> 126 us,
+// bench/NOTES-gdn.md). Bit for bit tk_bf16_high(x) & 0xffff0000 (to
+// nearest even, -0 kept) for normal |x| < 2^111; NaN, +-Inf and
+// |x| > 5.19e33, where c overflows, give NaN; a denormal x comes back
+// within a bf16 unit (2^-133) of x (too few bits to split) or as 0 where
+// the device flushes denormals.
 // `precise`: a fused c - x would be exact and break the split.
 float tk_round_bf16_split(float x) {
   precise const float c = x * 65537.0;
