@@ -87,6 +87,17 @@ class GuardedTensor {
 // with the reference in place or sign.
 double relative_rms(const std::vector<float>& out, const std::vector<double>& ref);
 
+// A [T, H, D] output of a chunked kernel (chunks of bt rows) whose input
+// had one Inf at (t_inf, h_inf, d_inf): the outputs that use it (its head
+// and column, its chunk, rows from t_inf on, where the reference is not
+// finite) must not be finite; the rows above it in that column may be
+// anything not finite (0 * Inf); every other output must be finite and
+// within `budget` relative RMS of the reference. Fails the test as well if
+// no output uses the Inf (the check would check nothing).
+void expect_inf_contained(const std::vector<float>& got, const std::vector<double>& ref, std::size_t T,
+                          std::size_t H, std::size_t D, std::size_t bt, std::size_t t_inf, std::size_t h_inf,
+                          std::size_t d_inf, double budget);
+
 // Expects kernel.check(args) to throw tilekernels::Error with `code` and a
 // message containing `needle` (which names the bad tensor and the rule).
 template <class Kernel, class Args>
