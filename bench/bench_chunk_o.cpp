@@ -49,7 +49,7 @@ void BM_ChunkO(benchmark::State& state, bool portable, int version, std::uint32_
   options.nv_version = version == 4 ? 0 : version;  // 4: the bf16 kernel, upw = its workgroups
   options.nv_nbuf = nbuf;
   options.nv_upw = version == 4 ? 0 : upw;
-  if (version == 4) options.bf16_workgroups = upw;
+  if (version == 4) options.bf16_workgroups = upw;  // 0: the default grid
   gdn::ChunkO<Config> kernel(ctx, options);
   if (!portable && kernel.path() == gdn::ChunkOPath::portable) {
     state.SkipWithError("no tensor-core path on this device");
@@ -113,7 +113,9 @@ BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw1, false, 3, 128u, 4u, 64u, -1, 0u,
 BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc32_upw1, false, 3, 128u, 4u, 32u, -1, 0u, 1u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, nv3_wc4_kc64_upw2, false, 3, 128u, 4u, 64u, -1, 0u, 2u)->Apply(shapes);
 // The bf16 kernel (chunk_o_bf16.comp, the default where available) with
-// 132, 264 (default) and 528 persistent workgroups.
+// its default grid (one workgroup per multiprocessor where the device
+// reports them, else 264) and with 132, 264 and 528 persistent workgroups.
+BENCHMARK_CAPTURE(BM_ChunkO, bf16, false, 4, 0u, 0u, 0u, -1, 0u, 0u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg132, false, 4, 0u, 0u, 0u, -1, 0u, 132u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg264, false, 4, 0u, 0u, 0u, -1, 0u, 264u)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg528, false, 4, 0u, 0u, 0u, -1, 0u, 528u)->Apply(shapes);

@@ -92,7 +92,7 @@ void BM_RecomputeWU(benchmark::State& state) {
   const bool tc = kernel.path() != gdn::RecomputeWUPath::portable;
   state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
                  (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
-                 (tc ? "+wg" + std::to_string(variant >= 6 ? options.bf16_workgroups : options.coop_workgroup) : "") +
+                 (tc ? "+wg" + std::to_string(variant >= 6 ? kernel.bf16_grid() : options.coop_workgroup) : "") +
                  (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations()) : ""));
 }
 

@@ -87,8 +87,10 @@ const Ceilings& ceilings() {
   static const Ceilings c = [] {
     Context& ctx = context();
     Ceilings r{measure_copy(ctx), measure_fma(ctx)};
-    std::printf("[tilekernels bench] device: %s | copy %.0f GB/s (read+write) | f32 FMA %.1f TFLOP/s\n",
-                ctx.info().name.c_str(), r.copy_bytes_per_s * 1e-9, r.fma_flops_per_s * 1e-12);
+    std::printf("[tilekernels bench] device: %s | %u multiprocessors | copy %.0f GB/s (read+write) | f32 FMA %.1f "
+                "TFLOP/s\n",
+                ctx.info().name.c_str(), ctx.info().multiprocessors, r.copy_bytes_per_s * 1e-9,
+                r.fma_flops_per_s * 1e-12);
     return r;
   }();
   return c;

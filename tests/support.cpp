@@ -13,8 +13,8 @@ Context& context() {
     options.validation = !(v && std::string(v) == "0");
     auto c = std::make_unique<Context>(options);
     const auto& info = c->info();
-    std::printf("[tilekernels] device: %s (subgroup %u, validation %s, path %s)\n", info.name.c_str(),
-                info.subgroup_size, c->validation_enabled() ? "on" : "off",
+    std::printf("[tilekernels] device: %s (subgroup %u, multiprocessors %u, validation %s, path %s)\n",
+                info.name.c_str(), info.subgroup_size, info.multiprocessors, c->validation_enabled() ? "on" : "off",
                 c->force_portable() ? "portable forced" : "automatic");
     return c;
   }();

@@ -36,10 +36,27 @@ TEST(ContextAdopt, RunsOnTheCallersDeviceAndLeavesItAlive) {
     features.push_descriptor = true;
     Context adopted(owner.instance(), *owner.physical_device(), *owner.device(), owner.queue_family(), 0, features);
     EXPECT_EQ(adopted.info().name, owner.info().name);
+    EXPECT_EQ(adopted.info().multiprocessors, owner.info().multiprocessors);
     EXPECT_EQ(merge_once(adopted), expected);
   }
   // The adopted Context released, not destroyed, the caller's objects.
   EXPECT_EQ(merge_once(owner), expected);
+}
+
+// The multiprocessor count persistent kernels size their grids by: none on
+// a CPU device; every NVIDIA driver with compute since Turing reports its
+// SMs (VK_NV_shader_sm_builtins), and no GPU has fewer than 2 or more than
+// a few hundred.
+TEST(ContextDeviceInfo, MultiprocessorsArePlausible) {
+  const auto& info = context().info();
+  std::printf("[context] %s: %u multiprocessors\n", info.name.c_str(), info.multiprocessors);
+  if (info.is_cpu()) {
+    EXPECT_EQ(info.multiprocessors, 0u);
+  }
+  if (info.vendor_id == 0x10de) {
+    EXPECT_GE(info.multiprocessors, 2u);
+    EXPECT_LE(info.multiprocessors, 1024u);
+  }
 }
 
 TEST(ContextPipelineCache, SavedDataSeedsANewContext) {

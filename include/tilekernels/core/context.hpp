@@ -363,6 +363,16 @@ class Context {
 
     for (const auto& e : physical_->enumerateDeviceExtensionProperties())
       extensions_.emplace_back(e.extensionName.data());
+    if (has_extension(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+      const auto sm =
+          physical_->getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>();
+      info_.multiprocessors = sm.get<vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>().shaderSMCount;
+    } else if (has_extension(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+      const auto core =
+          physical_->getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderCorePropertiesAMD>();
+      const auto& c = core.get<vk::PhysicalDeviceShaderCorePropertiesAMD>();
+      info_.multiprocessors = c.shaderEngineCount * c.shaderArraysPerEngineCount * c.computeUnitsPerShaderArray;
+    }
     if (has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) || info_.api_version >= VK_API_VERSION_1_3) {
       const auto& sc = props.get<vk::PhysicalDeviceSubgroupSizeControlProperties>();
       info_.subgroup_size_control = sc.minSubgroupSize > 0 &&

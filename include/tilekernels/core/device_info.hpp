@@ -34,6 +34,11 @@ struct DeviceInfo {
   std::uint64_t min_storage_buffer_offset_alignment = 0;
   std::uint32_t max_push_constants_size = 0;
 
+  // Streaming multiprocessors (VK_NV_shader_sm_builtins) or compute units
+  // (VK_AMD_shader_core_properties) where the driver reports them, else 0.
+  // Persistent kernels size their grids by it.
+  std::uint32_t multiprocessors = 0;
+
   float timestamp_period_ns = 0;  // nanoseconds per timestamp tick
   bool timestamps = false;        // the compute queue writes timestamps
 

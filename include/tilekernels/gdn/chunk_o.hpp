@@ -197,9 +197,10 @@ struct ChunkOOptions {
   // nv_kc override the nv3_* defaults as for version 2.
   std::uint32_t nv_upw = 0;
   // The bf16 path where available (and nv_version is 0); its persistent
-  // workgroups (512 invocations each; at most one per tile).
+  // workgroups (512 invocations each; at most one per tile). 0: one per
+  // multiprocessor where the device reports them (DeviceInfo), else 264.
   bool bf16 = true;
-  std::uint32_t bf16_workgroups = 264;
+  std::uint32_t bf16_workgroups = 0;
 };
 
 template <class Config>
@@ -235,9 +236,15 @@ class ChunkO {
                       " nv_kc=" + std::to_string(nv_kc_) + " nv_nbuf=" + std::to_string(nv_nbuf_) +
                       ": nv_bv must be a multiple of 16 * nv_wc dividing V, nv_kc 32 or 64 (version 2: also 16) "
                       "dividing K, nv_nbuf 1 or 2, within 48 KiB of shared memory and 1024 invocations");
-    if (options.bf16_workgroups == 0)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_workgroups must be > 0");
     path_ = choose_path();
+  }
+
+  // Workgroups in the bf16 path's persistent grid (before the cap at one
+  // per tile): on the H100 one per SM (132) ran 286-287 us against 291 for
+  // 264 at B=8, T=2048, H=32 (bench/NOTES-gdn.md).
+  std::uint32_t bf16_grid() const noexcept {
+    if (options_.bf16_workgroups) return options_.bf16_workgroups;
+    return ctx_->info().multiprocessors ? ctx_->info().multiprocessors : 264u;
   }
 
   // The path record() takes on this context.
@@ -279,7 +286,7 @@ class ChunkO {
     // total_groups then counts tiles.
     const bool persistent = path_ == ChunkOPath::nv_cooperative_matrix && nv_version_ == 3;
     std::uint64_t groups = persistent ? (tiles + nv_upw_ - 1) / nv_upw_ : tiles;
-    if (path_ == ChunkOPath::bf16_cooperative_matrix) groups = std::min<std::uint64_t>(tiles, options_.bf16_workgroups);
+    if (path_ == ChunkOPath::bf16_cooperative_matrix) groups = std::min<std::uint64_t>(tiles, bf16_grid());
     const Push push{0,
                     static_cast<std::uint32_t>(T),
                     static_cast<std::uint32_t>(H),

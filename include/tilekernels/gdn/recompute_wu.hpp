@@ -164,8 +164,9 @@ struct RecomputeWUOptions {
   // (recompute_wu_nv, the first version)
   std::uint32_t tc_kernel = 0;
   // bf16 kernel: persistent workgroups in the grid (even, >= 2; fewer when
-  // there are fewer tiles). 264 = 2 per SM of an H100.
-  std::uint32_t bf16_workgroups = 264;
+  // there are fewer tiles). 0: one per multiprocessor where the device
+  // reports them (DeviceInfo), rounded up to even, else 264.
+  std::uint32_t bf16_workgroups = 0;
   // bf16 kernel: invocations per workgroup, 0 automatic (512 where its
   // shared memory fits 48 KiB, else 256), 256 or 512.
   std::uint32_t bf16_invocations = 0;
@@ -184,8 +185,8 @@ class RecomputeWU {
     if (options_.coop_workgroup != 128 && options_.coop_workgroup != 256 && options_.coop_workgroup != 512)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": coop_workgroup must be 128, 256 or 512, got " +
                                                    std::to_string(options_.coop_workgroup));
-    if (options_.bf16_workgroups < 2 || options_.bf16_workgroups % 2 != 0)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_workgroups must be even and >= 2, got " +
+    if (options_.bf16_workgroups == 1 || options_.bf16_workgroups % 2 != 0)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_workgroups must be 0 or even and >= 2, got " +
                                                    std::to_string(options_.bf16_workgroups));
     if (options_.bf16_invocations != 0 && options_.bf16_invocations != 256 && options_.bf16_invocations != 512)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": bf16_invocations must be 0, 256 or 512, got " +
@@ -208,6 +209,15 @@ class RecomputeWU {
   std::uint32_t bf16_invocations() const {
     if (options_.bf16_invocations != 0) return options_.bf16_invocations;
     return bf16_fits(512) ? 512 : 256;
+  }
+
+  // Workgroups in the bf16 kernel's persistent grid (before the cap at two
+  // per tile): on the H100 one per SM (132) ran 120 / 232-233 us against
+  // 121-122 / 234 for 264 (bench/NOTES-gdn.md).
+  std::uint32_t bf16_grid() const noexcept {
+    if (options_.bf16_workgroups) return options_.bf16_workgroups;
+    const std::uint32_t m = ctx_->info().multiprocessors;
+    return m ? std::max(2u, (m + 1) / 2 * 2) : 264u;
   }
 
   // Whether the bf16 kernel at `workgroup` invocations fits 48 KiB of
@@ -294,7 +304,7 @@ class RecomputeWU {
       // Persistent workgroups: each pair walks the tiles with a stride of
       // `pairs`, prefetching the next tile while it multiplies this one.
       Push walk = push;
-      walk.pairs = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, options_.bf16_workgroups / 2));
+      walk.pairs = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, bf16_grid() / 2));
       walk.ratio = static_cast<std::uint32_t>(H / Hg);
       detail::record_dispatch(*ctx_, cmd, ctx_->pipeline(bf16_key), {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, walk,
                               2 * std::uint64_t(walk.pairs));
