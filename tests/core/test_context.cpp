@@ -1,5 +1,5 @@
-// Context: adopting a caller's device, seeding the pipeline cache, and the
-// driver's pipeline statistics.
+// Context: adopting a caller's device, the multiprocessor count, seeding the
+// pipeline cache, and the driver's pipeline statistics.
 #include <tilekernels/aura/flash_pass2.hpp>
 
 #include <algorithm>
