@@ -40,6 +40,12 @@ float tk_round_bf16_split(float x) {
   return h;
 }
 
+// |x| where finite, else 0: the fp16 recompute_wu kernels take their
+// power-of-two shifts from finite values, so an Inf or NaN stays in its own
+// column instead of scaling the rest of its row (to 0, found by
+// RecomputeWUTest.InfiniteInputStaysContained).
+vec4 tk_finite_abs(vec4 x) { return mix(vec4(0.0), abs(x), lessThan(abs(x), vec4(uintBitsToFloat(0x7f800000u)))); }
+
 float tk_f16_to_f32(uint bits) {
   uint sign = (bits & 0x8000u) << 16;
   uint e = (bits >> 10) & 0x1fu;

@@ -119,10 +119,6 @@ float group_max(float x, uint lanes) {
 
 uint pack_half(vec2 x) { return packHalf2x16(x); }
 
-// |x| where finite, else 0: the shifts come from the finite values, so an
-// Inf or NaN leaves the rest of its row normalised (as recompute_wu_tc.comp).
-vec4 finite_abs(vec4 x) { return mix(vec4(0.0), abs(x), lessThan(abs(x), vec4(uintBitsToFloat(0x7f800000u)))); }
-
 vec4 round_bf16(vec4 x) {
   return vec4(tk_bf16_to_f32(tk_f32_to_bf16(x.x)), tk_bf16_to_f32(tk_f32_to_bf16(x.y)),
               tk_bf16_to_f32(tk_f32_to_bf16(x.z)), tk_bf16_to_f32(tk_f32_to_bf16(x.w)));
@@ -230,7 +226,7 @@ void main() {
           }
           lo = round_bf16(lo);
           hi = round_bf16(hi);
-          const vec4 mag = max(finite_abs(lo), finite_abs(hi));
+          const vec4 mag = max(tk_finite_abs(lo), tk_finite_abs(hi));
           const int s = normalising_shift(group_max(max(max(mag.x, mag.y), max(mag.z, mag.w)), 16));
           if (cc == 0) s_col_shift[r] = s;
           const vec4 lo_s = ldexp(lo, ivec4(s)), hi_s = ldexp(hi, ivec4(s));
@@ -247,7 +243,7 @@ void main() {
           const ivec4 sj = ivec4(s_col_shift[4 * a_lane], s_col_shift[4 * a_lane + 1], s_col_shift[4 * a_lane + 2],
                                  s_col_shift[4 * a_lane + 3]);
           const vec4 a1 = ldexp(a_reg[n], -sj);
-          const vec4 mag = finite_abs(a1);
+          const vec4 mag = tk_finite_abs(a1);
           const int ri = normalising_shift(group_max(max(max(mag.x, mag.y), max(mag.z, mag.w)), A_LANES));
           if (a_lane == 0) s_row_shift[r] = ri;
           const vec4 a2 = ldexp(a1, ivec4(ri));

@@ -120,12 +120,6 @@ int normalising_shift(float m) {
 
 float pow2(int s) { return uintBitsToFloat(uint(s + 127) << 23); }  // s in [-126, 127]
 
-// |x| where finite, else 0: the shifts come from the finite values, so an
-// Inf or NaN stays in its own column instead of zeroing its row (found by
-// RecomputeWUTest.InfiniteInputStaysContained: with Inf in the row maximum
-// every other value of the row was scaled to 0).
-vec4 finite_abs(vec4 x) { return mix(vec4(0.0), abs(x), lessThan(abs(x), vec4(uintBitsToFloat(0x7f800000u)))); }
-
 float round_bf16(float x) { return uintBitsToFloat(tk_f32_to_bf16(x) << 16); }
 
 vec4 bf16_lo(uvec2 w) {  // elements 0..3 of 4 packed bf16
@@ -228,7 +222,7 @@ void body(const bool IS_W) {
       vec4 x0, x1, x2 = vec4(0.0), x3 = vec4(0.0);
       convert8(mix(uvec4(0u), raw[n * MAX_CG], bvec4(g0)), f, d, IS_W, x0, x1);
       if (16 < D8) convert8(mix(uvec4(0u), raw[n * MAX_CG + 1], bvec4(g1)), f, d, IS_W, x2, x3);
-      const vec4 mag = max(max(finite_abs(x0), finite_abs(x1)), max(finite_abs(x2), finite_abs(x3)));
+      const vec4 mag = max(max(tk_finite_abs(x0), tk_finite_abs(x1)), max(tk_finite_abs(x2), tk_finite_abs(x3)));
       float m = max(max(mag.x, mag.y), max(mag.z, mag.w));
       m = max(m, subgroupShuffleXor(m, 1u));
       m = max(m, subgroupShuffleXor(m, 2u));
@@ -260,7 +254,7 @@ void body(const bool IS_W) {
       // selects: NaN in ignored columns (or in the clamped rows) does not leak
       lo = mix(vec4(0.0), mix(vec4(0.0), lo, keep_lo), bvec4(r < rows));
       hi = mix(vec4(0.0), mix(vec4(0.0), hi, keep_hi), bvec4(r < rows));
-      const vec4 mag = max(finite_abs(lo), finite_abs(hi));
+      const vec4 mag = max(tk_finite_abs(lo), tk_finite_abs(hi));
       float m = max(max(mag.x, mag.y), max(mag.z, mag.w));
       m = max(m, subgroupShuffleXor(m, 1u));
       if (LA > 2) m = max(m, subgroupShuffleXor(m, 2u));

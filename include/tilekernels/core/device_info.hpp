@@ -38,6 +38,11 @@ struct DeviceInfo {
   // (VK_AMD_shader_core_properties) where the driver reports them, else 0.
   // Persistent kernels size their grids by it.
   std::uint32_t multiprocessors = 0;
+  // The persistent kernels' default grid: one workgroup per multiprocessor
+  // where known, else `fallback`.
+  std::uint32_t persistent_grid(std::uint32_t fallback) const noexcept {
+    return multiprocessors ? multiprocessors : fallback;
+  }
 
   float timestamp_period_ns = 0;  // nanoseconds per timestamp tick
   bool timestamps = false;        // the compute queue writes timestamps

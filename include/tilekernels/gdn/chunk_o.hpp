@@ -243,8 +243,7 @@ class ChunkO {
   // per tile): on the H100 one per SM (132) ran 286-287 us against 291 for
   // 264 at B=8, T=2048, H=32 (bench/NOTES-gdn.md).
   std::uint32_t bf16_grid() const noexcept {
-    if (options_.bf16_workgroups) return options_.bf16_workgroups;
-    return ctx_->info().multiprocessors ? ctx_->info().multiprocessors : 264u;
+    return options_.bf16_workgroups ? options_.bf16_workgroups : ctx_->info().persistent_grid(264);
   }
 
   // The path record() takes on this context.

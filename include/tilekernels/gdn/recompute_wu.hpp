@@ -216,8 +216,7 @@ class RecomputeWU {
   // 121-122 / 234 for 264 (bench/NOTES-gdn.md).
   std::uint32_t bf16_grid() const noexcept {
     if (options_.bf16_workgroups) return options_.bf16_workgroups;
-    const std::uint32_t m = ctx_->info().multiprocessors;
-    return m ? std::max(2u, (m + 1) / 2 * 2) : 264u;
+    return std::max(2u, (ctx_->info().persistent_grid(264) + 1) / 2 * 2);  // u and w pairs
   }
 
   // Whether the bf16 kernel at `workgroup` invocations fits 48 KiB of
