@@ -19,6 +19,11 @@
 //   the registers loaded during the previous step, passes a workgroup
 //   barrier, issues the loads of the next step (across tiles too), then
 //   multiplies: every load is in flight while the step before it computes.
+//   Where there are two or more K steps, v and g are loaded with the last
+//   K step's slices (registers of their own, staged after that step), and
+//   the last K step issues the next tile's first loads: two round trips per
+//   tile instead of three (147 -> 141-143 us and 287 -> 274 us on the
+//   H100, bench/NOTES-gdn.md, fourteenth session).
 //   Two workgroup barriers per step (three in the v step). K slices of 64
 //   columns rather than 32 took the H100 from 258 to 189 us at B=1,
 //   T=8192, H=32, K=V=128 (bench/NOTES-gdn.md): each step costs
@@ -148,11 +153,16 @@ Tile tile_of(TkDigits d) {
   return s;
 }
 
-// The registers that carry one step's loads until they are staged: in a K
-// step this invocation's q and k pieces and two h pieces, in the v step two
-// v pieces.
+// The registers that carry one step's loads until they are staged: this
+// invocation's q and k pieces and two h pieces of a K step; two v pieces
+// and one g value of the v step.
 uvec4 pre[4];
+uvec4 pre_v[2];
 float pre_g;
+// v is loaded with the last K step's slices where there are two or more K
+// steps; with one, after it is staged (as the K step's loads would
+// otherwise wait for the previous tile's v step).
+const bool V_EARLY = NK >= 2;
 
 // Every load is unconditional, with clamped rows (v's select comes at
 // staging): on the H100 a load inside a conditional block is waited for at
@@ -180,7 +190,7 @@ void load_v_step(Tile t) {
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = min(tid + n * WG, VP - 1);
     const uint r = min(p / (VDIM / 8), t.rows - 1), c8 = p % (VDIM / 8);
-    pre[n] = v_4[((pc.T * t.b + t.t0 + r) * pc.H + t.ih) * (VDIM / 8) + c8];
+    pre_v[n] = v_4[((pc.T * t.b + t.t0 + r) * pc.H + t.ih) * (VDIM / 8) + c8];
   }
   pre_g = g_f[(pc.T * t.b + t.t0 + min(tid % BT, t.rows - 1)) * pc.H + t.ih];
 }
@@ -209,7 +219,7 @@ void stage_v_step(Tile t) {
     const uint p = tid + n * WG;
     if (p < VP) {
       const uint r = p / (VDIM / 8), c8 = p % (VDIM / 8);
-      smem[V_OFF + r * SVR + c8] = r < t.rows ? pre[n] : uvec4(0u);
+      smem[V_OFF + r * SVR + c8] = r < t.rows ? pre_v[n] : uvec4(0u);
     }
   }
   if (tid < BT) {
@@ -253,15 +263,19 @@ void main() {
     [[unroll]] for (uint j = 0; j < MAX_OT; ++j) o_acc[j] = ACC(0.0);
     ACC s_acc = ACC(0.0);
 
-    // ---- K steps: q h^T and q k^T over 32-column slices ---------------
+    // ---- K steps: q h^T and q k^T over 64-column slices ---------------
     [[unroll]] for (uint c = 0; c < MAX_NK; ++c) {
       if (c < NK) {  // specialisation constants only
         stage_k_step(t);
         barrier();
-        if (c + 1 < NK)
+        if (c + 1 < NK) {
           load_k_step(t, c + 1);
-        else
+          if (V_EARLY && c + 2 == NK) load_v_step(t);
+        } else if (V_EARLY) {
+          load_k_step(tn, 0);  // the next tile's first step (this one again at the end: unused)
+        } else {
           load_v_step(t);
+        }
         [[unroll]] for (uint kk = 0; kk < KC / 16; ++kk) {
           MAT_A qa;  // this subgroup's row of q, for all of its products
           if (rt_w < RT)
@@ -287,7 +301,7 @@ void main() {
     // ---- v step ---------------------------------------------------------
     stage_v_step(t);
     barrier();
-    load_k_step(tn, 0);  // the next tile's first step (this one again at the end: unused)
+    if (!V_EARLY) load_k_step(tn, 0);
     ACC row_of, col_of;
     coopMatLoad(row_of, smem, IDX_OFF, 4, gl_CooperativeMatrixLayoutRowMajor);
     coopMatLoad(col_of, smem, IDX_OFF + 64, 4, gl_CooperativeMatrixLayoutRowMajor);
