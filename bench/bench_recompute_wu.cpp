@@ -3,11 +3,13 @@
 // 0 tensor-core kernel 2 with 128-invocation workgroups, 1 portable, 2
 // kernel 2 with A split in hi + lo fp16, 3 kernel 2 with 256 invocations,
 // 4 the first tensor-core kernel (256 invocations), 5 kernel 2 with 512
-// invocations (the fp16 default), 6 the bf16 tensor-core kernel (the
-// default where the device and build have it; its defaults: 512
-// invocations, 264 persistent workgroups, the next tile in flight), 7 the
-// same with one tile per workgroup (no prefetch), 8 the previous default
-// (256 invocations, 528 workgroups). Bytes: every
+// invocations (the fp16 default), 6 the bf16 path's defaults (the default
+// where the device and build have it: the joint kernel, u and w of a tile
+// in one workgroup, where it applies -- A in bf16 here -- else the pairs
+// kernel; one persistent workgroup or pair per multiprocessor, the next
+// tile in flight), 9 the pairs kernel with its defaults, 7 the pairs
+// kernel with one tile per workgroup (no prefetch), 8 the pairs kernel at
+// 256 invocations and 528 workgroups. Bytes: every
 // tensor read or written once (k once, although GQA heads share it); flops:
 // the two products over full BT x BT blocks. The tensor-core entries take
 // the nominal dense fp16 tensor-core rate of an H100/H200 (989 TFLOP/s) as
@@ -39,7 +41,9 @@ void BM_RecomputeWU(benchmark::State& state) {
   options.split_a = variant == 2;
   options.coop_workgroup = variant == 3 || variant == 4 ? 256 : variant == 5 ? 512 : 128;
   options.tc_kernel = variant == 4 ? 1 : variant >= 6 ? 3 : 2;
-  // 6: the bf16 kernel's defaults; 7: one tile per workgroup; 8: 256 invocations
+  // 6: the bf16 path's defaults (the joint kernel where it applies); the
+  // pairs kernel: 9 its defaults, 7 one tile per workgroup, 8 256 invocations
+  options.bf16_joint = variant == 6;
   if (variant == 7) options.bf16_workgroups = 16384;
   if (variant == 8) {
     options.bf16_invocations = 256;
@@ -93,7 +97,7 @@ void BM_RecomputeWU(benchmark::State& state) {
   state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
                  (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
                  (tc ? "+wg" + std::to_string(variant >= 6 ? kernel.bf16_grid() : options.coop_workgroup) : "") +
-                 (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations()) : ""));
+                 (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations()) : "") + (kernel.bf16_joint() ? "+uw" : ""));
 }
 
 // Both issue shapes for each of `both`, the first shape only for `first`.
@@ -107,6 +111,6 @@ void Variants(benchmark::internal::Benchmark* b, std::initializer_list<std::int6
 
 BENCHMARK(BM_RecomputeWU<DType::f32>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 5, 3, 0}, {2, 4, 1}); });
 // A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed).
-BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 8, 5, 3, 0}, {}); });
+BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 9, 7, 8, 5, 3, 0}, {}); });
 
 }  // namespace

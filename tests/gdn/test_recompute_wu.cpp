@@ -74,8 +74,15 @@ std::vector<PathCase> paths() {
       gdn::RecomputeWUPath::cooperative_matrix_bf16) {
     out.push_back({{false, false, 128, true, 3}, "tc3-bf16"});
     gdn::RecomputeWUOptions few{false, false, 128, true, 3};
-    few.bf16_workgroups = 2;  // one pair walks every tile
-    out.push_back({few, "tc3-bf16-1pair"});
+    few.bf16_workgroups = 2;  // two workgroups (joint kernel) or one pair walk every tile
+    out.push_back({few, "tc3-bf16-2wg"});
+    if (gdn::RecomputeWU<Config>(context(), few).bf16_joint()) {  // the pairs kernel as well
+      gdn::RecomputeWUOptions pairs{false, false, 128, true, 3};
+      pairs.bf16_joint = false;
+      out.push_back({pairs, "tc3-bf16-pairs"});
+      pairs.bf16_workgroups = 2;
+      out.push_back({pairs, "tc3-bf16-pairs-1pair"});
+    }
     gdn::RecomputeWUOptions narrow = few;
     narrow.bf16_invocations = 256;
     if (gdn::RecomputeWU<Config>(context(), narrow).path() == gdn::RecomputeWUPath::cooperative_matrix_bf16)
@@ -171,6 +178,8 @@ using Configs = ::testing::Types<gdn::RecomputeWUConfig<64, 128, 128>, gdn::Reco
                                  gdn::RecomputeWUConfig<32, 64, 64>, gdn::RecomputeWUConfig<16, 128, 64>,
                                  gdn::RecomputeWUConfig<64, 256, 256>, gdn::RecomputeWUConfig<64, 80, 48>,
                                  gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>,
+                                 gdn::RecomputeWUConfig<64, 64, 128, DType::bf16>,
+                                 gdn::RecomputeWUConfig<64, 80, 48, DType::bf16>,
                                  gdn::RecomputeWUConfig<32, 64, 64, DType::bf16>>;
 TYPED_TEST_SUITE(RecomputeWUTest, Configs);
 

@@ -35,11 +35,14 @@
 // NaN, where the other paths keep them.
 //
 // Tensor-core kernels (RecomputeWUOptions::tc_kernel):
-// 3 shaders/gdn/recompute_wu_bf16.comp (the bf16 path): persistent pairs
-//   of 512-invocation workgroups (256 where shared memory is short, or by
-//   RecomputeWUOptions::bf16_invocations; u and w; bf16_workgroups in all)
-//   that walk the (batch, chunk, head) tiles, loading the next tile while
-//   they multiply this one;
+// 3 the bf16 path, two kernels, both persistent (they walk the (batch,
+//   chunk, head) tiles, loading the next tile while they multiply this
+//   one): shaders/gdn/recompute_wu_bf16_uw.comp, u and w of a tile in one
+//   512-invocation workgroup, where it applies (A in bf16, BT = 64, K and V
+//   <= 128; RecomputeWUOptions::bf16_joint); else
+//   shaders/gdn/recompute_wu_bf16.comp, pairs of 512-invocation workgroups
+//   (256 where shared memory is short, or by
+//   RecomputeWUOptions::bf16_invocations), one for u and one for w;
 // 2 shaders/gdn/recompute_wu_tc.comp (the fp16 path's default): one
 //   workgroup for u and one for w per (batch, chunk, head), every load issued up front, two barriers
 //   before the products, per-subgroup output through shared memory;
@@ -50,7 +53,9 @@
 //   invocations): kept for comparison, and as the fallback where version 2
 //   does not fit 48 KiB (split A with BT = 64 and K or V > 128).
 // Measured on an H100 at B=1, T=8192, Hg=16, H=32, K=V=128, A in f32:
-// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 144 us
+// portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 144 us;
+// A in bf16 (as FLA passes it), B=1 T=8192 / B=8 T=2048: joint kernel 99 /
+// 193 us, pairs kernel 115 / 222, FLA's Triton 108.5 / 198.7
 // (bench/NOTES-gdn.md).
 //
 // Path choice (tc_kernel 0, the default): the bf16 path where the device and
@@ -73,6 +78,7 @@
 #if TILEKERNELS_GLSLC_HAS_GL_KHR_COOPERATIVE_MATRIX && TILEKERNELS_GLSLC_HAS_GL_EXT_BFLOAT16
 #define TILEKERNELS_GDN_RECOMPUTE_WU_BF16 1
 #include "tilekernels/spirv/gdn/recompute_wu_bf16.hpp"
+#include "tilekernels/spirv/gdn/recompute_wu_bf16_uw.hpp"
 #else
 #define TILEKERNELS_GDN_RECOMPUTE_WU_BF16 0
 #endif
@@ -144,6 +150,13 @@ struct RecomputeWUConfig {
   static constexpr std::uint32_t bf16_vec4_for(std::uint32_t workgroup) {
     return BT * tc_op_stride + BT * (BT / 8 + 1) * (AType == DType::f32 ? 2u : 1u) + workgroup / 32 * 16 * 3;
   }
+
+  // bf16 kernel with u and w in one workgroup
+  // (shaders/gdn/recompute_wu_bf16_uw.comp): A in bf16, BT = 64, K and V <=
+  // 128, 512 invocations; v rows [64][V / 8 + 1], k rows [64][K / 8 + 1]
+  // and A rows [64][9] uvec4s (44032 bytes at K = V = 128).
+  static constexpr bool bf16_joint_shape = AType == DType::bf16 && BT == 64 && K <= 128 && V <= 128;
+  static constexpr std::uint32_t bf16_joint_bytes = 16 * BT * ((K / 8 + 1) + (V / 8 + 1) + (BT / 8 + 1));
 };
 
 enum class RecomputeWUPath { portable, cooperative_matrix_nv, cooperative_matrix_bf16 };
@@ -163,13 +176,19 @@ struct RecomputeWUOptions {
   // recompute_wu_bf16; 2 where unavailable), 2 (recompute_wu_tc) or 1
   // (recompute_wu_nv, the first version)
   std::uint32_t tc_kernel = 0;
-  // bf16 kernel: persistent workgroups in the grid (even, >= 2; fewer when
+  // bf16 kernels: persistent workgroups in the grid (even, >= 2; fewer when
   // there are fewer tiles). 0: one per multiprocessor where the device
-  // reports them (DeviceInfo), rounded up to even, else 264.
+  // reports them (DeviceInfo; rounded up to even for the pairs kernel),
+  // else 264.
   std::uint32_t bf16_workgroups = 0;
   // bf16 kernel: invocations per workgroup, 0 automatic (512 where its
   // shared memory fits 48 KiB, else 256), 256 or 512.
   std::uint32_t bf16_invocations = 0;
+  // bf16 path: u and w of a tile in one 512-invocation workgroup
+  // (recompute_wu_bf16_uw) where it applies: A in bf16, BT = 64, K and V <=
+  // 128, bf16_invocations 0 or 512, 44 KB of shared memory at K = V = 128.
+  // false: the pairs kernel (recompute_wu_bf16) always.
+  bool bf16_joint = true;
 };
 
 template <class Config>
@@ -211,12 +230,22 @@ class RecomputeWU {
     return bf16_fits(512) ? 512 : 256;
   }
 
-  // Workgroups in the bf16 kernel's persistent grid (before the cap at two
-  // per tile): on the H100 one per SM (132) ran 120 / 232-233 us against
-  // 121-122 / 234 for 264 (bench/NOTES-gdn.md).
+  // Workgroups in the bf16 kernel's persistent grid (before the cap at one
+  // per tile, or two for the pairs kernel): on the H100 one per SM (132)
+  // ran the pairs kernel at 120 / 232-233 us against 121-122 / 234 for 264
+  // (bench/NOTES-gdn.md); the joint kernel holds one per SM.
   std::uint32_t bf16_grid() const noexcept {
     if (options_.bf16_workgroups) return options_.bf16_workgroups;
+    if (bf16_joint()) return ctx_->info().persistent_grid(264);
     return std::max(2u, (ctx_->info().persistent_grid(264) + 1) / 2 * 2);  // u and w pairs
+  }
+
+  // Whether the bf16 path runs u and w of a tile in one workgroup (the
+  // joint kernel) with these options on this device.
+  bool bf16_joint() const {
+    if (!options_.bf16_joint || !Config::bf16_joint_shape || options_.bf16_invocations == 256) return false;
+    const auto& info = ctx_->info();
+    return Config::bf16_joint_bytes <= info.max_shared_memory && 512 <= info.max_workgroup_invocations;
   }
 
   // Whether the bf16 kernel at `workgroup` invocations fits 48 KiB of
@@ -291,6 +320,17 @@ class RecomputeWU {
     const std::uint64_t groups = static_cast<std::uint64_t>(B * chunks * H);
     const auto a_code = static_cast<std::uint32_t>(Config::a_dtype);
 #if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
+    if (path() == RecomputeWUPath::cooperative_matrix_bf16 && bf16_joint()) {
+      const PipelineKey key{spirv::gdn_recompute_wu_bf16_uw, std::size(spirv::gdn_recompute_wu_bf16_uw),
+                            {Config::k, Config::v}, 7, sizeof(Push),
+                            ctx_->info().subgroup_size_control ? 32u : 0u};
+      Push walk = push;
+      walk.pairs = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, bf16_grid()));
+      walk.ratio = static_cast<std::uint32_t>(H / Hg);
+      detail::record_dispatch(*ctx_, cmd, ctx_->pipeline(key), {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, walk,
+                              walk.pairs);
+      return;
+    }
     if (path() == RecomputeWUPath::cooperative_matrix_bf16) {
       const std::uint32_t wg = bf16_invocations();
       const PipelineKey bf16_key{spirv::gdn_recompute_wu_bf16,
@@ -362,7 +402,7 @@ class RecomputeWU {
 
   struct Push {
     std::uint32_t group_offset, batch, T, Hg, H, chunks;
-    std::uint32_t pairs = 0;  // bf16 kernel: workgroup pairs in the grid
+    std::uint32_t pairs = 0;  // bf16 kernels: workgroup pairs (joint kernel: workgroups) in the grid
     std::uint32_t ratio = 0;  // bf16 kernel: H / Hg
   };
   Context* ctx_;

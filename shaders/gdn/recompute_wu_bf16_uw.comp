@@ -1,0 +1,264 @@
+#version 460
+//! requires GL_KHR_cooperative_matrix
+//! requires GL_EXT_bfloat16
+// Gated DeltaNet WY representation on bf16 tensor cores, u and w of a
+// chunk in one workgroup (A in bf16, BT = 64, K and V <= 128):
+//   u = A bf16(v * beta),   w = A bf16((k * beta) * exp(g)).
+//
+// Why a second kernel beside recompute_wu_bf16.comp: that one gives u and
+// w to two workgroups, each with one tile's loads (24 KB) in flight while
+// it multiplies the previous tile. Here one workgroup issues a whole
+// chunk's loads (v, k and A once: 40 KB at K = V = 128) before multiplying
+// the previous chunk, so more bytes are in flight per SM and A is read
+// once. Its time per tile is close to the memory floor's, and the rest is
+// instruction issue (one workgroup per SM at 123 registers): every
+// instruction per tile counts (bench/NOTES-gdn.md).
+//
+// Geometry (the host relies on it):
+// - 512 invocations (16 subgroups of 32), persistent: workgroup s walks the
+//   tiles (batch, chunk, value head) s, s + grid, s + 2 grid, ...; the next
+//   tile's loads are issued before this tile's products;
+// - every global load of a tile is issued unconditionally in 16-byte pieces
+//   (addresses clamped to the chunk's rows; rows past its end zeroed when
+//   staged); invocation i = 32 * subgroup + lane stages pieces i, i + 512,
+//   ... of each operand and piece i of A;
+// - shared memory, uvec4: v rows [64][V / 8 + 1], k rows [64][K / 8 + 1],
+//   A rows [64][9] (44032 bytes at K = V = 128);
+// - subgroup s owns row tile s % 4 and column tiles (s / 4) * MT.. of both
+//   u and w; each result tile leaves through a 16 x 16 bf16 scratch in the
+//   A rows 4s..4s+3, which only subgroup s stages (A piece i is row i / 8),
+//   so the scratch needs no workgroup barrier of its own; lanes whose row
+//   is past T store the chunk's last row again (no branch per store).
+// Two workgroup barriers per tile: after staging, after the products.
+//
+// Measured on an H100 (A bf16, B=1 T=8192 / B=8 T=2048, Hg=16, H=32, K=V=128):
+// 99 / 193 us, 0.91 / 0.94 of the memory floor; the pairs kernel 115 /
+// 222, FLA's Triton recompute_w_u_fwd 108.5 / 198.7.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_EXT_bfloat16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "../common/convert.glsl"
+#include "../common/tile_walk.glsl"
+
+layout(local_size_x = 512) in;
+layout(constant_id = 0) const uint K = 128;
+layout(constant_id = 1) const uint V = 128;
+
+const uint BT = 64;
+const uint WG = 512;
+const uint RT = BT / 16;           // row tiles
+const uint K8 = K / 8, V8 = V / 8;
+const uint OPK = K8 + 1, OPV = V8 + 1;  // uvec4 per staged row (one of skew)
+const uint AS = BT / 8 + 1;        // uvec4 per staged A row
+const uint V_BASE = 0;
+const uint K_BASE = BT * OPV;
+const uint A_BASE = K_BASE + BT * OPK;
+const uint SMEM_VEC4 = A_BASE + BT * AS;
+const uint CTV = V / 16, CTK = K / 16;
+const uint MTV = (CTV + 3) / 4, MTK = (CTK + 3) / 4;  // column tiles per subgroup
+const uint V_SWEEPS = (BT * V8 + WG - 1) / WG;
+const uint K_SWEEPS = (BT * K8 + WG - 1) / WG;
+const uint MAX_SWEEPS = 2;  // 64 * 128 / 8 / 512
+const uint MAX_MT = 2;      // 8 column tiles over 4 subgroups
+
+layout(push_constant) uniform Push {
+  uint group_offset;
+  uint batch;
+  uint T;
+  uint Hg;
+  uint H;
+  uint chunks;
+  uint grid;   // workgroups in the grid: the stride of each one's walk over the tiles
+  uint ratio;  // H / Hg
+} pc;
+
+layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
+layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
+layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
+layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
+layout(std430, binding = 4) readonly buffer ABuf { uvec4 a8[]; };  // 8 bf16 values
+layout(std430, binding = 5) writeonly buffer WBuf { uvec4 w8[]; };
+layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
+
+shared uvec4 smem[SMEM_VEC4];
+
+// Two values rounded to bf16 (to nearest even), packed low first.
+uint pack_bf16(vec2 x) {
+  return (floatBitsToUint(tk_round_bf16_split(x.x)) >> 16) | (floatBitsToUint(tk_round_bf16_split(x.y)) & 0xffff0000u);
+}
+
+vec2 bf16_pair(uint w) { return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)); }
+
+// 8 bf16 values times f, rounded to bf16.
+uvec4 scale8(uvec4 x, float f) {
+  uvec4 r;
+  [[unroll]] for (uint i = 0; i < 4; ++i) r[i] = pack_bf16(bf16_pair(x[i]) * f);
+  return r;
+}
+
+struct Tile {
+  uint b, h, kh, t0, rows;
+};
+
+// Past the last batch: a tile of the last batch (valid addresses, unused loads).
+Tile tile_of(TkDigits d) {
+  Tile t;
+  t.b = min(d.b, pc.batch - 1);
+  t.kh = d.kh;
+  t.h = d.kh * pc.ratio + d.r;
+  t.t0 = d.c * BT;
+  t.rows = min(BT, pc.T - t.t0);
+  return t;
+}
+
+// One tile's loads, from issue to staging.
+uvec4 raw_v[MAX_SWEEPS], raw_k[MAX_SWEEPS], raw_a;
+float beta_v[MAX_SWEEPS], beta_k[MAX_SWEEPS], g_k[MAX_SWEEPS];
+
+uint invocation() { return gl_SubgroupID * 32 + gl_SubgroupInvocationID; }
+
+void load_tile(Tile t) {
+  const uint i = invocation();
+  const uint H = pc.H, T = pc.T;
+  [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
+    if (n < V_SWEEPS) {
+      const uint p = min(i + n * WG, BT * V8 - 1);
+      const uint tok = t.b * T + t.t0 + min(p / V8, t.rows - 1);
+      raw_v[n] = v8[(tok * H + t.h) * V8 + p % V8];
+      beta_v[n] = beta[tok * H + t.h];
+    }
+    if (n < K_SWEEPS) {
+      const uint p = min(i + n * WG, BT * K8 - 1);
+      const uint tok = t.b * T + t.t0 + min(p / K8, t.rows - 1);
+      raw_k[n] = k8[(tok * pc.Hg + t.kh) * K8 + p % K8];
+      if (K == V) {  // same rows as the v pieces
+        beta_k[n] = beta_v[n];
+      } else {
+        beta_k[n] = beta[tok * H + t.h];
+      }
+      g_k[n] = gate[tok * H + t.h];
+    }
+  }
+  const uint r = min(i / (BT / 8), t.rows - 1);
+  raw_a = a8[(((t.b * T + t.t0 + r) * H + t.h) * BT) / 8 + i % (BT / 8)];
+}
+
+// Operands scaled and rounded to bf16 (as FLA), A as loaded; rows and
+// columns past the chunk's end zeroed (in a branch of tail chunks only:
+// selects in every tile cost 2% on the H100).
+void stage_tile(Tile t) {
+  const uint i = invocation();
+  if (t.rows < BT) {  // uniform
+    [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
+      if ((i + n * WG) / V8 >= t.rows) raw_v[n] = uvec4(0u);
+      if ((i + n * WG) / K8 >= t.rows) raw_k[n] = uvec4(0u);
+    }
+  }
+  [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
+    const uint p = i + n * WG;
+    if (n < V_SWEEPS && p < BT * V8) {
+      const uint r = p / V8;
+      smem[V_BASE + r * OPV + p % V8] = scale8(raw_v[n], beta_v[n]);
+    }
+    if (n < K_SWEEPS && p < BT * K8) {
+      const uint r = p / K8;
+      smem[K_BASE + r * OPK + p % K8] = scale8(raw_k[n], beta_k[n] * exp(g_k[n]));
+    }
+  }
+  const uint r = i / (BT / 8), c8 = i % (BT / 8), c = 8 * c8;
+  uvec4 a = raw_a;
+  if (t.rows < BT) {  // uniform: only a tail chunk has rows or columns to clear
+    const bool live = r < t.rows;
+    [[unroll]] for (uint j = 0; j < 4; ++j) {
+      const uint lo = live && c + 2 * j < t.rows ? 0x0000ffffu : 0u;
+      const uint hi = live && c + 2 * j + 1 < t.rows ? 0xffff0000u : 0u;
+      a[j] &= lo | hi;
+    }
+  }
+  smem[A_BASE + r * AS + c8] = a;
+}
+
+// The subgroup's result tile leaves through its scratch (16 rows of 32
+// bytes in A rows it stages itself), one 16-byte store per lane. `row` is
+// the lane's output row in the tile, clamped to the chunk's last row
+// (lanes past it repeat that row: the same words to the same address) and
+// `at` its row index in w or u, (b T + t0 + rt 16 + row) H + h.
+void store_tile(const bool IS_W, coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc, uint row,
+                uint at, uint ct, uint scr) {
+  const uint half_ = gl_SubgroupInvocationID % 2;
+  for (int e = 0; e < acc.length(); ++e) acc[e] = tk_round_bf16_split(acc[e]);
+  coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> ob =
+      coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc);
+  coopMatStore(ob, smem, scr, 2, gl_CooperativeMatrixLayoutRowMajor);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  const uvec4 x = smem[scr + 2 * row + half_];
+  if (IS_W)
+    w8[at * K8 + ct * 2 + half_] = x;
+  else
+    u8[at * V8 + ct * 2 + half_] = x;
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();  // read before the next tile overwrites it
+}
+
+// Products from the staged tile, results to memory.
+void multiply_store(Tile t) {
+  const uint sg = gl_SubgroupID;
+  const uint rt = sg % RT, cs = sg / RT;
+  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc_u[MAX_MT], acc_w[MAX_MT];
+  [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+    acc_u[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+    acc_w[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+  }
+  [[unroll]] for (uint kk = 0; kk < RT; ++kk) {
+    coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> am;
+    coopMatLoad(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, gl_CooperativeMatrixLayoutRowMajor);
+    [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+      // a subgroup whose range runs past the last column tile repeats that
+      // tile (not stored)
+      coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> xb;
+      if (m < MTV) {
+        coopMatLoad(xb, smem, V_BASE + kk * 16 * OPV + min(cs * MTV + m, CTV - 1) * 2, OPV,
+                    gl_CooperativeMatrixLayoutRowMajor);
+        acc_u[m] = coopMatMulAdd(am, xb, acc_u[m]);
+      }
+      if (m < MTK) {
+        coopMatLoad(xb, smem, K_BASE + kk * 16 * OPK + min(cs * MTK + m, CTK - 1) * 2, OPK,
+                    gl_CooperativeMatrixLayoutRowMajor);
+        acc_w[m] = coopMatMulAdd(am, xb, acc_w[m]);
+      }
+    }
+  }
+  barrier();  // every subgroup is done with the staged tile
+  if (rt * 16 < t.rows) {  // uniform per subgroup
+    const uint scr = A_BASE + gl_SubgroupID * 4 * AS;
+    const uint row = min(gl_SubgroupInvocationID / 2, t.rows - 1 - rt * 16);
+    const uint at = (t.b * pc.T + t.t0 + rt * 16 + row) * pc.H + t.h;
+    [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
+      if (m < MTV && cs * MTV + m < CTV) store_tile(false, acc_u[m], row, at, cs * MTV + m, scr);
+      if (m < MTK && cs * MTK + m < CTK) store_tile(true, acc_w[m], row, at, cs * MTK + m, scr);
+    }
+  }
+}
+
+void main() {
+  const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
+  const TkDigits stride = tk_digits_of(pc.grid, radix);
+  TkDigits d = tk_digits_of(gl_WorkGroupID.x + pc.group_offset, radix);
+  Tile t = tile_of(d);
+  load_tile(t);
+  while (d.b < pc.batch) {  // uniform per workgroup
+    stage_tile(t);
+    d = tk_digits_add(d, stride, radix);
+    const Tile n = tile_of(d);  // past the end: unused loads
+    load_tile(n);  // in flight while this tile is multiplied and stored
+    barrier();
+    multiply_store(t);
+    t = n;
+  }
+}
