@@ -45,7 +45,8 @@
 //   component-wise operations between matrices of one type pair equal
 //   positions, so their components say where each one sits;
 // - results leave through per-subgroup scratch in 16-byte stores (whole
-//   32-byte sectors; rows past T are not written);
+//   32-byte sectors; lanes whose row is past T store the chunk's last row
+//   again, the same words to the same address, so no store has a branch);
 // - P and o are rounded to bf16 by the float split (tk_round_bf16_split),
 //   the next tile found by digit-wise addition, and the o gate read once
 //   for both of a subgroup's o tiles: 154 -> 148 us and 301 -> 291 us on
@@ -215,11 +216,15 @@ void stage_k_step(Tile t) {
 
 void stage_v_step(Tile t) {
   const uint tid = gl_LocalInvocationID.x;
+  if (t.rows < BT) {  // uniform: only a tail chunk has rows to clear
+    [[unroll]] for (uint n = 0; n < 2; ++n)
+      if ((tid + n * WG) / (VDIM / 8) >= t.rows) pre_v[n] = uvec4(0u);
+  }
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = tid + n * WG;
     if (p < VP) {
       const uint r = p / (VDIM / 8), c8 = p % (VDIM / 8);
-      smem[V_OFF + r * SVR + c8] = r < t.rows ? pre_v[n] : uvec4(0u);
+      smem[V_OFF + r * SVR + c8] = pre_v[n];
     }
   }
   if (tid < BT) {
@@ -355,10 +360,10 @@ void main() {
           coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
           subgroupMemoryBarrierShared();
           subgroupBarrier();
-          const uint orow = lane / 2, half_ = lane % 2;
-          if (rt * 16 + orow < t.rows)
-            o_4[((pc.T * t.b + t.t0 + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
-                smem[scr + orow * SCR + half_];
+          // lanes past the chunk's last row store that row again (same words, same address)
+          const uint orow = min(lane / 2, t.rows - 1 - rt * 16), half_ = lane % 2;
+          o_4[((pc.T * t.b + t.t0 + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
+              smem[scr + orow * SCR + half_];
           subgroupMemoryBarrierShared();
           subgroupBarrier();  // read before the next tile overwrites it
         }
