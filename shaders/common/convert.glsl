@@ -40,6 +40,14 @@ float tk_round_bf16_split(float x) {
   return h;
 }
 
+// Two values rounded to bf16 by the split, packed low first.
+uint tk_pack_bf16_split(vec2 x) {
+  return (floatBitsToUint(tk_round_bf16_split(x.x)) >> 16) | (floatBitsToUint(tk_round_bf16_split(x.y)) & 0xffff0000u);
+}
+
+// The two bf16 values of a word (low first) as floats.
+vec2 tk_bf16_pair(uint w) { return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)); }
+
 // |x| where finite, else 0: the fp16 recompute_wu kernels take their
 // power-of-two shifts from finite values, so an Inf or NaN stays in its own
 // column instead of scaling the rest of its row (to 0, found by

@@ -102,28 +102,23 @@ layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
 
 shared uvec4 smem[SMEM_VEC4];
 
-// Two values rounded to bf16 (to nearest even), packed low first. The
-// split rounding (three float operations) took the H100 build from 136 /
-// 261 to 121 / 235 us against the integer rounding (tk_bf16_high),
-// bench/NOTES-gdn.md; its limits (NaN for +-Inf and beyond 5.19e33) are
-// in include/tilekernels/gdn/recompute_wu.hpp.
-uint pack_bf16(vec2 x) {
-  return (floatBitsToUint(tk_round_bf16_split(x.x)) >> 16) | (floatBitsToUint(tk_round_bf16_split(x.y)) & 0xffff0000u);
-}
+// Operands are rounded to bf16 (to nearest even) by tk_pack_bf16_split.
+// The split rounding (three float operations) took the H100 build from 136
+// / 261 to 121 / 235 us against the integer rounding (tk_bf16_high),
+// bench/NOTES-gdn-scoreboard.md; its limits (NaN for +-Inf and beyond
+// 5.19e33) are in include/tilekernels/gdn/recompute_wu.hpp.
 
 // Two values converted to bf16 by the hardware's rounding: only for A's
 // leading part, whose residual is taken from the value actually stored.
 uint pack_bf16_any(vec2 x) { return pack32(bfloat16BitsToUintEXT(bf16vec2(x))); }
 
-vec2 bf16_pair(uint w) { return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)); }
-
 // 8 values scaled by f (and then by d for w), rounded to bf16.
 uvec4 scale8(uvec4 x, float f, float d, bool is_w) {
   uvec4 r;
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    vec2 p = bf16_pair(x[i]) * f;
+    vec2 p = tk_bf16_pair(x[i]) * f;
     if (is_w) p *= d;
-    r[i] = pack_bf16(p);
+    r[i] = tk_pack_bf16_split(p);
   }
   return r;
 }
@@ -229,19 +224,19 @@ void stage_tile(const bool IS_W, Tile t) {
       }
       // A whole chunk in bf16 (uniform): nothing to mask, the words go to
       // shared memory as loaded. The masks, unpacking and repacking below
-      // took 5% of the H100 time (120 -> 114 us, bench/NOTES-gdn.md).
+      // took 5% of the H100 time (120 -> 114 us, bench/NOTES-gdn-scoreboard.md).
       if (A_DTYPE != TK_F32 && t.rows == BT) {
         smem[A_BASE + r * AS + c8] = a_raw[n];
         continue;
       }
-      const vec4 a_l = A_DTYPE == TK_F32 ? a_lo[n] : vec4(bf16_pair(a_raw[n].x), bf16_pair(a_raw[n].y));
-      const vec4 a_h = A_DTYPE == TK_F32 ? a_hi[n] : vec4(bf16_pair(a_raw[n].z), bf16_pair(a_raw[n].w));
+      const vec4 a_l = A_DTYPE == TK_F32 ? a_lo[n] : vec4(tk_bf16_pair(a_raw[n].x), tk_bf16_pair(a_raw[n].y));
+      const vec4 a_h = A_DTYPE == TK_F32 ? a_hi[n] : vec4(tk_bf16_pair(a_raw[n].z), tk_bf16_pair(a_raw[n].w));
       const vec4 lo = mix(vec4(0.0), a_l, keep_lo), hi = mix(vec4(0.0), a_h, keep_hi);
       const uvec4 ph = uvec4(pack_bf16_any(lo.xy), pack_bf16_any(lo.zw), pack_bf16_any(hi.xy), pack_bf16_any(hi.zw));
       smem[A_BASE + r * AS + c8] = ph;
       if (A_DTYPE == TK_F32) {
-        const vec4 rl = lo - vec4(bf16_pair(ph.x), bf16_pair(ph.y));
-        const vec4 rh = hi - vec4(bf16_pair(ph.z), bf16_pair(ph.w));
+        const vec4 rl = lo - vec4(tk_bf16_pair(ph.x), tk_bf16_pair(ph.y));
+        const vec4 rh = hi - vec4(tk_bf16_pair(ph.z), tk_bf16_pair(ph.w));
         smem[AL_BASE + r * AS + c8] =
             uvec4(pack_bf16_any(rl.xy), pack_bf16_any(rl.zw), pack_bf16_any(rh.xy), pack_bf16_any(rh.zw));
       }

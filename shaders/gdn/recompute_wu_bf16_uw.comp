@@ -12,7 +12,7 @@
 // the previous chunk, so more bytes are in flight per SM and A is read
 // once. Its time per tile is close to the memory floor's, and the rest is
 // instruction issue (one workgroup per SM at 123 registers): every
-// instruction per tile counts (bench/NOTES-gdn.md).
+// instruction per tile counts (bench/NOTES-gdn-scoreboard.md).
 //
 // Geometry (the host relies on it):
 // - 512 invocations (16 subgroups of 32), persistent: workgroup s walks the
@@ -87,17 +87,10 @@ layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
 
 shared uvec4 smem[SMEM_VEC4];
 
-// Two values rounded to bf16 (to nearest even), packed low first.
-uint pack_bf16(vec2 x) {
-  return (floatBitsToUint(tk_round_bf16_split(x.x)) >> 16) | (floatBitsToUint(tk_round_bf16_split(x.y)) & 0xffff0000u);
-}
-
-vec2 bf16_pair(uint w) { return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)); }
-
 // 8 bf16 values times f, rounded to bf16.
 uvec4 scale8(uvec4 x, float f) {
   uvec4 r;
-  [[unroll]] for (uint i = 0; i < 4; ++i) r[i] = pack_bf16(bf16_pair(x[i]) * f);
+  [[unroll]] for (uint i = 0; i < 4; ++i) r[i] = tk_pack_bf16_split(tk_bf16_pair(x[i]) * f);
   return r;
 }
 
