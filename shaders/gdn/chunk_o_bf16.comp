@@ -23,7 +23,7 @@
 //   K step's slices (registers of their own, staged after that step), and
 //   the last K step issues the next tile's first loads: two round trips per
 //   tile instead of three (147 -> 141-143 us and 287 -> 274 us on the
-//   H100, bench/NOTES-gdn.md, fourteenth session).
+//   H100, bench/NOTES-gdn-scoreboard.md, fourteenth session).
 //   Two workgroup barriers per step (three in the v step). K slices of 64
 //   columns rather than 32 took the H100 from 258 to 189 us at B=1,
 //   T=8192, H=32, K=V=128 (bench/NOTES-gdn.md): each step costs
@@ -34,7 +34,7 @@
 //   every load issued before it. Staging a step's registers must therefore
 //   come before the next step's loads are issued, or the staging waits for
 //   those as well and the step hides no memory time (176 -> 160 us and 344
-//   -> 313 us once the order held, bench/NOTES-gdn.md, tenth session);
+//   -> 313 us once the order held, bench/NOTES-gdn-scoreboard.md, tenth session);
 // - subgroup s owns the o tiles s * OT .. s * OT + OT - 1 (row tile, column
 //   tile; the o tiles of one row tile are adjacent, and one subgroup's lie
 //   in one row tile) and the S tile (its row tile, s % WPR) where that is on
@@ -50,7 +50,7 @@
 // - P and o are rounded to bf16 by the float split (tk_round_bf16_split),
 //   the next tile found by digit-wise addition, and the o gate read once
 //   for both of a subgroup's o tiles: 154 -> 148 us and 301 -> 291 us on
-//   the H100 (bench/NOTES-gdn.md, twelfth session).
+//   the H100 (bench/NOTES-gdn-scoreboard.md, twelfth session).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -121,7 +121,7 @@ layout(push_constant) uniform Push {
 // Every input is volatile so that the driver keeps each load where it is
 // issued, after the barrier that follows the previous staging. Without it
 // the H100 build moved loads across barriers, next to or ahead of the
-// staging of earlier loads (seen in the SASS, bench/NOTES-gdn.md).
+// staging of earlier loads (seen in the SASS, bench/NOTES-gdn-scoreboard.md).
 layout(std430, binding = 0) volatile readonly buffer Q4 { uvec4 q_4[]; };
 layout(std430, binding = 1) volatile readonly buffer K4 { uvec4 k_4[]; };
 layout(std430, binding = 2) volatile readonly buffer V4 { uvec4 v_4[]; };

@@ -478,7 +478,7 @@ class Context {
 
     // Lets every pipeline turn off the driver's bounds checks on storage
     // buffers (Pipeline). The H100's driver checked every load without it,
-    // even with robustBufferAccess off (bench/NOTES-gdn.md, tenth session).
+    // even with robustBufferAccess off (bench/NOTES-gdn-scoreboard.md, tenth session).
     vk::PhysicalDevicePipelineRobustnessFeaturesEXT robustness;
     info_.pipeline_robustness =
         enable_feature(enable.get<vk::PhysicalDeviceFeatures2>(), extensions, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME,

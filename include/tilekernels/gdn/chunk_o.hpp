@@ -241,7 +241,7 @@ class ChunkO {
 
   // Workgroups in the bf16 path's persistent grid (before the cap at one
   // per tile): on the H100 one per SM (132) ran 286-287 us against 291 for
-  // 264 at B=8, T=2048, H=32 (bench/NOTES-gdn.md).
+  // 264 at B=8, T=2048, H=32 (bench/NOTES-gdn-scoreboard.md).
   std::uint32_t bf16_grid() const noexcept {
     return options_.bf16_workgroups ? options_.bf16_workgroups : ctx_->info().persistent_grid(264);
   }

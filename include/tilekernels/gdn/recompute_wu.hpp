@@ -56,7 +56,7 @@
 // portable 621 us, kernel 1 1197 us, kernel 2 271 us, bf16 kernel 144 us;
 // A in bf16 (as FLA passes it), B=1 T=8192 / B=8 T=2048: joint kernel 99 /
 // 193 us, pairs kernel 115 / 222, FLA's Triton 108.5 / 198.7
-// (bench/NOTES-gdn.md).
+// (bench/NOTES-gdn-scoreboard.md).
 //
 // Path choice (tc_kernel 0, the default): the bf16 path where the device and
 // the build have it, else the fp16 one (VK_NV_cooperative_matrix, subgroups
@@ -233,7 +233,7 @@ class RecomputeWU {
   // Workgroups in the bf16 kernel's persistent grid (before the cap at one
   // per tile, or two for the pairs kernel): on the H100 one per SM (132)
   // ran the pairs kernel at 120 / 232-233 us against 121-122 / 234 for 264
-  // (bench/NOTES-gdn.md); the joint kernel holds one per SM.
+  // (bench/NOTES-gdn-scoreboard.md); the joint kernel holds one per SM.
   std::uint32_t bf16_grid() const noexcept {
     if (options_.bf16_workgroups) return options_.bf16_workgroups;
     if (bf16_joint()) return ctx_->info().persistent_grid(264);
