@@ -63,8 +63,7 @@ layout(std430, binding = 6) coherent buffer WorkML { vec2 work_ml[]; };
 layout(std430, binding = 7) coherent buffer Counters { uint counters[]; };
 
 shared vec4 s_o[GROUPS * CHUNKS];
-shared float s_m[GROUPS];
-shared float s_l[GROUPS];
+shared vec2 s_ml[GROUPS];  // per group: its maximum and its sum of l
 shared bool s_last;
 
 float load_scalar(bool is_m, uint i) {
@@ -137,7 +136,7 @@ void main() {
     [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
       const bool live = lb[u] != 0.0;
       const float w = live ? exp(mb[u] - m_new) : 0.0;
-      o_acc += live ? w * ob[u] : vec4(0.0);
+      o_acc += w * (live ? ob[u] : vec4(0.0));
       l_acc += w * lb[u];
     }
     m_acc = m_new;
@@ -151,23 +150,25 @@ void main() {
   }
 
   if (GROUPS > 1) {
+    // A group's o_acc is finite whatever its empty blocks held (their o
+    // never enters it), so the merge weighs it without a select.
     s_o[tid] = o_acc;
-    if (c == 0) {
-      s_m[group] = m_acc;
-      s_l[group] = l_acc;
-    }
+    if (c == 0) s_ml[group] = vec2(m_acc, l_acc);
     barrier();
     if (group == 0) {
       float m_max = m_acc;
-      for (uint g = 1; g < GROUPS; ++g) m_max = max(m_max, s_l[g] != 0.0 ? s_m[g] : NEG_INF);
-      const float rescale = m_max == m_acc ? 1.0 : exp(m_acc - m_max);
-      o_acc *= rescale;
-      l_acc *= rescale;
-      for (uint g = 1; g < GROUPS; ++g) {
-        const bool live = s_l[g] != 0.0;
-        const float w = live ? exp(s_m[g] - m_max) : 0.0;
-        o_acc += live ? w * s_o[g * CHUNKS + c] : vec4(0.0);
-        l_acc += w * s_l[g];
+      [[unroll]] for (uint g = 1; g < GROUPS; ++g) {
+        const vec2 ml = s_ml[g];
+        m_max = max(m_max, ml.y != 0.0 ? ml.x : NEG_INF);
+      }
+      const float w0 = l_acc != 0.0 ? exp(m_acc - m_max) : 0.0;
+      o_acc *= w0;
+      l_acc *= w0;
+      [[unroll]] for (uint g = 1; g < GROUPS; ++g) {
+        const vec2 ml = s_ml[g];
+        const float w = ml.y != 0.0 ? exp(ml.x - m_max) : 0.0;
+        o_acc += w * s_o[g * CHUNKS + c];
+        l_acc += w * ml.y;
       }
       m_acc = m_max;
     }

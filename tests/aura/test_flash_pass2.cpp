@@ -31,7 +31,14 @@ Partials make_partials(Rng& rng, std::size_t q, std::size_t nb, std::size_t dim,
     if (rng.uniform() < empty_fraction) {
       p.l[i] = 0.0f;
       p.m[i] = rng.uniform() < 0.5 ? -std::numeric_limits<float>::infinity() : rng.uniform(-80.0f, 80.0f);
-      for (std::size_t d = 0; d < dim; ++d) p.o[i * dim + d] = 1e30f * rng.normal();  // must not leak
+      // Garbage that must not leak: huge values, and in some blocks NaN and
+      // infinities (0 * inf is NaN, so a weight of 0 alone would not do).
+      const bool non_finite = rng.uniform() < 0.5;
+      for (std::size_t d = 0; d < dim; ++d)
+        p.o[i * dim + d] = non_finite ? (d % 3 == 0   ? std::numeric_limits<float>::quiet_NaN()
+                                         : d % 3 == 1 ? std::numeric_limits<float>::infinity()
+                                                      : -std::numeric_limits<float>::infinity())
+                                      : 1e30f * rng.normal();
     }
   }
   return p;
