@@ -63,6 +63,12 @@ void BM_FlashPass2Sweep(benchmark::State& state) { BM_FlashPass2<128>(state); }
 BENCHMARK(BM_FlashPass2Sweep)
     // Slices at the small and middle shapes.
     ->ArgsProduct({{32}, {32}, {8}, {4}, {1}, {1, 2, 4, 8}, {1}})
+    // One round of loads, lane groups x unroll = blocks, at the small and middle shapes.
+    ->Args({32, 32, 4, 8, 1, 8, 1})->Args({32, 32, 16, 2, 1, 8, 1})->Args({32, 32, 32, 1, 1, 8, 1})
+    ->Args({32, 32, 8, 4, 1, 4, 1})->Args({32, 32, 16, 2, 1, 4, 1})->Args({32, 32, 8, 4, 1, 16, 1})
+    ->Args({32, 32, 16, 2, 1, 16, 1})->Args({32, 32, 4, 8, 1, 16, 1})
+    ->Args({32, 256, 64, 4, 1, 8, 1})->Args({32, 256, 128, 2, 1, 8, 1})->Args({32, 256, 64, 4, 1, 4, 1})
+    ->Args({32, 256, 16, 16, 1, 8, 1})
     ->ArgsProduct({{32}, {256}, {16, 32}, {8}, {1}, {2, 4, 8}, {1}})
     // Streaming shapes: slices, rounds of 4 or 8, with and without prefetch.
     ->ArgsProduct({{64}, {1024, 2048}, {16, 32}, {4, 8}, {1}, {1, 2, 4}, {1, 2}})
