@@ -1,5 +1,6 @@
 # Turns a SPIR-V binary into a header holding its words as a
-# `inline constexpr std::uint32_t` array (uint32 keeps pCode aligned).
+# `inline constexpr std::uint32_t` array (uint32 keeps pCode aligned) and a
+# span over it named SYMBOL (empty for shaders a build does not compile).
 # Run as: cmake -DSPV=in.spv -DHEADER=out.hpp -DSYMBOL=name -P embed_spirv.cmake
 file(READ "${SPV}" hex HEX)
 string(LENGTH "${hex}" n)
@@ -15,10 +16,12 @@ file(WRITE "${HEADER}.tmp"
 "// Generated from ${SOURCE} by cmake/embed_spirv.cmake. Do not edit.
 #pragma once
 #include <cstdint>
+#include <span>
 namespace tilekernels::spirv {
-inline constexpr std::uint32_t ${SYMBOL}[] = {
+inline constexpr std::uint32_t ${SYMBOL}_words[] = {
   ${words}
 };
+inline constexpr std::span<const std::uint32_t> ${SYMBOL}{${SYMBOL}_words};
 }  // namespace tilekernels::spirv
 ")
 file(COPY_FILE "${HEADER}.tmp" "${HEADER}" ONLY_IF_DIFFERENT)

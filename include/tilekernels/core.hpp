@@ -1,4 +1,5 @@
-// tilekernels core: context, buffers, tensors, errors, dtypes, timing.
+// tilekernels core: context, buffers, tensors, errors, dtypes, timing, the
+// variant tables and workspaces every kernel is built on.
 #pragma once
 
 #include "tilekernels/core/buffer.hpp"
@@ -10,3 +11,5 @@
 #include "tilekernels/core/pipeline.hpp"
 #include "tilekernels/core/tensor.hpp"
 #include "tilekernels/core/timer.hpp"
+#include "tilekernels/core/variant.hpp"
+#include "tilekernels/core/workspace.hpp"

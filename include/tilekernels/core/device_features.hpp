@@ -1,0 +1,272 @@
+// Feature probing: what a physical device offers (DeviceInfo), and the
+// logical device a Context creates with every optional feature the kernels
+// can use enabled where the device has it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilekernels/core/device_info.hpp"
+#include "tilekernels/core/vulkan.hpp"
+
+namespace tilekernels::detail {
+
+// VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 as the Vulkan
+// registry defines them (structure types 1000506000-1000506001 and
+// 1000141000, component type BFLOAT16_KHR 1000141000): newer than the
+// Debian bookworm headers, so declared here under names of our own.
+struct CoopMatFeaturesKHR {
+  VkStructureType sType = static_cast<VkStructureType>(1000506000);
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct CoopMatPropertiesKHR {
+  VkStructureType sType = static_cast<VkStructureType>(1000506001);
+  void* pNext = nullptr;
+  std::uint32_t MSize = 0, NSize = 0, KSize = 0;
+  std::int32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  std::int32_t scope = 0;  // VkScopeKHR
+};
+struct BFloat16FeaturesKHR {
+  VkStructureType sType = static_cast<VkStructureType>(1000141000);
+  void* pNext = nullptr;
+  VkBool32 shaderBFloat16Type = VK_FALSE;
+  VkBool32 shaderBFloat16DotProduct = VK_FALSE;
+  VkBool32 shaderBFloat16CooperativeMatrix = VK_FALSE;
+};
+inline constexpr std::int32_t kComponentFloat32 = 1;
+inline constexpr std::int32_t kComponentBFloat16 = 1000141000;
+inline constexpr std::int32_t kScopeSubgroup = 3;
+
+inline std::vector<std::string> device_extensions(const vk::raii::PhysicalDevice& physical) {
+  std::vector<std::string> out;
+  for (const auto& e : physical.enumerateDeviceExtensionProperties()) out.emplace_back(e.extensionName.data());
+  return out;
+}
+
+inline bool has_extension(const std::vector<std::string>& extensions, const char* name) {
+  for (const auto& e : extensions)
+    if (e == name) return true;
+  return false;
+}
+
+// Limits, subgroup geometry and multiprocessor count; the optional feature
+// flags stay false (they say what is enabled, which device creation or the
+// adopting caller decides).
+inline DeviceInfo read_device_info(const vk::raii::PhysicalDevice& physical, const std::vector<std::string>& extensions) {
+  DeviceInfo info;
+  const auto props = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties,
+                                             vk::PhysicalDeviceSubgroupSizeControlProperties>();
+  const auto& p = props.get<vk::PhysicalDeviceProperties2>().properties;
+  const auto& sg = props.get<vk::PhysicalDeviceSubgroupProperties>();
+  info.name = p.deviceName.data();
+  info.vendor_id = p.vendorID;
+  info.api_version = p.apiVersion;
+  info.type = p.deviceType;
+  info.subgroup_size = sg.subgroupSize;
+  info.min_subgroup_size = info.max_subgroup_size = sg.subgroupSize;
+  const bool compute = static_cast<bool>(sg.supportedStages & vk::ShaderStageFlagBits::eCompute);
+  info.subgroup_arithmetic = compute && static_cast<bool>(sg.supportedOperations & vk::SubgroupFeatureFlagBits::eArithmetic);
+  info.subgroup_shuffle = compute && static_cast<bool>(sg.supportedOperations & vk::SubgroupFeatureFlagBits::eShuffle);
+  info.max_workgroup_count = {p.limits.maxComputeWorkGroupCount[0], p.limits.maxComputeWorkGroupCount[1],
+                              p.limits.maxComputeWorkGroupCount[2]};
+  info.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
+  info.max_shared_memory = p.limits.maxComputeSharedMemorySize;
+  info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
+  info.min_storage_buffer_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
+  info.max_push_constants_size = p.limits.maxPushConstantsSize;
+  info.timestamp_period_ns = p.limits.timestampPeriod;
+
+  if (has_extension(extensions, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    const auto sm = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>();
+    info.multiprocessors = sm.get<vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>().shaderSMCount;
+  } else if (has_extension(extensions, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+    const auto core = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderCorePropertiesAMD>();
+    const auto& c = core.get<vk::PhysicalDeviceShaderCorePropertiesAMD>();
+    info.multiprocessors = c.shaderEngineCount * c.shaderArraysPerEngineCount * c.computeUnitsPerShaderArray;
+  }
+  if (has_extension(extensions, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) || info.api_version >= VK_API_VERSION_1_3) {
+    const auto& sc = props.get<vk::PhysicalDeviceSubgroupSizeControlProperties>();
+    info.subgroup_size_control =
+        sc.minSubgroupSize > 0 && static_cast<bool>(sc.requiredSubgroupSizeStages & vk::ShaderStageFlagBits::eCompute);
+    if (info.subgroup_size_control) {
+      info.min_subgroup_size = sc.minSubgroupSize;
+      info.max_subgroup_size = sc.maxSubgroupSize;
+    }
+  }
+  return info;
+}
+
+// The NV extension lists its shapes; the fp16 tensor-core kernels use
+// 16x16x16 (or 16x8x16) fp16 x fp16 -> fp32 in subgroup scope.
+inline bool has_fp16_coopmat_shape(const vk::raii::PhysicalDevice& physical) {
+  const auto& d = *physical.getDispatcher();
+  if (!d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) return false;
+  std::uint32_t count = 0;
+  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(*physical, &count, nullptr);
+  VkCooperativeMatrixPropertiesNV blank{};
+  blank.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(count, blank);
+  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(*physical, &count, props.data());
+  for (const auto& p : props)
+    if (p.MSize == 16 && p.KSize == 16 && (p.NSize == 16 || p.NSize == 8) && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
+}
+
+// The KHR extension lists its shapes; the bf16 kernels use 16x16x16
+// bf16 x bf16 -> f32 in subgroup scope.
+inline bool has_bf16_coopmat_shape(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& physical) {
+  using Query = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, CoopMatPropertiesKHR*);
+  const auto query = reinterpret_cast<Query>(
+      instance.getDispatcher()->vkGetInstanceProcAddr(*instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!query) return false;
+  std::uint32_t count = 0;
+  if (query(*physical, &count, nullptr) != VK_SUCCESS) return false;
+  std::vector<CoopMatPropertiesKHR> props(count);
+  if (query(*physical, &count, props.data()) != VK_SUCCESS) return false;
+  for (const auto& p : props)
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == kComponentBFloat16 &&
+        p.BType == kComponentBFloat16 && p.CType == kComponentFloat32 && p.ResultType == kComponentFloat32 &&
+        p.scope == kScopeSubgroup)
+      return true;
+  return false;
+}
+
+// Where the device has extension `ext` and its feature `member` (of the
+// feature structure F): sets the feature in `storage`, links `storage` into
+// the chain of `head` (it must outlive device creation) and adds `ext` to
+// `enabled`.
+template <class F>
+bool enable_feature(const vk::raii::PhysicalDevice& physical, const std::vector<std::string>& available,
+                    vk::PhysicalDeviceFeatures2& head, std::vector<const char*>& enabled, const char* ext, F& storage,
+                    vk::Bool32 F::*member) {
+  if (!has_extension(available, ext) || !(physical.getFeatures2<vk::PhysicalDeviceFeatures2, F>().template get<F>().*member))
+    return false;
+  storage.*member = VK_TRUE;
+  storage.pNext = head.pNext;
+  head.pNext = &storage;
+  enabled.push_back(ext);
+  return true;
+}
+
+// The first queue family with compute.
+inline std::uint32_t compute_queue_family(const vk::raii::PhysicalDevice& physical, const DeviceInfo& info) {
+  const auto families = physical.getQueueFamilyProperties();
+  for (std::uint32_t i = 0; i < families.size(); ++i)
+    if (families[i].queueFlags & vk::QueueFlagBits::eCompute) return i;
+  throw Error(ErrorCode::unsupported, "device '" + info.name + "' has no compute queue");
+}
+
+// Creates the logical device with one queue of `queue_family` and every
+// optional feature the kernels use that the device has, recording in
+// `info` what was enabled.
+inline vk::raii::Device create_device(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& physical,
+                                      const std::vector<std::string>& available, std::uint32_t queue_family,
+                                      bool want_statistics, DeviceInfo& info) {
+  if (!has_extension(available, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
+    throw Error(ErrorCode::unsupported, "device '" + info.name + "' lacks VK_KHR_push_descriptor");
+  std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  info.push_descriptor = true;
+
+  const auto supported = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
+                                               vk::PhysicalDeviceVulkan12Features,
+                                               vk::PhysicalDeviceSubgroupSizeControlFeatures,
+                                               vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+  vk::StructureChain<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features, vk::PhysicalDeviceVulkan12Features,
+                     vk::PhysicalDeviceSubgroupSizeControlFeatures, vk::PhysicalDeviceCooperativeMatrixFeaturesNV>
+      enable;
+  auto& head = enable.get<vk::PhysicalDeviceFeatures2>();
+  auto& f10 = head.features;
+  f10.shaderInt16 = supported.get<vk::PhysicalDeviceFeatures2>().features.shaderInt16;
+  auto& f11 = enable.get<vk::PhysicalDeviceVulkan11Features>();
+  f11.storageBuffer16BitAccess = supported.get<vk::PhysicalDeviceVulkan11Features>().storageBuffer16BitAccess;
+  info.storage_16bit = f11.storageBuffer16BitAccess;
+  auto& f12 = enable.get<vk::PhysicalDeviceVulkan12Features>();
+  const auto& s12 = supported.get<vk::PhysicalDeviceVulkan12Features>();
+  f12.shaderFloat16 = s12.shaderFloat16;
+  f12.vulkanMemoryModel = s12.vulkanMemoryModel;
+  f12.vulkanMemoryModelDeviceScope = s12.vulkanMemoryModelDeviceScope;
+  info.float16 = f12.shaderFloat16;
+  if (supported.get<vk::PhysicalDeviceFeatures2>().features.shaderInt64 && s12.shaderBufferInt64Atomics) {
+    f10.shaderInt64 = VK_TRUE;
+    f12.shaderBufferInt64Atomics = VK_TRUE;
+    info.int64_atomics = true;
+  }
+
+  if (info.subgroup_size_control) {
+    auto& size_control = enable.get<vk::PhysicalDeviceSubgroupSizeControlFeatures>();
+    const auto& s = supported.get<vk::PhysicalDeviceSubgroupSizeControlFeatures>();
+    size_control.subgroupSizeControl = s.subgroupSizeControl;
+    size_control.computeFullSubgroups = s.computeFullSubgroups;
+    info.subgroup_size_control = s.subgroupSizeControl && s.computeFullSubgroups;
+    if (info.api_version < VK_API_VERSION_1_3) extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
+  if (!info.subgroup_size_control) enable.unlink<vk::PhysicalDeviceSubgroupSizeControlFeatures>();
+
+  if (has_extension(available, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
+      supported.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix && info.float16 &&
+      info.storage_16bit && has_fp16_coopmat_shape(physical)) {
+    enable.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix = VK_TRUE;
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    info.cooperative_matrix_nv = true;
+  } else {
+    enable.unlink<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+  }
+
+  // bf16 tensor cores: VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16,
+  // chained by hand (newer than the Vulkan headers this builds against).
+  CoopMatFeaturesKHR coopmat_khr;
+  BFloat16FeaturesKHR bf16_features;
+  if (has_extension(available, "VK_KHR_cooperative_matrix") && has_extension(available, "VK_KHR_shader_bfloat16") &&
+      f10.shaderInt16 && info.float16 && info.storage_16bit && has_bf16_coopmat_shape(instance, physical)) {
+    CoopMatFeaturesKHR coopmat_supported;
+    BFloat16FeaturesKHR bf16_supported;
+    coopmat_supported.pNext = &bf16_supported;
+    VkPhysicalDeviceFeatures2 query{};
+    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    query.pNext = &coopmat_supported;
+    physical.getDispatcher()->vkGetPhysicalDeviceFeatures2(*physical, &query);
+    if (coopmat_supported.cooperativeMatrix && bf16_supported.shaderBFloat16Type &&
+        bf16_supported.shaderBFloat16CooperativeMatrix) {
+      coopmat_khr.cooperativeMatrix = VK_TRUE;
+      bf16_features.shaderBFloat16Type = VK_TRUE;
+      bf16_features.shaderBFloat16CooperativeMatrix = VK_TRUE;
+      bf16_features.pNext = head.pNext;
+      coopmat_khr.pNext = &bf16_features;
+      head.pNext = &coopmat_khr;
+      extensions.push_back("VK_KHR_cooperative_matrix");
+      extensions.push_back("VK_KHR_shader_bfloat16");
+      info.cooperative_matrix_bf16 = true;
+    }
+  }
+
+  // Lets every pipeline turn off the driver's bounds checks on storage
+  // buffers (Pipeline): some drivers check each load otherwise, even with
+  // robustBufferAccess off.
+  vk::PhysicalDevicePipelineRobustnessFeaturesEXT robustness;
+  info.pipeline_robustness =
+      enable_feature(physical, available, head, extensions, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME, robustness,
+                     &vk::PhysicalDevicePipelineRobustnessFeaturesEXT::pipelineRobustness);
+
+  // Diagnostics only: the driver's per-pipeline statistics.
+  vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info;
+  info.pipeline_statistics =
+      want_statistics && enable_feature(physical, available, head, extensions,
+                                        VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME, executable_info,
+                                        &vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::pipelineExecutableInfo);
+
+  const float priority = 1.0f;
+  const vk::DeviceQueueCreateInfo queue_info({}, queue_family, 1, &priority);
+  vk::DeviceCreateInfo create_info({}, queue_info, {}, extensions);
+  create_info.pNext = &head;
+  return vk::raii::Device(physical, create_info);
+}
+
+}  // namespace tilekernels::detail
