@@ -1,7 +1,8 @@
 #version 460
 // AURA flash pass 2: merges the split-K partial attention results of each
 // query head into its output, o = sum_b e^(m_b - M) o_b / sum_b e^(m_b - M) l_b
-// with M the largest m_b of the blocks that have l_b != 0.
+// with M the largest m_b of the blocks that have l_b != 0 (the softmax
+// states of shaders/common/softmax_state.glsl).
 //
 // Geometry (invariants the host relies on):
 // - SLICES workgroups per query head, each owning DIM/SLICES of its output
@@ -17,33 +18,21 @@
 //   contiguous ranges, one workgroup each, so that few heads still fill the
 //   GPU (x = (head * SLICES + slice) * SPLITS + split). Each workgroup
 //   leaves its merged state in the workspace, then counts itself in
-//   counters[head * SLICES + slice]; the last one to arrive merges the
-//   SPLITS states, writes the slice and resets the counter to 0 (so the
-//   workspace is reusable without clearing).
+//   counters[head * SLICES + slice], which start at zero; the last one to
+//   arrive merges the SPLITS states, writes the slice and resets the
+//   counter to zero.
 // No subgroup operation is used: correct for any subgroup size.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/flash_pass2_abi.h"
 #include "../common/convert.glsl"
+#include "../common/softmax_state.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIM = 128;
-layout(constant_id = 2) const uint GROUPS = 1;
-layout(constant_id = 3) const uint PARTIAL_DTYPE = 0;  // TK_F32, TK_F16, TK_BF16
-layout(constant_id = 4) const uint OUT_DTYPE = 2;
-layout(constant_id = 5) const uint WRITE_LSE = 0;
-layout(constant_id = 6) const uint UNROLL = 4;  // blocks whose loads a group has in flight together
-layout(constant_id = 7) const uint SPLITS = 1;  // workgroups per head slice, along the blocks
-layout(constant_id = 8) const uint SLICES = 1;  // workgroups per head along the output dimensions
-layout(constant_id = 9) const uint PREFETCH = 0;  // 1: the next batch's loads in flight while one is folded
+TK_DECLARE_SPEC(TK_FLASH_PASS2_SPEC)
+TK_DECLARE_PUSH(TK_FLASH_PASS2_PUSH)
 
 const uint ROW_CHUNKS = DIM / 4;         // vec4 slots per head
 const uint CHUNKS = ROW_CHUNKS / SLICES;  // invocations per group: the slots of one slice
-#define NEG_INF uintBitsToFloat(0xff800000u)
-
-layout(push_constant) uniform Push {
-  uint group_offset;  // first query head of this dispatch slice
-  uint q_heads;
-  uint num_blocks;
-} pc;
 
 // Each binding is declared once per storage view: 32-bit floats, or 16-bit
 // values packed in words.
@@ -81,7 +70,7 @@ vec4 load_chunk(uint i) {
 void load_batch(uint b0, uint end, uint row, uint col, out float mb[UNROLL], out float lb[UNROLL], out vec4 ob[UNROLL]) {
   [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
     const uint b = b0 + u * GROUPS;
-    mb[u] = NEG_INF;
+    mb[u] = TK_NEG_INF;
     lb[u] = 0.0;
     ob[u] = vec4(0.0);
     if (b < end) {
@@ -108,7 +97,7 @@ void main() {
   const uint end = min(first + per_split, nb);
   const uint row = q * nb;  // first (q, block) index of this head
 
-  float m_acc = NEG_INF;
+  float m_acc = TK_NEG_INF;
   float l_acc = 0.0;
   vec4 o_acc = vec4(0.0);
 
@@ -129,14 +118,13 @@ void main() {
     // Empty blocks (l == 0) get weight 0 and their o (possibly garbage)
     // is never read into the sums.
     float m_new = m_acc;
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) m_new = max(m_new, lb[u] != 0.0 ? mb[u] : NEG_INF);
-    const float rescale = m_new == m_acc ? 1.0 : exp(m_acc - m_new);
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) m_new = tk_softmax_max(m_new, mb[u], lb[u]);
+    const float rescale = tk_softmax_rescale(m_acc, m_new);
     o_acc *= rescale;
     l_acc *= rescale;
     [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
-      const bool live = lb[u] != 0.0;
-      const float w = live ? exp(mb[u] - m_new) : 0.0;
-      o_acc += w * (live ? ob[u] : vec4(0.0));
+      const float w = tk_softmax_weight(mb[u], lb[u], m_new);
+      o_acc += w * (lb[u] != 0.0 ? ob[u] : vec4(0.0));
       l_acc += w * lb[u];
     }
     m_acc = m_new;
@@ -159,14 +147,14 @@ void main() {
       float m_max = m_acc;
       [[unroll]] for (uint g = 1; g < GROUPS; ++g) {
         const vec2 ml = s_ml[g];
-        m_max = max(m_max, ml.y != 0.0 ? ml.x : NEG_INF);
+        m_max = tk_softmax_max(m_max, ml.x, ml.y);
       }
-      const float w0 = l_acc != 0.0 ? exp(m_acc - m_max) : 0.0;
+      const float w0 = tk_softmax_weight(m_acc, l_acc, m_max);
       o_acc *= w0;
       l_acc *= w0;
       [[unroll]] for (uint g = 1; g < GROUPS; ++g) {
         const vec2 ml = s_ml[g];
-        const float w = ml.y != 0.0 ? exp(ml.x - m_max) : 0.0;
+        const float w = tk_softmax_weight(ml.x, ml.y, m_max);
         o_acc += w * s_o[g * CHUNKS + c];
         l_acc += w * ml.y;
       }
@@ -189,19 +177,18 @@ void main() {
     if (group == 0) {
       // Maximum first, then one weighted sum: no load waits behind a
       // branch, so the SPLITS states are fetched together.
-      m_acc = NEG_INF;
+      m_acc = TK_NEG_INF;
       [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
         const vec2 ml = work_ml[unit * SPLITS + s];
-        m_acc = max(m_acc, ml.y != 0.0 ? ml.x : NEG_INF);
+        m_acc = tk_softmax_max(m_acc, ml.x, ml.y);
       }
       l_acc = 0.0;
       o_acc = vec4(0.0);
       [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
         const vec2 ml = work_ml[unit * SPLITS + s];
         const vec4 o = work_o[(unit * SPLITS + s) * CHUNKS + c];
-        const bool live = ml.y != 0.0;
-        const float w = live ? exp(ml.x - m_acc) : 0.0;
-        o_acc += live ? w * o : vec4(0.0);
+        const float w = tk_softmax_weight(ml.x, ml.y, m_acc);
+        o_acc += ml.y != 0.0 ? w * o : vec4(0.0);
         l_acc += w * ml.y;
       }
       if (tid == 0) counters[unit] = 0u;
@@ -210,12 +197,11 @@ void main() {
   if (group != 0) return;
 
   // A head whose blocks are all empty has l = 0: it gets zeros, never NaN.
-  const float inv_l = l_acc > 0.0 ? 1.0 / l_acc : 0.0;
-  const vec4 result = o_acc * inv_l;
+  const vec4 result = tk_softmax_output(o_acc, l_acc);
   const uint out_index = q * ROW_CHUNKS + col;
   if (OUT_DTYPE == TK_F32)
     out_f32[out_index] = result;
   else
     out_16[out_index] = tk_pack4(OUT_DTYPE, result);
-  if (WRITE_LSE != 0 && slice == 0 && c == 0) lse[q] = l_acc > 0.0 ? m_acc + log(l_acc) : NEG_INF;
+  if (WRITE_LSE != 0 && slice == 0 && c == 0) lse[q] = tk_softmax_lse(m_acc, l_acc);
 }

@@ -3,7 +3,9 @@
 #include <tilekernels/reference/aura/flash_pass2.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 
 #include "../support.hpp"
 
@@ -49,11 +51,16 @@ double budget(DType out) { return out == DType::f32 ? 1e-5 : 5e-3; }
 template <class Config>
 class FlashPass2Test : public DeviceTest {
  protected:
-  // Runs the kernel twice on the same inputs and checks output and lse
-  // against the reference; returns the output error.
+  using Kernel = aura::FlashPass2<Config>;
+  using Geometry = typename Kernel::Geometry;
+
+  // Runs the kernel twice on the same inputs, with the automatic geometry
+  // or `geometry`, and checks output and lse against the reference. A
+  // geometry with splits gets a workspace of NaN words between sentinels:
+  // the first run zero-fills its counters, the second declares them zero
+  // (the first run must have left them so).
   void check_case(std::size_t q, std::size_t nb, double empty_fraction, bool wide, std::uint64_t seed,
-                  const std::vector<std::size_t>& all_empty_heads = {},
-                  typename aura::FlashPass2<Config>::Tuning tuning = {}) {
+                  const std::vector<std::size_t>& all_empty_heads = {}, std::optional<Geometry> geometry = {}) {
     SCOPED_TRACE("q_heads=" + std::to_string(q) + " num_blocks=" + std::to_string(nb) + " seed=" + std::to_string(seed));
     Context& ctx = context();
     Rng rng(seed);
@@ -71,8 +78,18 @@ class FlashPass2Test : public DeviceTest {
     GuardedTensor out(ctx, Config::out_dtype, S(q, Config::dim));
     GuardedTensor lse(ctx, DType::f32, S(q));
 
-    aura::FlashPass2<Config> kernel(ctx, tuning);
-    kernel.run({o, m, l, out, lse.ref()});
+    Kernel kernel(ctx);
+    typename Kernel::Args args{o, m, l, out, lse.ref(), {}};
+    const std::uint64_t ws_bytes = geometry ? Kernel::workspace_bytes(q, *geometry) : kernel.workspace_bytes(q, nb);
+    std::optional<GuardedTensor> ws;
+    if (ws_bytes) {
+      ws.emplace(ctx, DType::u32, S(ws_bytes / 4));
+      args.workspace = Workspace{ws->ref()};
+    }
+    auto plan = kernel.plan(args);
+    if (geometry) plan.geometry = *geometry;
+    const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
+    run();
     const auto got = out.read_floats();
     const auto got_lse = lse.read_floats();
 
@@ -88,9 +105,13 @@ class FlashPass2Test : public DeviceTest {
     // A second run must reproduce the first bit for bit.
     out.poison();
     lse.poison();
-    kernel.run({o, m, l, out, lse.ref()});
+    if (ws) args.workspace->zeroed = true;
+    run();
     EXPECT_EQ(0, std::memcmp(got.data(), out.read_floats().data(), got.size() * sizeof(float))) << "output moved";
     EXPECT_EQ(0, std::memcmp(got_lse.data(), lse.read_floats().data(), got_lse.size() * 4)) << "lse moved";
+    if (ws) {
+      EXPECT_TRUE(ws->guards_intact()) << "the kernel wrote outside its workspace";
+    }
   }
 };
 
@@ -123,9 +144,13 @@ TYPED_TEST(FlashPass2Test, EmptyBlocksAndEmptyHeads) {
 
 TYPED_TEST(FlashPass2Test, HeadsSplitOverWorkgroups) {
   // Splits share a workspace and a per-head counter that each dispatch must
-  // leave at zero: the second run inside check_case would catch a leftover.
+  // leave at zero: the second run inside check_case declares it zero.
   for (std::uint32_t splits : {2u, 5u})
-    for (std::size_t nb : {7, 133}) this->check_case(3, nb, 0.3, true, 900 + splits * nb, {1}, {0, 0, splits});
+    for (std::size_t nb : {7, 133}) {
+      typename TestFixture::Geometry g;
+      g.splits = splits;
+      this->check_case(3, nb, 0.3, true, 900 + splits * nb, {1}, g);
+    }
 }
 
 TYPED_TEST(FlashPass2Test, HeadsSlicedOverWorkgroups) {
@@ -136,7 +161,12 @@ TYPED_TEST(FlashPass2Test, HeadsSlicedOverWorkgroups) {
   for (std::uint32_t slices : {2u, 4u, TypeParam::chunks}) {
     if (slices < 2 || TypeParam::chunks % slices) continue;
     for (std::uint32_t splits : {1u, 3u})
-      for (std::size_t nb : {7, 133}) this->check_case(3, nb, 0.3, true, seed++, {1}, {0, 0, splits, slices});
+      for (std::size_t nb : {7, 133}) {
+        typename TestFixture::Geometry g;
+        g.splits = splits;
+        g.slices = slices;
+        this->check_case(3, nb, 0.3, true, seed++, {1}, g);
+      }
   }
 }
 
@@ -144,12 +174,17 @@ TYPED_TEST(FlashPass2Test, ExplicitGeometries) {
   // Lane groups and blocks in flight chosen by hand, including a single
   // group replaying every block and batches larger than the block count.
   // Each with and without the next batch's loads in flight.
-  using Prefetch = typename aura::FlashPass2<TypeParam>::Tuning::Prefetch;
   const std::uint32_t geometries[][2] = {{1, 16}, {2, 16}, {4, 1}, {1, 3}};
   std::uint64_t seed = 4000 + TypeParam::dim;
-  for (const auto& g : geometries)
-    for (auto prefetch : {Prefetch::off, Prefetch::on})
-      for (std::size_t nb : {5, 133}) this->check_case(3, nb, 0.3, true, seed++, {1}, {g[0], g[1], 0, 0, prefetch});
+  for (const auto& shape : geometries)
+    for (bool prefetch : {false, true})
+      for (std::size_t nb : {5, 133}) {
+        typename TestFixture::Geometry g;
+        g.lane_groups = shape[0];
+        g.unroll = shape[1];
+        g.prefetch = prefetch;
+        this->check_case(3, nb, 0.3, true, seed++, {1}, g);
+      }
 }
 
 class FlashPass2Errors : public DeviceTest {};
@@ -165,34 +200,45 @@ TEST_F(FlashPass2Errors, NamesTheBadTensor) {
   const auto expect_error = [&](const aura::FlashPass2<Config>::Args& args, ErrorCode code, const std::string& needle) {
     expect_check_error(kernel, args, code, needle);
   };
-  expect_error({o, wrong_dtype, l, out, {}}, ErrorCode::dtype_mismatch, "m_partials: expected dtype f32, got f16");
-  expect_error({o, m, wrong_shape, out, {}}, ErrorCode::shape_mismatch, "l_partials: expected shape [3, 5], got [3, 4]");
-  expect_error({wrong_dim, m, l, out, {}}, ErrorCode::shape_mismatch, "o_partials: expected shape [3, 5, 64]");
-  expect_error({o, m, l, out_f32, {}}, ErrorCode::dtype_mismatch, "output: expected dtype bf16, got f32");
-  expect_error({o, m, l, out, wrong_shape.ref()}, ErrorCode::shape_mismatch, "lse: expected shape [3]");
+  expect_error({o, wrong_dtype, l, out, {}, {}}, ErrorCode::dtype_mismatch, "m_partials: expected dtype f32, got f16");
+  expect_error({o, m, wrong_shape, out, {}, {}}, ErrorCode::shape_mismatch, "l_partials: expected shape [3, 5], got [3, 4]");
+  expect_error({wrong_dim, m, l, out, {}, {}}, ErrorCode::shape_mismatch, "o_partials: expected shape [3, 5, 64]");
+  expect_error({o, m, l, out_f32, {}, {}}, ErrorCode::dtype_mismatch, "output: expected dtype bf16, got f32");
+  expect_error({o, m, l, out, wrong_shape.ref(), {}}, ErrorCode::shape_mismatch, "lse: expected shape [3]");
   TensorRef small = out.ref();
   small.size = 100;
-  expect_error({o, m, l, small, {}}, ErrorCode::buffer_too_small, "output: shape [3, 64] of bf16 needs 384 bytes");
+  expect_error({o, m, l, small, {}, {}}, ErrorCode::buffer_too_small, "output: shape [3, 64] of bf16 needs 384 bytes");
   TensorRef no_blocks = o.ref();
   no_blocks.shape = {3, 0, 64};
-  expect_error({no_blocks, m, l, out, {}}, ErrorCode::shape_mismatch, "o_partials: every dimension must be > 0");
+  expect_error({no_blocks, m, l, out, {}, {}}, ErrorCode::shape_mismatch, "o_partials: every dimension must be > 0");
   TensorRef null_buffer = m.ref();
   null_buffer.buffer = nullptr;
-  expect_error({o, null_buffer, l, out, {}}, ErrorCode::invalid_argument, "m_partials: no buffer given");
+  expect_error({o, null_buffer, l, out, {}, {}}, ErrorCode::invalid_argument, "m_partials: no buffer given");
 
-  const auto expect_tuning_error = [&](aura::FlashPass2<Config>::Tuning tuning, const std::string& needle) {
+  // Geometries changed by hand are checked before recording.
+  using Kernel = aura::FlashPass2<Config>;
+  const Kernel::Args args{o, m, l, out, {}, {}};
+  const auto expect_geometry_error = [&](auto change, const std::string& needle) {
+    auto plan = kernel.plan(args);
+    change(plan.geometry);
     try {
-      aura::FlashPass2<Config> bad(ctx, tuning);
+      kernel.check(args, plan);
       ADD_FAILURE() << "no error for " << needle;
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_tuning_error({0, 17, 0}, "Tuning::unroll must be <= 16");
-  expect_tuning_error({3, 0, 0}, "Tuning::lane_groups must be a power of two");
-  expect_tuning_error({0, 0, 65}, "Tuning::splits must be <= 64");
-  expect_tuning_error({0, 0, 0, 3}, "Tuning::slices must divide Dim / 4 = 16");
+  expect_geometry_error([](Kernel::Geometry& g) { g.unroll = 17; }, "unroll must be in [1, 16]");
+  expect_geometry_error([](Kernel::Geometry& g) { g.lane_groups = 3; }, "lane_groups must be a power of two");
+  expect_geometry_error([](Kernel::Geometry& g) { g.splits = 65; }, "splits must be in [1, 64]");
+  expect_geometry_error([](Kernel::Geometry& g) { g.slices = 3; }, "slices must divide Dim / 4 = 16");
+  expect_geometry_error([](Kernel::Geometry& g) { g.splits = 2; }, "workspace: splits need one");
+  EXPECT_TRUE(kernel.can_implement(args));
+  const Status bad = kernel.can_implement({o, wrong_dtype, l, out, {}, {}});
+  EXPECT_FALSE(bad);
+  EXPECT_EQ(bad.code, ErrorCode::dtype_mismatch);
+  EXPECT_NE(bad.message.find("m_partials"), std::string::npos) << bad.message;
 }
 
 // More query heads than one dispatch may have workgroups: the dispatcher
@@ -211,7 +257,7 @@ TEST(FlashPass2Split, GridLargerThanOneDispatch) {
   auto m = Tensor::from_floats(ctx, DType::f32, {53, 3}, p.m);
   auto l = Tensor::from_floats(ctx, DType::f32, {53, 3}, p.l);
   GuardedTensor out(ctx, DType::f32, {53, 64});
-  aura::FlashPass2<Config>(ctx).run({o, m, l, out, {}});
+  aura::FlashPass2<Config>(ctx).run({o, m, l, out, {}, {}});
   const auto ref = reference::aura::flash_pass2(p.o, p.m, p.l, q, nb, 64);
   EXPECT_LE(relative_rms(out.read_floats(), ref.output), 1e-5);
 }

@@ -22,7 +22,7 @@ std::vector<float> merge_once(Context& ctx) {
   auto m_t = Tensor::from_floats(ctx, DType::f32, {2, 3}, m);
   auto l_t = Tensor::from_floats(ctx, DType::f32, {2, 3}, l);
   GuardedTensor out(ctx, DType::f32, {2, 64});
-  Merge(ctx).run({o_t, m_t, l_t, out, {}});
+  Merge(ctx).run({o_t, m_t, l_t, out, {}, {}});
   return out.read_floats();
 }
 

@@ -1,7 +1,8 @@
 // AURA flash pass 2: the split-K merge of decode attention.
 //
-// Pass 1 (a later kernel, or any split-K attention) leaves, for each query
-// head q and key block b, the un-normalised partial output
+// Pass 1 (aura::DecodeAttention, or any split-K attention) leaves, for each
+// query head q and key block b, the softmax state of the block
+// (shaders/common/softmax_state.glsl): the un-normalised partial output
 // o_b = sum_j e^(s_j - m_b) v_j, the block maximum m_b and the block sum
 // l_b = sum_j e^(s_j - m_b). Pass 2 merges them:
 //   M = max { m_b : l_b != 0 },  L = sum_b e^(m_b - M) l_b,
@@ -17,24 +18,19 @@
 //   output     [q_heads, Dim]               Out dtype
 //   lse        [q_heads]                    f32, optional, for chaining merges
 //
-// A head's output dimensions may be cut into independent slices, one
-// workgroup each, so that few heads still fill the GPU. When few heads have
-// many blocks, a head (slice) is also spread over several workgroups
-// ("splits") along its blocks that combine through a workspace the FlashPass2
-// object owns (allocated on first need, a zero-filled counter per head that
-// every dispatch leaves at zero). Consequently two recordings of the same
-// FlashPass2 object must not execute concurrently: put a compute barrier
-// between them (as between any dependent dispatches), or use one object per
-// concurrent stream, or Tuning::splits = 1.
+// Workspace (optional, workspace_bytes()): when few heads have many blocks
+// (512 or more, fewer than 128 head slices), a head is spread over several
+// workgroups along its blocks, which combine through the workspace; without
+// one, each head slice is merged by one workgroup.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <optional>
 
+#include "tilekernels/aura/flash_pass2_abi.h"
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/aura/flash_pass2.hpp"
 
@@ -73,32 +69,42 @@ template <class Config>
 class FlashPass2 {
  public:
   static constexpr const char* name = "aura.flash_pass2";
+  TK_DECLARE_SPEC(TK_FLASH_PASS2_SPEC)
+  TK_DECLARE_PUSH(TK_FLASH_PASS2_PUSH)
 
   struct Args {
     TensorRef o_partials, m_partials, l_partials, output;
     std::optional<TensorRef> lse;
+    std::optional<Workspace> workspace;
   };
 
-  // Workgroup geometry; zeros pick it from the shape and the device.
-  struct Tuning {
-    std::uint32_t lane_groups = 0;  // power of two; lane groups per workgroup
-    std::uint32_t unroll = 0;       // 1..16; blocks per group with loads in flight together
-    std::uint32_t splits = 0;       // workgroups per head slice along the blocks (1: no workspace)
-    std::uint32_t slices = 0;       // workgroups per head along the output; must divide Dim / 4
-    // Whether a lane group issues its next batch's loads before folding
-    // the current one (twice the registers for the batch).
-    enum class Prefetch : std::uint8_t { automatic, off, on } prefetch = Prefetch::automatic;
+  struct Problem {
+    std::int64_t q_heads = 0, num_blocks = 0;
   };
 
-  explicit FlashPass2(Context& ctx, Tuning tuning = {}) : ctx_(&ctx), tuning_(tuning) {
-    if (tuning.unroll > 16) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::unroll must be <= 16");
-    if (tuning.splits > 64) throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::splits must be <= 64");
-    if (tuning.lane_groups & (tuning.lane_groups - 1))
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": Tuning::lane_groups must be a power of two");
-    if (tuning.slices && Config::chunks % tuning.slices)
-      throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": Tuning::slices must divide Dim / 4 = " + std::to_string(Config::chunks));
-  }
+  static constexpr std::array<Variant<Problem>, 1> variants{{
+      {"portable", Path::portable, spirv::aura_flash_pass2, {}, Config::chunks, Config::shared_bytes(1)},
+  }};
+
+  // The workgroup geometry of one call.
+  struct Geometry {
+    std::uint32_t slices = 1;       // workgroups per head along the output; divides Dim / 4
+    std::uint32_t splits = 1;       // workgroups per head slice along the blocks (> 1 needs the workspace)
+    std::uint32_t lane_groups = 1;  // lane groups per workgroup, a power of two
+    std::uint32_t unroll = 4;       // 1..16: blocks per group with loads in flight together
+    bool prefetch = false;          // the next batch's loads in flight while one is folded
+  };
+
+  // What record() runs: the variant and its geometry. Benchmarks may change
+  // the geometry of a plan before recording it.
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+    Geometry geometry;
+  };
+
+  explicit FlashPass2(Context& ctx) : ctx_(&ctx) {}
+
+  static Problem problem(const Args& a) { return {a.o_partials.shape.at(0), a.o_partials.shape.at(1)}; }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -113,164 +119,181 @@ class FlashPass2 {
       throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
   }
 
-  // The workgroup geometry of one call.
-  struct Geometry {
-    std::uint32_t slices;       // workgroups per head along the output
-    std::uint32_t splits;       // workgroups per head slice along the blocks
-    std::uint32_t lane_groups;  // lane groups per workgroup
-    std::uint32_t unroll;       // blocks per group with loads in flight together
-    bool prefetch;              // the next batch's loads in flight while one is folded
-  };
+  // The same checks and the variant choice, without throwing.
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
 
-  // What a call with `q_heads` heads of `num_blocks` blocks runs with: the
-  // Tuning fields that are set, the automatic choice for the others.
-  //
-  // Automatic choice, from measurements on an H100 (bench/NOTES.md,
-  // aura.flash_pass2, sixth session):
+  // Workspace bytes the fastest geometry for this shape needs (0: none),
+  // and those of a given geometry.
+  std::uint64_t workspace_bytes(std::int64_t q_heads, std::int64_t num_blocks) const {
+    return workspace_bytes(q_heads, geometry({q_heads, num_blocks}, true));
+  }
+  static std::uint64_t workspace_bytes(std::int64_t q_heads, const Geometry& g) {
+    return split_layout(q_heads, g).bytes;
+  }
+
+  // The geometry record() takes for `p`, with or without a workspace to
+  // split heads through. Automatic choice (measurements: bench/NOTES.md,
+  // aura.flash_pass2):
   // - slices: double the slices (down to 4 vec4 slots, 64 bytes of each
   //   block row) while that leaves at most 256 workgroups, about two per
-  //   SM (32 heads x 32 blocks: 3.4 us in 8 slices, 3.8 us unsliced); for
-  //   long rows (768 or more blocks) at most 128 wider workgroups;
+  //   multiprocessor of a large GPU; for long rows (768 or more blocks) at
+  //   most 128 wider workgroups;
   // - lane groups: up to 256 invocations per workgroup (512 for long
   //   rows), enough groups that each replays one round of 4 blocks (fewer
   //   than 64 blocks) or of 8;
   // - unsplit, with 3 or more rounds of 8 blocks per group: rounds of 4
-  //   with the next round's loads in flight (prefetch). 64 heads x 1024
-  //   blocks: 15.1 us in 2 slices of 32 groups this way, 16.0 us in rounds
-  //   of 8 without prefetch, 17.0 us unsliced and split 8 ways;
+  //   with the next round's loads in flight (prefetch);
   // - splits along the blocks only where the slices still leave fewer
   //   than 128 workgroups and there are 512 or more blocks: workgroups of
-  //   128 or more blocks, 8 lane groups of 8 blocks, about 256 workgroups.
-  //   More splits, or splits of fewer blocks, lost more to the merge
-  //   through the workspace than they gained.
-  Geometry geometry(std::int64_t q_heads, std::int64_t num_blocks) const {
-    const bool long_rows = num_blocks >= 768;
-    std::uint32_t slices = tuning_.slices;
-    if (!slices) {
-      const std::int64_t max_units = long_rows ? 128 : 256;
-      slices = 1;
-      while (Config::chunks % (2 * slices) == 0 && Config::chunks / (2 * slices) >= 4 && q_heads * 2 * slices <= max_units)
-        slices *= 2;
-    }
-    const std::uint32_t slice_chunks = Config::chunks / slices;
-    const std::int64_t units = q_heads * slices;  // (head, slice) pairs
-    std::uint32_t split = 1;
-    if (tuning_.splits)
-      split = static_cast<std::uint32_t>(std::min<std::int64_t>(tuning_.splits, num_blocks));
-    else if (num_blocks >= 512 && units < 128)
-      split = static_cast<std::uint32_t>(std::min<std::int64_t>(num_blocks / 128, (256 + units - 1) / units));
-    const std::int64_t per_split = (num_blocks + split - 1) / split;
+  //   128 or more blocks, 8 lane groups of 8 blocks, about 256 workgroups
+  //   (more splits lose more to the merge through the workspace than they
+  //   gain).
+  Geometry geometry(const Problem& p, bool workspace) const {
+    const bool long_rows = p.num_blocks >= 768;
+    Geometry g;
+    const std::int64_t max_units = long_rows ? 128 : 256;
+    while (Config::chunks % (2 * g.slices) == 0 && Config::chunks / (2 * g.slices) >= 4 &&
+           p.q_heads * 2 * g.slices <= max_units)
+      g.slices *= 2;
+    const std::uint32_t slice_chunks = Config::chunks / g.slices;
+    const std::int64_t units = p.q_heads * g.slices;  // (head, slice) pairs
+    if (workspace && p.num_blocks >= 512 && units < 128)
+      g.splits = static_cast<std::uint32_t>(std::min<std::int64_t>(p.num_blocks / 128, (256 + units - 1) / units));
+    const std::int64_t per_split = (p.num_blocks + g.splits - 1) / g.splits;
     // Blocks each lane group should replay: one round of 4 or 8 unsplit, 16
     // (two rounds of 8) when split.
-    const std::int64_t per_group = split > 1 ? 16 : per_split >= 64 ? 8 : 4;
-    std::uint32_t groups = 0;
-    if (tuning_.lane_groups) {
-      groups = clamp_groups(tuning_.lane_groups, slices);
-    } else {
-      const auto& info = ctx_->info();
-      const std::uint32_t target = long_rows ? 512 : 256;
-      const std::uint32_t max_invocations = std::min(std::max(target, slice_chunks), info.max_workgroup_invocations);
-      std::uint32_t max_groups = std::max<std::uint32_t>(1, max_invocations / slice_chunks);
-      while (max_groups > 1 &&
-             Config::shared_bytes(max_groups, slices) > std::min<std::uint32_t>(32768, info.max_shared_memory))
-        --max_groups;
-      const auto want = std::bit_ceil(static_cast<std::uint64_t>((per_split + per_group - 1) / per_group));
-      groups = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::bit_floor(max_groups), want));
-    }
-    const bool streaming = split == 1 && per_split >= 3 * 8 * static_cast<std::int64_t>(groups);
-    std::uint32_t unroll = tuning_.unroll;
-    if (!unroll) {
-      if (split > 1)
-        unroll = per_split >= 8 * static_cast<std::int64_t>(groups) ? 8 : 4;
-      else
-        unroll = streaming ? 4 : static_cast<std::uint32_t>(per_group);
-    }
-    const bool prefetch = tuning_.prefetch == Tuning::Prefetch::automatic ? streaming
-                                                                           : tuning_.prefetch == Tuning::Prefetch::on;
-    return {slices, split, groups, unroll, prefetch};
+    const std::int64_t per_group = g.splits > 1 ? 16 : per_split >= 64 ? 8 : 4;
+    const auto& info = ctx_->info();
+    const std::uint32_t target = long_rows ? 512 : 256;
+    const std::uint32_t max_invocations = std::min(std::max(target, slice_chunks), info.max_workgroup_invocations);
+    std::uint32_t max_groups = std::max<std::uint32_t>(1, max_invocations / slice_chunks);
+    while (max_groups > 1 &&
+           Config::shared_bytes(max_groups, g.slices) > std::min<std::uint32_t>(32768, info.max_shared_memory))
+      --max_groups;
+    const auto want = std::bit_ceil(static_cast<std::uint64_t>((per_split + per_group - 1) / per_group));
+    g.lane_groups = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::bit_floor(max_groups), want));
+    const bool streaming = g.splits == 1 && per_split >= 3 * 8 * static_cast<std::int64_t>(g.lane_groups);
+    if (g.splits > 1)
+      g.unroll = per_split >= 8 * static_cast<std::int64_t>(g.lane_groups) ? 8 : 4;
+    else
+      g.unroll = streaming ? 4 : static_cast<std::uint32_t>(per_group);
+    g.prefetch = streaming;
+    return g;
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const {
+  // Checks the arguments and chooses what record() runs.
+  Plan plan(const Args& a) const {
     check(a);
-    const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
-    const Geometry g = geometry(q, nb);
-    const std::uint32_t split = g.splits;
-    PipelineKey key{spirv::aura_flash_pass2, std::size(spirv::aura_flash_pass2),
-                    {g.lane_groups * (Config::chunks / g.slices), Config::dim, g.lane_groups,
-                     static_cast<std::uint32_t>(Config::partial_dtype), static_cast<std::uint32_t>(Config::out_dtype),
-                     a.lse ? 1u : 0u, g.unroll, split, g.slices, g.prefetch ? 1u : 0u},
-                    8, sizeof(Push), 0};
-    const Pipeline& pipeline = ctx_->pipeline(key);
+    const Problem p = problem(a);
+    Plan plan{&select_variant(*ctx_, name, variants, p), {}};
+    const bool have_workspace = a.workspace && a.workspace->memory.size >= workspace_bytes(p.q_heads, p.num_blocks);
+    plan.geometry = geometry(p, have_workspace);
+    return plan;
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  // Throws unless `plan` can run `a` (a geometry changed by hand included).
+  void check(const Args& a, const Plan& plan) const {
+    check(a);
+    const Geometry& g = plan.geometry;
+    const auto& info = ctx_->info();
+    const auto bad = [&](const std::string& why) {
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": geometry: " + why);
+    };
+    if (!plan.variant) bad("the plan has no variant");
+    if (g.slices == 0 || Config::chunks % g.slices) bad("slices must divide Dim / 4 = " + std::to_string(Config::chunks));
+    if (g.lane_groups == 0 || !std::has_single_bit(g.lane_groups)) bad("lane_groups must be a power of two");
+    if (g.unroll == 0 || g.unroll > 16) bad("unroll must be in [1, 16]");
+    if (g.splits == 0 || g.splits > 64) bad("splits must be in [1, 64]");
+    if (g.lane_groups * (Config::chunks / g.slices) > info.max_workgroup_invocations ||
+        Config::shared_bytes(g.lane_groups, g.slices) > info.max_shared_memory)
+      bad(std::to_string(g.lane_groups) + " lane groups exceed the device's workgroup limits");
+    if (g.splits > 1) {
+      if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: splits need one");
+      detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(a.o_partials.shape[0], g));
+    }
+  }
+
+  // Records `plan` (from plan(a), its geometry possibly changed).
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a, plan);
+    const Problem p = problem(a);
+    const Geometry& g = plan.geometry;
+    Spec spec;
+    spec.workgroup = g.lane_groups * (Config::chunks / g.slices);
+    spec.DIM = Config::dim;
+    spec.GROUPS = g.lane_groups;
+    spec.PARTIAL_DTYPE = static_cast<std::uint32_t>(Config::partial_dtype);
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
+    spec.WRITE_LSE = a.lse ? 1u : 0u;
+    spec.UNROLL = g.unroll;
+    spec.SPLITS = g.splits;
+    spec.SLICES = g.slices;
+    spec.PREFETCH = g.prefetch ? 1u : 0u;
+    const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 8);
     // Unused bindings (lse, the workspace without splits) get a tensor of
     // the call to keep every descriptor valid; the shader never touches them.
     const TensorRef lse = a.lse ? *a.lse : a.m_partials;
     std::vector<TensorRef> bindings{a.o_partials, a.m_partials, a.l_partials, a.output, lse};
-    if (split > 1) {
-      const Workspace& w = workspace(q, g);
-      bindings.push_back(w.o.ref());
-      bindings.push_back(w.ml.ref());
-      bindings.push_back(w.counters.ref());
+    if (g.splits > 1) {
+      const SplitLayout w = split_layout(p.q_heads, g);
+      const TensorRef counters = detail::workspace_region(*a.workspace, w.counters_at, w.counter_bytes);
+      bindings.push_back(detail::workspace_region(*a.workspace, 0, w.o_bytes));
+      bindings.push_back(detail::workspace_region(*a.workspace, w.ml_at, w.ml_bytes));
+      bindings.push_back(counters);
+      if (!a.workspace->zeroed) detail::record_zero_fill(*ctx_, cmd, counters);
     } else {
       bindings.insert(bindings.end(), {a.output, a.output, a.output});
     }
-    const Push push{0, static_cast<std::uint32_t>(q), static_cast<std::uint32_t>(nb), 0};
-    detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, static_cast<std::uint64_t>(q) * g.slices * split);
+    Push push;
+    push.q_heads = static_cast<std::uint32_t>(p.q_heads);
+    push.num_blocks = static_cast<std::uint32_t>(p.num_blocks);
+    detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push,
+                            static_cast<std::uint64_t>(p.q_heads) * g.slices * g.splits);
   }
 
-  // Records into a fresh command buffer, submits and waits.
+  // Convenience for tests and tools: allocates the workspace the call can
+  // use, records into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
-    const auto q = a.o_partials.shape[0], nb = a.o_partials.shape[1];
-    if (const Geometry g = geometry(q, nb); g.splits > 1) workspace(q, g);  // before recording
-    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+    Args with = a;
+    std::optional<Tensor> scratch;
+    if (!a.workspace) {
+      const auto bytes = workspace_bytes(a.o_partials.shape[0], a.o_partials.shape[1]);
+      if (bytes) {
+        scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)});
+        with.workspace = Workspace{scratch->ref()};
+      }
+    }
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, with); });
   }
 
  private:
-  struct Push {
-    std::uint32_t group_offset, q_heads, num_blocks, pad;
+  // Workspace regions of a split geometry: per (head slice, split) the
+  // merged o slice and (m, l); per head slice an arrival counter. Empty
+  // without splits.
+  struct SplitLayout {
+    std::uint64_t o_bytes = 0, ml_at = 0, ml_bytes = 0, counters_at = 0, counter_bytes = 0, bytes = 0;
   };
-  // A requested group count, reduced until it fits the device.
-  std::uint32_t clamp_groups(std::uint32_t groups, std::uint32_t slices) const {
-    const auto& info = ctx_->info();
-    while (groups > 1 && (groups * (Config::chunks / slices) > info.max_workgroup_invocations ||
-                          Config::shared_bytes(groups, slices) > info.max_shared_memory))
-      groups /= 2;
-    return groups;
-  }
-
-  struct Workspace {
-    Tensor o, ml, counters;
-  };
-
-  // The workspace for `q_heads` heads split as in `g`: per (head slice,
-  // split) a state of Dim / slices floats and (m, l), per head slice a
-  // counter. Grown when too small, never shrunk (alternating shapes do not
-  // reallocate); its counters start at zero.
-  const Workspace& workspace(std::int64_t q_heads, const Geometry& g) const {
-    const auto units = q_heads * g.slices;  // (head, slice) pairs
-    const auto o = q_heads * g.splits * Config::dim, ml = 2 * units * g.splits;
-    std::lock_guard lock(workspace_mutex_);
-    if (!workspace_ || workspace_->o.elements() < o || workspace_->ml.elements() < ml ||
-        workspace_->counters.elements() < units) {
-      const auto keep = [&](std::int64_t need, const Tensor Workspace::*part) {
-        return workspace_ ? std::max(need, ((*workspace_).*part).elements()) : need;
-      };
-      auto grown = std::make_unique<Workspace>(Workspace{Tensor(*ctx_, DType::f32, {keep(o, &Workspace::o)}),
-                                                         Tensor(*ctx_, DType::f32, {keep(ml, &Workspace::ml)}),
-                                                         Tensor(*ctx_, DType::u32, {keep(units, &Workspace::counters)})});
-      // Recorded but unexecuted dispatches may still use the old one.
-      if (workspace_) retired_.push_back(std::move(workspace_));
-      workspace_ = std::move(grown);
-      workspace_->counters.buffer().fill(0);
-    }
-    return *workspace_;
+  static SplitLayout split_layout(std::int64_t q_heads, const Geometry& g) {
+    SplitLayout s;
+    if (g.splits <= 1) return s;
+    const auto units = static_cast<std::uint64_t>(q_heads) * g.slices;
+    detail::WorkspaceLayout layout;
+    s.o_bytes = units * g.splits * (Config::chunks / g.slices) * 16;
+    layout.add(s.o_bytes);
+    s.ml_bytes = units * g.splits * 8;
+    s.ml_at = layout.add(s.ml_bytes);
+    s.counter_bytes = units * 4;
+    s.counters_at = layout.add(s.counter_bytes);
+    s.bytes = layout.bytes();
+    return s;
   }
 
   Context* ctx_;
-  Tuning tuning_;
-  mutable std::mutex workspace_mutex_;
-  mutable std::unique_ptr<Workspace> workspace_;
-  mutable std::vector<std::unique_ptr<Workspace>> retired_;
 };
 
 }  // namespace tilekernels::aura

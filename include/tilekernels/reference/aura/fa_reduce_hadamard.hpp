@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tilekernels/reference/aura/flash_pass2.hpp"
+#include "tilekernels/reference/softmax_state.hpp"
 
 namespace tilekernels::reference::aura {
 
@@ -53,10 +53,14 @@ inline std::vector<double> hadamard_undo(std::span<const double> y, std::span<co
 inline std::vector<double> fa_reduce_hadamard(std::span<const float> o_partials, std::span<const float> m_partials,
                                               std::span<const float> l_partials, std::span<const float> signs,
                                               std::size_t rows, std::size_t nwg, std::size_t head_dim) {
-  const auto merged = flash_pass2(o_partials, m_partials, l_partials, rows, nwg, head_dim).output;
   std::vector<double> out(rows * head_dim);
   for (std::size_t r = 0; r < rows; ++r) {
-    const auto v = hadamard_undo(std::span(merged).subspan(r * head_dim, head_dim), signs);
+    SoftmaxState state(head_dim);
+    for (std::size_t b = 0; b < nwg; ++b) {
+      const std::size_t i = r * nwg + b;
+      state.merge(o_partials.subspan(i * head_dim, head_dim), m_partials[i], l_partials[i]);
+    }
+    const auto v = hadamard_undo(state.output(), signs);
     std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(r * head_dim));
   }
   return out;

@@ -1,12 +1,14 @@
 // Double-precision CPU reference of aura::FlashPass2 (see its header for the
-// math). Inputs are the stored partial values widened to float.
+// math): each head's blocks merged as softmax states. Inputs are the stored
+// partial values widened to float.
 #pragma once
 
-#include <cmath>
+#include <algorithm>
 #include <cstddef>
-#include <limits>
 #include <span>
 #include <vector>
+
+#include "tilekernels/reference/softmax_state.hpp"
 
 namespace tilekernels::reference::aura {
 
@@ -18,24 +20,16 @@ struct FlashPass2Result {
 inline FlashPass2Result flash_pass2(std::span<const float> o_partials, std::span<const float> m_partials,
                                     std::span<const float> l_partials, std::size_t q_heads, std::size_t num_blocks,
                                     std::size_t dim) {
-  FlashPass2Result r{std::vector<double>(q_heads * dim, 0.0),
-                     std::vector<double>(q_heads, -std::numeric_limits<double>::infinity())};
+  FlashPass2Result r{std::vector<double>(q_heads * dim), std::vector<double>(q_heads)};
   for (std::size_t q = 0; q < q_heads; ++q) {
-    double m_max = -std::numeric_limits<double>::infinity();
-    for (std::size_t b = 0; b < num_blocks; ++b)
-      if (l_partials[q * num_blocks + b] != 0.0f) m_max = std::max(m_max, double(m_partials[q * num_blocks + b]));
-    if (m_max == -std::numeric_limits<double>::infinity()) continue;
-    double l_sum = 0;
-    std::vector<double> acc(dim, 0.0);
+    SoftmaxState state(dim);
     for (std::size_t b = 0; b < num_blocks; ++b) {
       const std::size_t i = q * num_blocks + b;
-      if (l_partials[i] == 0.0f) continue;
-      const double w = std::exp(double(m_partials[i]) - m_max);
-      l_sum += w * l_partials[i];
-      for (std::size_t d = 0; d < dim; ++d) acc[d] += w * o_partials[i * dim + d];
+      state.merge(o_partials.subspan(i * dim, dim), m_partials[i], l_partials[i]);
     }
-    for (std::size_t d = 0; d < dim; ++d) r.output[q * dim + d] = acc[d] / l_sum;
-    r.lse[q] = m_max + std::log(l_sum);
+    const auto out = state.output();
+    std::copy(out.begin(), out.end(), r.output.begin() + static_cast<std::ptrdiff_t>(q * dim));
+    r.lse[q] = state.lse();
   }
   return r;
 }
