@@ -4,6 +4,8 @@
 // with std::lgamma / std::pow, not the library's solver).
 #include <cstring>
 
+#include <tilekernels/reference/aura/decode.hpp>
+
 #include "test_encode_support.hpp"
 
 namespace {
