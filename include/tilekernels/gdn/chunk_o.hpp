@@ -97,7 +97,7 @@ class ChunkO {
   static constexpr std::array<Variant<Problem>, 3> variants{{
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_o_bf16,
        {.cooperative_matrix_bf16 = true, .subgroup_size = 32}, 512, Config::bf16_shared_bytes,
-       [](const Problem&) {
+       [](const DeviceInfo&, const Problem&) {
          return Config::V <= 128 ? Status::success()
                                  : Status::failure(ErrorCode::unsupported, "holds all of V in a tile: V <= 128 only");
        }},

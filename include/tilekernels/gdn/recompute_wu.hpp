@@ -112,13 +112,13 @@ class RecomputeWU {
   static constexpr std::array<Variant<Problem>, 4> variants{{
       {"tensor_core_bf16_joint", Path::tensor_core_bf16, spirv::gdn_recompute_wu_bf16_joint,
        {.cooperative_matrix_bf16 = true, .subgroup_size = 32}, 512, Config::joint_shared_bytes,
-       [](const Problem&) {
+       [](const DeviceInfo&, const Problem&) {
          return Config::joint_shape ? Status::success()
                                     : Status::failure(ErrorCode::unsupported, "needs A in bf16, BT = 64, K and V <= 128");
        }},
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_recompute_wu_bf16,
        {.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::bf16_workgroup, Config::bf16_shared_bytes,
-       [](const Problem&) {
+       [](const DeviceInfo&, const Problem&) {
          return Config::bf16_shared_bytes <= 49152
                     ? Status::success()
                     : Status::failure(ErrorCode::unsupported, "its tiles for these head sizes exceed 48 KiB of shared memory");
