@@ -77,15 +77,22 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
+void BM_RecomputeWU_bf16(benchmark::State& state, const char* variant, std::uint32_t workgroups) {
+  BM_RecomputeWU<DType::bf16>(state, variant, workgroups);
+}
+void BM_RecomputeWU_f32(benchmark::State& state, const char* variant, std::uint32_t workgroups) {
+  BM_RecomputeWU<DType::f32>(state, variant, workgroups);
+}
+
 // A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed):
 // the automatic choice and each variant; A in f32.
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::bf16>, auto, "auto", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::bf16>, tensor_core_bf16, "tensor_core_bf16", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::bf16>, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::f32>, auto, "auto", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::f32>, portable, "portable", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, auto, "auto", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_bf16, "tensor_core_bf16", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, auto, "auto", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, portable, "portable", 0u)->Apply(shapes);
 // The persistent grid of the bf16 kernels (--benchmark_filter=^Sweep_).
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::bf16>, joint_wg264, "tensor_core_bf16_joint", 264u)->Name("Sweep_RecomputeWU<bf16>/joint_wg264")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU<DType::f32>, pairs_wg528, "tensor_core_bf16", 528u)->Name("Sweep_RecomputeWU<f32>/pairs_wg528")->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, joint_wg264, "tensor_core_bf16_joint", 264u)->Name("Sweep_RecomputeWU<bf16>/joint_wg264")->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, pairs_wg528, "tensor_core_bf16", 528u)->Name("Sweep_RecomputeWU<f32>/pairs_wg528")->Apply(shapes);
 
 }  // namespace

@@ -116,13 +116,19 @@ float encode_values(in float v[V], float scale, bool table, out uvec2 field[Q]) 
     [[unroll]] for (uint e = 0; e < 8u; ++e) {
       const float x = v[q * 8u + e] * scale;
       const uint pos = e * BITS;
-      if (table) {  // BITS <= 4: the field fits f.x
-        // b and k from two 32-bit arrays and the squared centroid by index:
-        // three conflict-free 32-bit reads
+      if (table && CELL_ENTRY == 0u) {  // BITS <= 4: the field fits f.x
         const uint c = tk_cell_of(x);
         const uint idx = tk_s_cell_k[c] + (x > tk_s_cell_b[c] ? 1u : 0u);
         part += s_c2[idx];
         f.x += idx << pos;  // the fields are disjoint: one shift-add instead of a shift and an or
+      } else if (table) {
+        const uvec4 cell = tk_s_cell[tk_cell_of(x)];
+        part += uintBitsToFloat(cell.z);
+        f.x += cell.y << pos;
+        if (x > uintBitsToFloat(cell.x)) {
+          part += uintBitsToFloat(cell.w);
+          f.x += 1u << pos;
+        }
       } else {
         const uint idx = quantize_search(x);
         part += s_c2[idx];

@@ -2,11 +2,11 @@
 //! requires GL_NV_cooperative_matrix
 // Gated DeltaNet chunk_fwd_o on NVIDIA tensor cores (fp16 operands, f32
 // accumulators), with every global load of a tile issued at once (one
-// memory round trip per tile). UPW tiles per workgroup (1: holding a next
+// memory round trip per tile). TILES_PER_GROUP tiles per workgroup (1: holding a next
 // tile's registers costs more occupancy than the overlap gains).
 //
 // - A workgroup (WR x WC subgroups, WR = BT / 16; WC = 4 gives 512
-//   invocations at BT = 64) owns UPW consecutive tiles (batch, chunk, head,
+//   invocations at BT = 64) owns TILES_PER_GROUP consecutive tiles (batch, chunk, head,
 //   V tile): the GQA heads sharing q and k run back to back.
 // - Every K stage of a tile (q, k, h), its v_new and its g live in registers
 //   (NK = K / KC stage sets). Right after a set is converted to fp16 and
@@ -30,7 +30,7 @@
 
 TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)
 const uint WG = gl_WorkGroupSize.x;  // 32 * WR * WC
-const uint UPW = 1;                  // tiles per workgroup
+const uint TILES_PER_GROUP = 1;                  // tiles per workgroup
 const uint KC = KSTAGE;              // K columns per shared stage
 
 #define CHUNK_O_GROUP 4u
@@ -139,7 +139,7 @@ void sync_subgroup() {
 }
 
 void main() {
-  const uint first = (gl_WorkGroupID.x + pc.group_offset) * UPW;
+  const uint first = (gl_WorkGroupID.x + pc.group_offset) * TILES_PER_GROUP;
   if (first >= pc.total_groups) return;  // uniform over the workgroup; total_groups counts tiles here
   const uint tid = gl_LocalInvocationID.x;
   const uint warp = tid / 32, lane = tid % 32;
@@ -165,10 +165,10 @@ void main() {
   load_v(s, tid);
   load_g(s, tid);
 
-  for (uint j = 0; j < UPW; ++j) {
+  for (uint j = 0; j < TILES_PER_GROUP; ++j) {
     const uint unit = first + j;
     if (unit >= pc.total_groups) break;  // uniform
-    const bool more = j + 1 < UPW && unit + 1 < pc.total_groups;
+    const bool more = j + 1 < TILES_PER_GROUP && unit + 1 < pc.total_groups;
     const ChunkOTile nx = chunk_o_tile(more ? unit + 1 : unit);
     const uint t0 = s.it * BT;
 
