@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -130,6 +131,24 @@ std::vector<const Variant<typename Kernel::Problem>*> eligible_variants(const Co
   for (const auto& v : Kernel::variants)
     if (eligibility(ctx, v, problem)) out.push_back(&v);
   return out;
+}
+
+// The automatic choice of `Kernel` for `problem` is the first eligible
+// variant of its table, and a Context that forces the portable path gets a
+// portable one; prints the choice.
+template <class Kernel>
+void expect_first_eligible_or_portable(const typename Kernel::Problem& problem) {
+  Context& ctx = context();
+  const auto eligible = eligible_variants<Kernel>(ctx, problem);
+  ASSERT_FALSE(eligible.empty());
+  EXPECT_EQ(&select_variant(ctx, Kernel::name, Kernel::variants, problem), eligible.front());
+  ContextOptions options;
+  options.validation = false;
+  options.path = PathPreference::portable;
+  Context portable(options);
+  EXPECT_EQ(select_variant(portable, Kernel::name, Kernel::variants, problem).path, Path::portable);
+  std::printf("[%s] device %s: automatic variant %s\n", Kernel::name, ctx.info().name.c_str(),
+              std::string(eligible.front()->name).c_str());
 }
 
 // Widens values as if stored in `dtype` and read back.

@@ -239,15 +239,8 @@ void check_hadamard(std::size_t rows, std::uint64_t seed, HadamardShape shape,
     SCOPED_TRACE("variant " + std::string(v->name));
     plan.variant = v;
     if (v->path == Path::subgroup && !ctx.info().whole_subgroups(plan.geometry.invocations)) continue;
-    const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
-    t.packed.poison();
-    t.norms.poison();
-    run();
-    const EncodeRun got{t.packed.read_words(), t.norms.read_floats()};
-    t.packed.poison();
-    run();
-    EXPECT_EQ(got.packed, t.packed.read_words()) << "packed codes moved between two runs";
-    t.check(got, aura::hadamard_matrix(signs), "hadamard " + std::string(v->name));
+    t.check(run_plan_twice(ctx, kernel, args, plan, t.packed, t.norms), aura::hadamard_matrix(signs),
+            "hadamard " + std::string(v->name));
   }
 }
 
@@ -395,16 +388,8 @@ void check_tc(std::size_t rows, std::uint64_t seed, std::uint32_t parts = 2, std
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
   const Kernel kernel(ctx, aura::EncodeOptions{parts});
   const typename Kernel::Args args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms};
-  typename Kernel::Plan plan{variant, workgroups};
-  const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
-  t.packed.poison();
-  t.norms.poison();
-  run();
-  const EncodeRun got{t.packed.read_words(), t.norms.read_floats()};
-  t.packed.poison();
-  run();
-  EXPECT_EQ(got.packed, t.packed.read_words()) << "packed codes moved between two runs";
-  t.check(got, dense_rotation(Dim), "tensor cores");
+  const typename Kernel::Plan plan{variant, workgroups};
+  t.check(run_plan_twice(ctx, kernel, args, plan, t.packed, t.norms), dense_rotation(Dim), "tensor cores");
 }
 
 template <std::uint32_t Dim, DType In>

@@ -87,11 +87,32 @@ struct EncodeRun {
   std::vector<float> norms;
 };
 
+// Runs `plan` of an encode kernel twice on `args` and returns the first
+// result; the second must equal it bit for bit.
+template <class Kernel>
+EncodeRun run_plan_twice(Context& ctx, const Kernel& kernel, const typename Kernel::Args& args,
+                         const typename Kernel::Plan& plan, GuardedTensor& packed, GuardedTensor& norms) {
+  const auto run = [&](const typename Kernel::Args& a) {
+    packed.poison();
+    norms.poison();
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, a, plan); });
+    return EncodeRun{packed.read_words(), norms.read_floats()};
+  };
+  const EncodeRun first = run(args);
+  typename Kernel::Args again_args = args;
+  if constexpr (requires { again_args.workspace; }) {
+    if (again_args.workspace) again_args.workspace->zeroed = true;  // the first run must have left it so
+  }
+  const EncodeRun again = run(again_args);
+  EXPECT_EQ(first.packed, again.packed) << "packed codes moved between two runs";
+  EXPECT_EQ(0, std::memcmp(first.norms.data(), again.norms.data(), first.norms.size() * 4)) << "norms moved";
+  return first;
+}
+
 // Runs `variant` of an encode kernel (null: the automatic choice) twice on
-// `args` and returns the first result; the second must equal it bit for
-// bit. A kernel that can use a workspace gets one of NaN words between
+// `args`. A kernel that can use a workspace gets one of NaN words between
 // sentinels: the first run zero-fills what must start zero, the second
-// declares it zero (the first must have left it so).
+// declares it zero.
 template <class Kernel>
 EncodeRun run_twice(Context& ctx, const Kernel& kernel, typename Kernel::Args args, GuardedTensor& packed,
                     GuardedTensor& norms, const Variant<typename Kernel::Problem>* variant = nullptr) {
@@ -104,21 +125,7 @@ EncodeRun run_twice(Context& ctx, const Kernel& kernel, typename Kernel::Args ar
   }
   auto plan = kernel.plan(args);
   if (variant) plan.variant = variant;
-  const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
-  packed.poison();
-  norms.poison();
-  run();
-  EncodeRun first{packed.read_words(), norms.read_floats()};
-  packed.poison();
-  norms.poison();
-  if constexpr (requires { args.workspace; }) {
-    if (ws) args.workspace->zeroed = true;
-  }
-  run();
-  const auto again = packed.read_words();
-  const auto again_norms = norms.read_floats();
-  EXPECT_EQ(first.packed, again) << "packed codes moved between two runs";
-  EXPECT_EQ(0, std::memcmp(first.norms.data(), again_norms.data(), first.norms.size() * 4)) << "norms moved";
+  const EncodeRun first = run_plan_twice(ctx, kernel, args, plan, packed, norms);
   if (ws) {
     EXPECT_TRUE(ws->guards_intact()) << "the kernel wrote outside its workspace";
   }

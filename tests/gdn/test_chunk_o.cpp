@@ -207,20 +207,7 @@ TEST_F(ChunkORange, InfiniteInputStaysContained) {
 // The automatic choice is the first eligible variant of the table; a
 // Context that forces the portable path gets the portable variant.
 TEST(ChunkOVariantChoice, FirstEligibleOrPortable) {
-  using Config = gdn::ChunkOConfig<>;
-  using Kernel = gdn::ChunkO<Config>;
-  const Kernel::Problem p{1, 64, 1, 1};
-  Context& ctx = context();
-  const auto eligible = eligible_variants<Kernel>(ctx, p);
-  ASSERT_FALSE(eligible.empty());
-  EXPECT_EQ(&select_variant(ctx, Kernel::name, Kernel::variants, p), eligible.front());
-  ContextOptions options;
-  options.validation = false;
-  options.path = PathPreference::portable;
-  Context portable(options);
-  EXPECT_EQ(select_variant(portable, Kernel::name, Kernel::variants, p).path, Path::portable);
-  std::printf("[chunk_o] device %s: automatic variant %s\n", ctx.info().name.c_str(),
-              std::string(eligible.front()->name).c_str());
+  expect_first_eligible_or_portable<gdn::ChunkO<gdn::ChunkOConfig<>>>({1, 64, 1, 1});
 }
 
 class ChunkOErrors : public DeviceTest {};

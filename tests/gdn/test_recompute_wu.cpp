@@ -268,19 +268,7 @@ TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
 // The automatic choice is the first eligible variant of the table; a
 // Context that forces the portable path gets the portable variant.
 TEST(RecomputeWUVariantChoice, FirstEligibleOrPortable) {
-  using Kernel = gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>;
-  const Kernel::Problem p{1, 64, 1, 1};
-  Context& ctx = context();
-  const auto eligible = eligible_variants<Kernel>(ctx, p);
-  ASSERT_FALSE(eligible.empty());
-  EXPECT_EQ(&select_variant(ctx, Kernel::name, Kernel::variants, p), eligible.front());
-  ContextOptions options;
-  options.validation = false;
-  options.path = PathPreference::portable;
-  Context portable(options);
-  EXPECT_EQ(select_variant(portable, Kernel::name, Kernel::variants, p).path, Path::portable);
-  std::printf("[recompute_wu] device %s: automatic variant %s\n", ctx.info().name.c_str(),
-              std::string(eligible.front()->name).c_str());
+  expect_first_eligible_or_portable<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>({1, 64, 1, 1});
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.
