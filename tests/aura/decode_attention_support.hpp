@@ -150,7 +150,7 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
     EXPECT_NE(plan.variant, nullptr) << "no eligible variant of the path";
   }
   std::optional<GuardedTensor> ws;
-  const auto ws_bytes = Kernel::workspace_bytes(kernel.problem(args), plan.geometry);
+  const auto ws_bytes = kernel.workspace_bytes(kernel.problem(args), plan.geometry);
   if (ws_bytes) {
     ws.emplace(ctx, DType::u32, S(ws_bytes / 4));
     args.workspace = Workspace{ws->ref()};

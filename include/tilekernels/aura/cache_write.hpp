@@ -41,58 +41,49 @@
 
 namespace tilekernels::aura {
 
-template <class Cache, DType In = DType::bf16>
-struct CacheWriteConfig {
-  static_assert(In == DType::f32 || In == DType::f16 || In == DType::bf16,
-                "CacheWriteConfig: In must be DType::f32, DType::f16 or DType::bf16");
-  using cache = Cache;
-  static constexpr DType in_dtype = In;
-  static constexpr std::uint32_t invocations = 128;
-  // (token, head) rows per workgroup: every value of them in shared memory.
-  static constexpr std::uint32_t rows = 512 / Cache::dim;
-  static constexpr std::uint32_t shared_bytes(std::uint32_t bits) {
-    const std::uint32_t n = rows * Cache::dim;
-    const std::uint32_t levels = Cache::raw(bits) ? 2 : 1u << bits;
-    return 4 * (n + (Cache::rotation == Rotation::dense ? n : 1) + (Cache::raw(bits) ? 1 : n) + rows * 16 + 3 * rows +
-                2 * levels);
-  }
-  static_assert(shared_bytes(Cache::k_bits) <= 32768 && shared_bytes(Cache::v_bits) <= 32768,
-                "CacheWriteConfig: the kernel must fit the portable 32 KiB of shared memory");
+struct CacheWriteArgs {
+  TensorRef k, v, slot_mapping;
+  TensorRef k_codes;
+  std::optional<TensorRef> k_norms;
+  TensorRef v_codes;
+  std::optional<TensorRef> v_norms;
+  // Optional host copy of slot_mapping's contents: checked when given.
+  std::span<const std::int32_t> host_slot_mapping = {};
 };
 
-template <class Config>
-class CacheWrite {
+// The kernel for a cache format given at run time (CacheWrite<Config> is
+// the same with the format and input dtype fixed at compile time).
+class CacheWriteKernel {
  public:
-  using Cache = typename Config::cache;
-  using Layout = CacheTableLayout<Cache>;
   static constexpr const char* name = "aura.cache_write";
   TK_DECLARE_SPEC(TK_CACHE_WRITE_SPEC)
   TK_DECLARE_PUSH(TK_CACHE_WRITE_PUSH)
-
-  struct Args {
-    TensorRef k, v, slot_mapping;
-    TensorRef k_codes;
-    std::optional<TensorRef> k_norms;
-    TensorRef v_codes;
-    std::optional<TensorRef> v_norms;
-    // Optional host copy of slot_mapping's contents: checked when given.
-    std::span<const std::int32_t> host_slot_mapping = {};
-  };
+  using Args = CacheWriteArgs;
 
   struct Problem {
     std::int64_t num_tokens = 0, kv_heads = 0, num_pages = 0;
   };
 
-  static constexpr std::uint32_t shared_bytes =
-      std::max(Config::shared_bytes(Cache::k_bits), Config::shared_bytes(Cache::v_bits));
+  static constexpr std::uint32_t invocations = 128;
+  // (token, head) rows per workgroup: every value of them in shared memory.
+  static constexpr std::uint32_t rows(const CacheFormat& f) { return 512 / f.dim; }
+  static constexpr std::uint32_t shared_bytes(const CacheFormat& f, std::uint32_t bits) {
+    const std::uint32_t n = rows(f) * f.dim;
+    const std::uint32_t levels = CacheFormat::raw(bits) ? 2 : 1u << bits;
+    return 4 * (n + (f.rotation == Rotation::dense ? n : 1) + (CacheFormat::raw(bits) ? 1 : n) + rows(f) * 16 +
+                3 * rows(f) + 2 * levels);
+  }
+
   static constexpr std::array<Variant<Problem>, 1> variants{{
-      {"portable", Path::portable, spirv::aura_cache_write, {}, Config::invocations, shared_bytes},
+      {"portable", Path::portable, spirv::aura_cache_write, {}, invocations, 0},
   }};
 
   // The rotations are seeded per side; DecodeAttention over this cache needs the same seeds.
-  CacheWrite(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed) : ctx_(&ctx), tables_(ctx, k_seed, v_seed) {}
+  CacheWriteKernel(Context& ctx, const CacheFormat& format, DType in_dtype, std::uint64_t k_seed, std::uint64_t v_seed)
+      : ctx_(&ctx), format_(validated(format, in_dtype)), in_dtype_(in_dtype), tables_(ctx, format, k_seed, v_seed) {}
 
-  const CacheTables<Cache>& tables() const noexcept { return tables_; }
+  const CacheFormat& format() const noexcept { return format_; }
+  const CacheTables& tables() const noexcept { return tables_; }
 
   static Problem problem(const Args& a) { return {a.k.shape.at(0), a.k.shape.at(1), a.k_codes.shape.at(0)}; }
 
@@ -100,13 +91,14 @@ class CacheWrite {
   void check(const Args& a) const {
     using tilekernels::detail::expect_rank;
     using tilekernels::detail::expect_tensor;
+    const CacheFormat& f = format_;
     expect_rank(name, "k", a.k, 3);
     const auto t = a.k.shape[0], h = a.k.shape[1];
-    expect_tensor(*ctx_, name, "k", a.k, Config::in_dtype, {t, h, Cache::dim});
-    expect_tensor(*ctx_, name, "v", a.v, Config::in_dtype, {t, h, Cache::dim});
+    expect_tensor(*ctx_, name, "k", a.k, in_dtype_, {t, h, f.dim});
+    expect_tensor(*ctx_, name, "v", a.v, in_dtype_, {t, h, f.dim});
     expect_tensor(*ctx_, name, "slot_mapping", a.slot_mapping, DType::i32, {t});
-    detail::expect_cache_side<Cache>(*ctx_, name, "k", Cache::k_bits, a.k_codes, a.k_norms);
-    detail::expect_cache_side<Cache>(*ctx_, name, "v", Cache::v_bits, a.v_codes, a.v_norms);
+    detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
+    detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0];
     if (a.k_codes.shape[1] != h)
       throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "k_codes") + "kv_heads " +
@@ -116,7 +108,7 @@ class CacheWrite {
       throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "v_codes") + "expected " +
                                                  std::to_string(pages) + " pages of " + std::to_string(h) +
                                                  " heads like k_codes, got shape " + shape_string(a.v_codes.shape));
-    const std::uint64_t capacity = static_cast<std::uint64_t>(pages) * Cache::page_tokens;
+    const std::uint64_t capacity = static_cast<std::uint64_t>(pages) * f.page_tokens;
     if (static_cast<std::uint64_t>(t) * static_cast<std::uint64_t>(h) >= (1ull << 31) || capacity >= (1ull << 31))
       throw Error(ErrorCode::unsupported, std::string(name) + ": more rows or slots than 32-bit indexing allows");
     if (!a.host_slot_mapping.empty()) {
@@ -151,12 +143,12 @@ class CacheWrite {
   // Records both sides' dispatches (independent of each other).
   void record(vk::CommandBuffer cmd, const Args& a) const {
     check(a);
-    const Problem p = problem(a);
-    const Variant<Problem>& v = select_variant(*ctx_, name, variants, p);
-    record_side(cmd, v, a, a.k, a.k_codes, a.k_norms, Cache::k_bits, Layout::k_codebook, Layout::k_boundaries,
-                Layout::k_rotation);
-    record_side(cmd, v, a, a.v, a.v_codes, a.v_norms, Cache::v_bits, Layout::v_codebook, Layout::v_boundaries,
-                Layout::v_rotation);
+    const Variant<Problem>& v = select_variant(*ctx_, name, variants, problem(a));
+    const CacheFormat& f = format_;
+    record_side(cmd, v, a, a.k, a.k_codes, a.k_norms, f.k_bits, f.k_codebook_at(), f.k_boundaries_at(),
+                f.k_rotation_at());
+    record_side(cmd, v, a, a.v, a.v_codes, a.v_norms, f.v_bits, f.v_codebook_at(), f.v_boundaries_at(),
+                f.v_rotation_at());
   }
 
   // Convenience for tests and tools: records, submits and waits.
@@ -166,38 +158,72 @@ class CacheWrite {
   }
 
  private:
+  static CacheFormat validated(const CacheFormat& f, DType in) {
+    f.validate(name);
+    if (in != DType::f32 && in != DType::f16 && in != DType::bf16)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": the input dtype must be f32, f16 or bf16");
+    return f;
+  }
+
   void record_side(vk::CommandBuffer cmd, const Variant<Problem>& v, const Args& a, const TensorRef& input,
                    const TensorRef& store, const std::optional<TensorRef>& norms, std::uint32_t bits,
                    std::uint32_t codebook_at, std::uint32_t boundaries_at, std::uint32_t rotation_at) const {
+    const CacheFormat& f = format_;
     const Problem p = problem(a);
+    const auto& info = ctx_->info();
+    if (shared_bytes(f, bits) > info.max_shared_memory)
+      throw Error(ErrorCode::unsupported, std::string(name) + ": needs " + std::to_string(shared_bytes(f, bits)) +
+                                              " bytes of shared memory, the device has " +
+                                              std::to_string(info.max_shared_memory));
     Spec spec;
-    spec.workgroup = Config::invocations;
-    spec.DIM = Cache::dim;
-    spec.PAGE_TOKENS = Cache::page_tokens;
+    spec.workgroup = invocations;
+    spec.DIM = f.dim;
+    spec.PAGE_TOKENS = f.page_tokens;
     spec.BITS = bits;
-    spec.ROTATION = Cache::rotation_code(bits);
-    spec.NORM_DTYPE = static_cast<std::uint32_t>(Cache::norm_dtype);
-    spec.RAW_DTYPE = static_cast<std::uint32_t>(Cache::raw_dtype);
-    spec.IN_DTYPE = static_cast<std::uint32_t>(Config::in_dtype);
-    spec.ROWS = Config::rows;
+    spec.ROTATION = f.rotation_code(bits);
+    spec.NORM_DTYPE = static_cast<std::uint32_t>(f.norm_dtype);
+    spec.RAW_DTYPE = static_cast<std::uint32_t>(f.raw_dtype);
+    spec.IN_DTYPE = static_cast<std::uint32_t>(in_dtype_);
+    spec.ROWS = rows(f);
     spec.TABLE_CODEBOOK = codebook_at;
     spec.TABLE_BOUNDARIES = boundaries_at;
     spec.TABLE_ROTATION = rotation_at;
     const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, v, spec, 5);
     Push push;
-    const auto rows = static_cast<std::uint64_t>(p.num_tokens * p.kv_heads);
-    push.rows = static_cast<std::uint32_t>(rows);
+    const auto row_count = static_cast<std::uint64_t>(p.num_tokens * p.kv_heads);
+    push.rows = static_cast<std::uint32_t>(row_count);
     push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
-    push.capacity = static_cast<std::uint32_t>(p.num_pages * Cache::page_tokens);
-    push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Cache::dim)));
+    push.capacity = static_cast<std::uint32_t>(p.num_pages * f.page_tokens);
+    push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
     // A raw side's norms binding is never accessed; the store keeps it valid.
     tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline,
                                          {input, a.slot_mapping, tables_.ref(), store, norms ? *norms : store}, push,
-                                         (rows + Config::rows - 1) / Config::rows);
+                                         (row_count + rows(f) - 1) / rows(f));
   }
 
   Context* ctx_;
-  CacheTables<Cache> tables_;
+  CacheFormat format_;
+  DType in_dtype_;
+  CacheTables tables_;
+};
+
+template <class Cache, DType In = DType::bf16>
+struct CacheWriteConfig {
+  static_assert(In == DType::f32 || In == DType::f16 || In == DType::bf16,
+                "CacheWriteConfig: In must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(CacheWriteKernel::shared_bytes(Cache::format, Cache::k_bits) <= 32768 &&
+                    CacheWriteKernel::shared_bytes(Cache::format, Cache::v_bits) <= 32768,
+                "CacheWriteConfig: the kernel must fit the portable 32 KiB of shared memory");
+  using cache = Cache;
+  static constexpr DType in_dtype = In;
+};
+
+template <class Config>
+class CacheWrite : public CacheWriteKernel {
+ public:
+  using Cache = typename Config::cache;
+  CacheWrite(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
+      : CacheWriteKernel(ctx, Cache::format, Config::in_dtype, k_seed, v_seed) {}
 };
 
 }  // namespace tilekernels::aura

@@ -70,83 +70,74 @@
 
 namespace tilekernels::aura {
 
-template <class Cache, DType Q = DType::bf16, DType Out = DType::bf16>
-struct DecodeAttentionConfig {
-  static_assert(Q == DType::f32 || Q == DType::f16 || Q == DType::bf16,
-                "DecodeAttentionConfig: Q must be DType::f32, DType::f16 or DType::bf16");
-  static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
-                "DecodeAttentionConfig: Out must be DType::f32, DType::f16 or DType::bf16");
-  using cache = Cache;
-  static constexpr DType q_dtype = Q, out_dtype = Out;
-  static constexpr std::uint32_t max_q_len = 16;
-  static constexpr std::uint32_t max_splits = 128;
-
-  static constexpr std::uint32_t levels(std::uint32_t bits) { return Cache::raw(bits) ? 1 : 1u << bits; }
-  // Shared memory of a workgroup (shaders/aura/decode_attention.comp): the
-  // queries, the scratch (weights, value sums), the reductions, codebooks,
-  // page ids.
-  static constexpr std::uint32_t shared_bytes(std::uint32_t workgroup, std::uint32_t tokens_per_invocation,
-                                              std::uint32_t row_vecs) {
-    const std::uint32_t pages = workgroup * tokens_per_invocation / Cache::page_tokens + 2;
-    return 16 * (Cache::dim * row_vecs + workgroup * 8 + workgroup * row_vecs) +
-           4 * (levels(Cache::k_bits) + levels(Cache::v_bits)) + 8 * pages + 4;
-  }
-  static_assert(shared_bytes(128, 4, 2) <= 32768,
-                "DecodeAttentionConfig: the largest geometry must fit the portable 32 KiB of shared memory");
+struct DecodeAttentionOptions {
+  std::optional<float> scale;  // default 1 / sqrt(dim); must be finite
+  std::uint32_t window = 0;    // sliding window W (keys at positions > pos - W); 0: none
+  float softcap = 0;           // cap * tanh(z / cap); 0: none
 };
 
-template <class Config>
-class DecodeAttention {
+struct DecodeAttentionArgs {
+  TensorRef q;
+  TensorRef k_codes;
+  std::optional<TensorRef> k_norms;
+  TensorRef v_codes;
+  std::optional<TensorRef> v_norms;
+  TensorRef block_table, seq_lens, output;
+  std::optional<TensorRef> lse = {}, sinks = {};
+  DecodeAttentionOptions options = {};
+  std::optional<Workspace> workspace = {};
+  // Optional host copies of seq_lens [num_seqs] and block_table
+  // [num_seqs, max_pages] (either may be given alone): checked, and used
+  // to size the split.
+  std::span<const std::int32_t> host_seq_lens = {}, host_block_table = {};
+  // The longest seq_len of the call where the host knows it without a copy
+  // (0: unknown; the capacity max_pages * page_tokens is assumed).
+  std::int64_t max_seq_len = 0;
+};
+
+// The workgroup geometry of one call.
+struct DecodeAttentionGeometry {
+  std::uint32_t workgroup = 128;            // invocations: 64 or 128
+  std::uint32_t tokens_per_invocation = 1;  // keys each invocation scores per block: 1, 2 or 4
+  std::uint32_t row_vecs = 1;               // query rows per workgroup / 4: 1 or 2
+  std::uint32_t splits = 1;                 // workgroups per KV head and row chunk along the keys (> 1 needs the workspace)
+};
+
+struct DecodeAttentionProblem {
+  std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, max_pages = 0, num_pages = 0;
+  std::int64_t keys = 0;    // the most keys one query row may see (an upper bound)
+  bool cpu_device = false;  // the Context's device is a CPU (lavapipe): the compact modules
+};
+
+// Shared memory of a decode-attention workgroup
+// (shaders/aura/decode_attention.comp): the queries, the scratch (weights,
+// value sums), the reductions, codebooks, page ids.
+constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
+                                                      std::uint32_t tokens_per_invocation, std::uint32_t row_vecs) {
+  const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
+  const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
+  return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
+         4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
+}
+
+// The kernel for a cache format and dtypes given at run time
+// (DecodeAttention<Config> is the same with them fixed at compile time).
+class DecodeAttentionKernel {
  public:
-  using Cache = typename Config::cache;
-  using Layout = CacheTableLayout<Cache>;
   static constexpr const char* name = "aura.decode_attention";
   TK_DECLARE_SPEC(TK_DECODE_ATTENTION_SPEC)
   TK_DECLARE_PUSH(TK_DECODE_ATTENTION_PUSH)
-
-  struct Options {
-    std::optional<float> scale;  // default 1 / sqrt(Dim); must be finite
-    std::uint32_t window = 0;    // sliding window W (keys at positions > pos - W); 0: none
-    float softcap = 0;           // cap * tanh(z / cap); 0: none
-  };
-
-  struct Args {
-    TensorRef q;
-    TensorRef k_codes;
-    std::optional<TensorRef> k_norms;
-    TensorRef v_codes;
-    std::optional<TensorRef> v_norms;
-    TensorRef block_table, seq_lens, output;
-    std::optional<TensorRef> lse = {}, sinks = {};
-    Options options = {};
-    std::optional<Workspace> workspace = {};
-    // Optional host copies of seq_lens [num_seqs] and block_table
-    // [num_seqs, max_pages] (either may be given alone): checked, and used
-    // to size the split.
-    std::span<const std::int32_t> host_seq_lens = {}, host_block_table = {};
-    // The longest seq_len of the call where the host knows it without a copy
-    // (0: unknown; the capacity max_pages * PageTokens is assumed).
-    std::int64_t max_seq_len = 0;
-  };
-
-  struct Problem {
-    std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, max_pages = 0, num_pages = 0;
-    std::int64_t keys = 0;    // the most keys one query row may see (an upper bound)
-    bool cpu_device = false;  // the Context's device is a CPU (lavapipe): the compact modules
-  };
-
-  // The workgroup geometry of one call.
-  struct Geometry {
-    std::uint32_t workgroup = 128;             // invocations: 64 or 128
-    std::uint32_t tokens_per_invocation = 1;   // keys each invocation scores per block: 1, 2 or 4
-    std::uint32_t row_vecs = 1;                // query rows per workgroup / 4: 1 or 2
-    std::uint32_t splits = 1;                  // workgroups per KV head and row chunk along the keys (> 1 needs the workspace)
-  };
-
+  using Options = DecodeAttentionOptions;
+  using Args = DecodeAttentionArgs;
+  using Geometry = DecodeAttentionGeometry;
+  using Problem = DecodeAttentionProblem;
   struct Plan {
     const Variant<Problem>* variant = nullptr;
     Geometry geometry;
   };
+  static constexpr std::uint32_t max_q_len = 16;
+  static constexpr std::uint32_t max_splits = 128;
+
 
   // Each path comes as two modules of one shader: the long loops unrolled
   // (GPUs), or left to the driver ("compact": CPU devices, whose compilers
@@ -159,7 +150,8 @@ class DecodeAttention {
     return p.cpu_device ? Status::success()
                         : Status::failure(ErrorCode::unsupported, "a GPU takes the unrolled module");
   }
-  static constexpr std::uint32_t least_shared = Config::shared_bytes(64, 1, 1);
+  // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
+  static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
   static constexpr std::array<Variant<Problem>, 4> variants{{
       {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
        64, least_shared, &on_gpu},
@@ -171,14 +163,18 @@ class DecodeAttention {
 
   // The rotations are seeded per side and must be those of the CacheWrite
   // that filled the cache.
-  DecodeAttention(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed) : ctx_(&ctx), tables_(ctx, k_seed, v_seed) {}
+  DecodeAttentionKernel(Context& ctx, const CacheFormat& format, DType q_dtype, DType out_dtype, std::uint64_t k_seed,
+                        std::uint64_t v_seed)
+      : ctx_(&ctx), format_(validated(format, q_dtype, out_dtype)), q_dtype_(q_dtype), out_dtype_(out_dtype),
+        tables_(ctx, format, k_seed, v_seed) {}
 
-  const CacheTables<Cache>& tables() const noexcept { return tables_; }
+  const CacheFormat& format() const noexcept { return format_; }
+  const CacheTables& tables() const noexcept { return tables_; }
 
   Problem problem(const Args& a) const {
     Problem p{a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.k_codes.shape.at(1), a.block_table.shape.at(1),
               a.k_codes.shape.at(0), 0};
-    std::int64_t longest = p.max_pages * Cache::page_tokens;
+    std::int64_t longest = p.max_pages * format_.page_tokens;
     if (!a.host_seq_lens.empty()) {
       longest = 0;
       for (auto len : a.host_seq_lens) longest = std::max<std::int64_t>(longest, len);
@@ -200,12 +196,13 @@ class DecodeAttention {
     };
     expect_rank(name, "q", a.q, 4);
     const auto n = a.q.shape[0], ql = a.q.shape[1], qh = a.q.shape[2];
-    expect_tensor(*ctx_, name, "q", a.q, Config::q_dtype, {n, ql, qh, Cache::dim});
-    if (ql > Config::max_q_len)
-      fail(ErrorCode::invalid_argument, "q", "q_len must be at most " + std::to_string(Config::max_q_len) + ", got " +
+    const CacheFormat& f = format_;
+    expect_tensor(*ctx_, name, "q", a.q, q_dtype_, {n, ql, qh, f.dim});
+    if (ql > max_q_len)
+      fail(ErrorCode::invalid_argument, "q", "q_len must be at most " + std::to_string(max_q_len) + ", got " +
                                                  std::to_string(ql));
-    detail::expect_cache_side<Cache>(*ctx_, name, "k", Cache::k_bits, a.k_codes, a.k_norms);
-    detail::expect_cache_side<Cache>(*ctx_, name, "v", Cache::v_bits, a.v_codes, a.v_norms);
+    detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
+    detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0], kvh = a.k_codes.shape[1];
     if (a.v_codes.shape[0] != pages || a.v_codes.shape[1] != kvh)
       fail(ErrorCode::shape_mismatch, "v_codes", "expected " + std::to_string(pages) + " pages of " +
@@ -218,11 +215,11 @@ class DecodeAttention {
     const auto max_pages = a.block_table.shape[1];
     expect_tensor(*ctx_, name, "block_table", a.block_table, DType::i32, {n, max_pages});
     expect_tensor(*ctx_, name, "seq_lens", a.seq_lens, DType::i32, {n});
-    expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {n, ql, qh, Cache::dim});
+    expect_tensor(*ctx_, name, "output", a.output, out_dtype_, {n, ql, qh, f.dim});
     if (a.lse) expect_tensor(*ctx_, name, "lse", *a.lse, DType::f32, {n, ql, qh});
     if (a.sinks) expect_tensor(*ctx_, name, "sinks", *a.sinks, DType::f32, {qh});
-    const std::int64_t capacity = max_pages * Cache::page_tokens;
-    if (capacity >= (1ll << 24) || pages * kvh * Cache::page_tokens >= (1ll << 31) || n * kvh >= (1ll << 24))
+    const std::int64_t capacity = max_pages * f.page_tokens;
+    if (capacity >= (1ll << 24) || pages * kvh * f.page_tokens >= (1ll << 31) || n * kvh >= (1ll << 24))
       throw Error(ErrorCode::unsupported, std::string(name) + ": more sequences, pages or slots than 32-bit indexing allows");
     const Options& o = a.options;
     if (o.scale && !std::isfinite(*o.scale))
@@ -255,7 +252,7 @@ class DecodeAttention {
       for (std::int64_t s = 0; s < n; ++s) {
         // Without lengths every entry must be a page; with them, those holding live positions.
         const std::int64_t len = a.host_seq_lens.empty() ? capacity : a.host_seq_lens[static_cast<std::size_t>(s)];
-        for (std::int64_t i = 0; i * Cache::page_tokens < len; ++i) {
+        for (std::int64_t i = 0; i * f.page_tokens < len; ++i) {
           const std::int32_t page = a.host_block_table[static_cast<std::size_t>(s * max_pages + i)];
           if (page < 0 || page >= pages)
             fail(ErrorCode::invalid_argument, "block_table",
@@ -273,12 +270,13 @@ class DecodeAttention {
   // Keys each invocation scores per block (1, 2 or 4) for a workgroup size:
   // the most whose code words (K rows, value lanes' words) stay within 32
   // registers of each kind.
-  static std::uint32_t tokens_per_invocation(std::uint32_t workgroup) {
-    const std::uint32_t lanes = Cache::dim / 8, groups = workgroup / lanes;
-    const std::uint32_t lane_words = Cache::v_raw ? 4 : (8 * Cache::v_bits) % 32 == 0 ? 8 * Cache::v_bits / 32 : 2;
+  std::uint32_t tokens_per_invocation(std::uint32_t workgroup) const {
+    const CacheFormat& f = format_;
+    const std::uint32_t lanes = f.dim / 8, groups = workgroup / lanes;
+    const std::uint32_t lane_words = f.v_raw() ? 4 : (8 * f.v_bits) % 32 == 0 ? 8 * f.v_bits / 32 : 2;
     for (std::uint32_t tpi : {4u, 2u}) {
       const std::uint32_t value_keys = (workgroup * tpi + groups - 1) / groups;
-      if (tpi * Cache::k_words <= 32 && value_keys * lane_words <= 32) return tpi;
+      if (tpi * f.words(f.k_bits) <= 32 && value_keys * lane_words <= 32) return tpi;
     }
     return 1;
   }
@@ -308,7 +306,7 @@ class DecodeAttention {
       if (!workspace || units * blocks >= target) break;
     }
     if (workspace && units < target) {
-      std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, Config::max_splits});
+      std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
       const std::int64_t per_split = (blocks + splits - 1) / splits;
       g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
     }
@@ -321,14 +319,14 @@ class DecodeAttention {
     std::uint64_t o_bytes = 0, ml_at = 0, ml_bytes = 0, counters_at = 0, counter_bytes = 0, bytes = 0;
     std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
   };
-  static WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) {
+  WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
     WorkspaceLayout w;
     if (g.splits <= 1) return w;
     const std::int64_t rows = p.q_heads / p.kv_heads * p.q_len;
     w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
     const std::uint64_t states = w.groups * g.splits;
     tilekernels::detail::WorkspaceLayout layout;
-    w.o_bytes = states * Cache::dim * g.row_vecs * 16;
+    w.o_bytes = states * format_.dim * g.row_vecs * 16;
     layout.add(w.o_bytes);
     w.ml_bytes = states * g.row_vecs * 32;
     w.ml_at = layout.add(w.ml_bytes);
@@ -337,7 +335,7 @@ class DecodeAttention {
     w.bytes = layout.bytes();
     return w;
   }
-  static std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) { return workspace_layout(p, g).bytes; }
+  std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes; }
   // Workspace bytes of the fastest geometry for these arguments (0: none needed).
   std::uint64_t workspace_bytes(const Args& a) const {
     check(a);
@@ -367,10 +365,10 @@ class DecodeAttention {
     if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
       bad("tokens_per_invocation must be 1, 2 or 4");
     if (g.row_vecs != 1 && g.row_vecs != 2) bad("row_vecs must be 1 or 2");
-    if (g.splits == 0 || g.splits > Config::max_splits) bad("splits must be in [1, " + std::to_string(Config::max_splits) + "]");
+    if (g.splits == 0 || g.splits > max_splits) bad("splits must be in [1, " + std::to_string(max_splits) + "]");
     const auto& info = ctx_->info();
     if (g.workgroup > info.max_workgroup_invocations ||
-        Config::shared_bytes(g.workgroup, g.tokens_per_invocation, g.row_vecs) > info.max_shared_memory)
+        decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs) > info.max_shared_memory)
       bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");
     if (g.splits > 1) {
       if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: splits need one");
@@ -387,24 +385,25 @@ class DecodeAttention {
     const Geometry& g = plan.geometry;
     const std::int64_t gqa = p.q_heads / p.kv_heads;
     const std::int64_t chunks = (gqa * p.q_len + 4 * g.row_vecs - 1) / (4 * g.row_vecs);
+    const CacheFormat& f = format_;
     Spec spec;
     spec.workgroup = g.workgroup;
-    spec.DIM = Cache::dim;
-    spec.PAGE_TOKENS = Cache::page_tokens;
-    spec.K_BITS = Cache::k_bits;
-    spec.V_BITS = Cache::v_bits;
-    spec.K_ROT = Cache::rotation_code(Cache::k_bits);
-    spec.V_ROT = Cache::rotation_code(Cache::v_bits);
-    spec.NORM_DTYPE = static_cast<std::uint32_t>(Cache::norm_dtype);
-    spec.RAW_DTYPE = static_cast<std::uint32_t>(Cache::raw_dtype);
-    spec.Q_DTYPE = static_cast<std::uint32_t>(Config::q_dtype);
-    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
+    spec.DIM = f.dim;
+    spec.PAGE_TOKENS = f.page_tokens;
+    spec.K_BITS = f.k_bits;
+    spec.V_BITS = f.v_bits;
+    spec.K_ROT = f.rotation_code(f.k_bits);
+    spec.V_ROT = f.rotation_code(f.v_bits);
+    spec.NORM_DTYPE = static_cast<std::uint32_t>(f.norm_dtype);
+    spec.RAW_DTYPE = static_cast<std::uint32_t>(f.raw_dtype);
+    spec.Q_DTYPE = static_cast<std::uint32_t>(q_dtype_);
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(out_dtype_);
     spec.ROW_VECS = g.row_vecs;
     spec.TPI = g.tokens_per_invocation;
-    spec.K_CODEBOOK_AT = Layout::k_codebook;
-    spec.V_CODEBOOK_AT = Layout::v_codebook;
-    spec.K_ROTATION_AT = Layout::k_rotation;
-    spec.V_ROTATION_AT = Layout::v_rotation;
+    spec.K_CODEBOOK_AT = f.k_codebook_at();
+    spec.V_CODEBOOK_AT = f.v_codebook_at();
+    spec.K_ROTATION_AT = f.k_rotation_at();
+    spec.V_ROTATION_AT = f.v_rotation_at();
     const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 13);
 
     // Bindings the shader never touches in this configuration (norms of raw
@@ -442,9 +441,9 @@ class DecodeAttention {
     push.splits = g.splits;
     push.flags = (a.lse ? 1u : 0u) | (a.sinks ? 2u : 0u);
     push.window = a.options.window;
-    push.scale = a.options.scale ? *a.options.scale : static_cast<float>(1.0 / std::sqrt(double(Cache::dim)));
+    push.scale = a.options.scale ? *a.options.scale : static_cast<float>(1.0 / std::sqrt(double(f.dim)));
     push.softcap = a.options.softcap;
-    push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Cache::dim)));
+    push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
     tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push,
                                          static_cast<std::uint64_t>(p.num_seqs * p.kv_heads) * g.splits,
                                          static_cast<std::uint32_t>(chunks));
@@ -467,8 +466,40 @@ class DecodeAttention {
   }
 
  private:
+  static CacheFormat validated(const CacheFormat& f, DType q, DType out) {
+    f.validate(name);
+    const auto is_float = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
+    if (!is_float(q) || !is_float(out))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": q and output dtypes must be f32, f16 or bf16");
+    return f;
+  }
+
   Context* ctx_;
-  CacheTables<Cache> tables_;
+  CacheFormat format_;
+  DType q_dtype_, out_dtype_;
+  CacheTables tables_;
+};
+
+template <class Cache, DType Q = DType::bf16, DType Out = DType::bf16>
+struct DecodeAttentionConfig {
+  static_assert(Q == DType::f32 || Q == DType::f16 || Q == DType::bf16,
+                "DecodeAttentionConfig: Q must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
+                "DecodeAttentionConfig: Out must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(decode_attention_shared_bytes(Cache::format, 128, 4, 2) <= 32768,
+                "DecodeAttentionConfig: the largest geometry must fit the portable 32 KiB of shared memory");
+  using cache = Cache;
+  static constexpr DType q_dtype = Q, out_dtype = Out;
+};
+
+template <class Config>
+class DecodeAttention : public DecodeAttentionKernel {
+ public:
+  using Cache = typename Config::cache;
+  // The rotations are seeded per side and must be those of the CacheWrite
+  // that filled the cache.
+  DecodeAttention(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
+      : DecodeAttentionKernel(ctx, Cache::format, Config::q_dtype, Config::out_dtype, k_seed, v_seed) {}
 };
 
 }  // namespace tilekernels::aura

@@ -42,6 +42,79 @@ enum class Rotation : std::uint32_t { hadamard = 1, dense = 2 };
 
 constexpr bool valid_cache_bits(std::uint32_t b) { return b == 2 || b == 3 || b == 4 || b == 6 || b == 8 || b == 16; }
 
+// A cache format as run-time values: what the kernels use (PagedCacheConfig
+// fixes one at compile time, CacheWriteKernel and DecodeAttentionKernel take
+// any that validate() accepts).
+struct CacheFormat {
+  std::uint32_t dim = 128, page_tokens = 16, k_bits = 4, v_bits = 4;
+  Rotation rotation = Rotation::hadamard;
+  DType norm_dtype = DType::f32, raw_dtype = DType::bf16;
+
+  static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
+  bool k_raw() const { return raw(k_bits); }
+  bool v_raw() const { return raw(v_bits); }
+  // u32 words of one token of one KV head (raw: two values per word).
+  constexpr std::uint32_t words(std::uint32_t bits) const { return raw(bits) ? dim / 2 : dim * bits / 32; }
+  // Codebook levels (0 for a raw side).
+  static constexpr std::uint32_t levels(std::uint32_t bits) { return raw(bits) ? 0 : 1u << bits; }
+  // The shaders' rotation code of a side: 0 none (raw), else Rotation.
+  constexpr std::uint32_t rotation_code(std::uint32_t bits) const {
+    return raw(bits) ? 0u : static_cast<std::uint32_t>(rotation);
+  }
+  // Floats of a side's rotation in the tables: signs [dim] or R [dim, dim].
+  constexpr std::uint32_t rotation_floats(std::uint32_t bits) const {
+    return raw(bits) ? 0 : rotation == Rotation::hadamard ? dim : dim * dim;
+  }
+  // The dtype and shape of a side's stored values and of its norms.
+  constexpr DType store_dtype(std::uint32_t bits) const { return raw(bits) ? raw_dtype : DType::u32; }
+  Shape store_shape(std::uint32_t bits, std::int64_t num_pages, std::int64_t kv_heads) const {
+    return {num_pages, kv_heads, page_tokens, raw(bits) ? dim : words(bits)};
+  }
+  Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) const { return {num_pages, kv_heads, page_tokens}; }
+  // Bytes one token of one KV head takes in the cache (K and V, norms included).
+  constexpr std::uint32_t bytes_per_token() const {
+    return static_cast<std::uint32_t>(4 * (words(k_bits) + words(v_bits)) + (raw(k_bits) ? 0 : dtype_size(norm_dtype)) +
+                                      (raw(v_bits) ? 0 : dtype_size(norm_dtype)));
+  }
+
+  // Offsets (in floats) of the tables the kernels read, in one f32 buffer:
+  // K codebook [2^k_bits], V codebook, K boundaries and V boundaries (each
+  // padded to its codebook's length, +inf last), K rotation, V rotation
+  // (signs [dim] for Hadamard, R [dim, dim] row-major for dense; nothing for
+  // a raw side). The shaders receive them as specialization constants.
+  constexpr std::uint32_t k_codebook_at() const { return 0; }
+  constexpr std::uint32_t v_codebook_at() const { return levels(k_bits); }
+  constexpr std::uint32_t k_boundaries_at() const { return v_codebook_at() + levels(v_bits); }
+  constexpr std::uint32_t v_boundaries_at() const { return k_boundaries_at() + levels(k_bits); }
+  constexpr std::uint32_t k_rotation_at() const { return v_boundaries_at() + levels(v_bits); }
+  constexpr std::uint32_t v_rotation_at() const { return k_rotation_at() + rotation_floats(k_bits); }
+  constexpr std::uint32_t table_floats() const { return v_rotation_at() + rotation_floats(v_bits) + 1; }  // never empty
+
+  // Why this is not a format the kernels take (the rules PagedCacheConfig's
+  // static_asserts state); empty when it is.
+  std::string problem() const {
+    if (dim != 64 && dim != 80 && dim != 96 && dim != 128 && dim != 256) return "dim must be 64, 80, 96, 128 or 256";
+    if (page_tokens % 16 != 0 || page_tokens < 16 || page_tokens > 256)
+      return "page_tokens must be a multiple of 16 in [16, 256]";
+    for (std::uint32_t bits : {k_bits, v_bits}) {
+      if (!valid_cache_bits(bits)) return "bits must be 2, 3, 4, 6, 8 or 16 (raw), got " + std::to_string(bits);
+      if (!raw(bits) && dim * bits % 32 != 0)
+        return "dim * bits must be a multiple of 32 (whole u32 words per token), got dim " + std::to_string(dim) +
+               " bits " + std::to_string(bits);
+    }
+    if (rotation != Rotation::hadamard && rotation != Rotation::dense) return "rotation must be hadamard or dense";
+    if (rotation == Rotation::hadamard && !std::has_single_bit(dim) && !(raw(k_bits) && raw(v_bits)))
+      return "a Hadamard rotation needs dim a power of two (use a dense rotation for 80 or 96)";
+    if (norm_dtype != DType::f32 && norm_dtype != DType::f16) return "norms must be f32 or f16";
+    if (raw_dtype != DType::bf16 && raw_dtype != DType::f16) return "raw values must be bf16 or f16";
+    return {};
+  }
+  void validate(std::string_view kernel) const {
+    const std::string why = problem();
+    if (!why.empty()) throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": cache format: " + why);
+  }
+};
+
 template <std::uint32_t Dim, std::uint32_t PageTokens, std::uint32_t KBits, std::uint32_t VBits,
           Rotation Rot = Rotation::hadamard, DType Norm = DType::f32, DType Raw = DType::bf16>
 struct PagedCacheConfig {
@@ -60,87 +133,53 @@ struct PagedCacheConfig {
   static_assert(Norm == DType::f32 || Norm == DType::f16, "PagedCacheConfig: Norm must be DType::f32 or DType::f16");
   static_assert(Raw == DType::bf16 || Raw == DType::f16, "PagedCacheConfig: Raw must be DType::bf16 or DType::f16");
 
+  static constexpr CacheFormat format{Dim, PageTokens, KBits, VBits, Rot, Norm, Raw};
   static constexpr std::uint32_t dim = Dim;
   static constexpr std::uint32_t page_tokens = PageTokens;
   static constexpr std::uint32_t k_bits = KBits, v_bits = VBits;
   static constexpr Rotation rotation = Rot;
   static constexpr DType norm_dtype = Norm, raw_dtype = Raw;
   static constexpr bool k_raw = KBits == 16, v_raw = VBits == 16;
+  static constexpr std::uint32_t k_words = format.words(KBits), v_words = format.words(VBits);
+  static constexpr std::uint32_t bytes_per_token = format.bytes_per_token();
 
   static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
-  // u32 words of one token of one KV head (raw: two values per word).
-  static constexpr std::uint32_t words(std::uint32_t bits) { return raw(bits) ? Dim / 2 : Dim * bits / 32; }
-  static constexpr std::uint32_t k_words = words(KBits), v_words = words(VBits);
-  // Codebook levels (0 for a raw side).
-  static constexpr std::uint32_t levels(std::uint32_t bits) { return raw(bits) ? 0 : 1u << bits; }
-  // The shader's rotation code of a side: 0 none (raw), else Rotation.
-  static constexpr std::uint32_t rotation_code(std::uint32_t bits) {
-    return raw(bits) ? 0u : static_cast<std::uint32_t>(Rot);
-  }
-  // Floats of a side's rotation in the tables: signs [Dim] or R [Dim, Dim].
-  static constexpr std::uint32_t rotation_floats(std::uint32_t bits) {
-    return raw(bits) ? 0 : Rot == Rotation::hadamard ? Dim : Dim * Dim;
-  }
-
-  // The dtype and shape of a side's stored values and of its norms.
-  static constexpr DType store_dtype(std::uint32_t bits) { return raw(bits) ? Raw : DType::u32; }
+  static constexpr std::uint32_t words(std::uint32_t bits) { return format.words(bits); }
+  static constexpr DType store_dtype(std::uint32_t bits) { return format.store_dtype(bits); }
   static Shape store_shape(std::uint32_t bits, std::int64_t num_pages, std::int64_t kv_heads) {
-    return {num_pages, kv_heads, PageTokens, raw(bits) ? Dim : words(bits)};
+    return format.store_shape(bits, num_pages, kv_heads);
   }
-  static Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) { return {num_pages, kv_heads, PageTokens}; }
-
-  // Bytes one token of one KV head takes in the cache (K and V, norms included).
-  static constexpr std::uint32_t bytes_per_token =
-      4 * (k_words + v_words) + (raw(KBits) ? 0 : dtype_size(Norm)) + (raw(VBits) ? 0 : dtype_size(Norm));
-};
-
-// Offsets (in floats) of the tables a cache's kernels read, in one f32
-// buffer: K codebook [2^KBits], V codebook [2^VBits], K boundaries and V
-// boundaries (each padded to the codebook's length), K rotation, V rotation
-// (signs [Dim] for Hadamard, R [Dim, Dim] row-major for dense; nothing for a
-// raw side). The shaders receive these offsets as specialization constants.
-template <class Cache>
-struct CacheTableLayout {
-  static constexpr std::uint32_t k_codebook = 0;
-  static constexpr std::uint32_t v_codebook = k_codebook + Cache::levels(Cache::k_bits);
-  static constexpr std::uint32_t k_boundaries = v_codebook + Cache::levels(Cache::v_bits);
-  static constexpr std::uint32_t v_boundaries = k_boundaries + Cache::levels(Cache::k_bits);
-  static constexpr std::uint32_t k_rotation = v_boundaries + Cache::levels(Cache::v_bits);
-  static constexpr std::uint32_t v_rotation = k_rotation + Cache::rotation_floats(Cache::k_bits);
-  static constexpr std::uint32_t floats = v_rotation + Cache::rotation_floats(Cache::v_bits) + 1;  // never empty
+  static Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) { return format.norm_shape(num_pages, kv_heads); }
 };
 
 // The codebooks (codebook.hpp) and rotations (rotation.hpp, seeded per side)
-// of a cache format on the device, built once. CacheWrite and
+// of a cache format on the device, built once. A CacheWrite and a
 // DecodeAttention of the same format and seeds read the same tables.
-template <class Cache>
 class CacheTables {
  public:
-  using Layout = CacheTableLayout<Cache>;
-
-  CacheTables(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
-      : k_seed_(k_seed), v_seed_(v_seed), tables_(ctx, DType::f32, {Layout::floats}) {
-    tables_.upload_floats(host_values(k_seed, v_seed));
+  CacheTables(Context& ctx, const CacheFormat& format, std::uint64_t k_seed, std::uint64_t v_seed)
+      : k_seed_(k_seed), v_seed_(v_seed), tables_(ctx, DType::f32, {format.table_floats()}) {
+    format.validate("aura.cache_tables");
+    tables_.upload_floats(host_values(format, k_seed, v_seed));
   }
 
   // The table contents (what is uploaded), for references and tools.
-  static std::vector<float> host_values(std::uint64_t k_seed, std::uint64_t v_seed) {
-    std::vector<float> t(Layout::floats, 0.0f);
+  static std::vector<float> host_values(const CacheFormat& f, std::uint64_t k_seed, std::uint64_t v_seed) {
+    std::vector<float> t(f.table_floats(), 0.0f);
     const auto put = [&](std::uint32_t at, const std::vector<float>& values) {
       std::copy(values.begin(), values.end(), t.begin() + at);
     };
     const auto side = [&](std::uint32_t bits, std::uint64_t seed, std::uint32_t cb_at, std::uint32_t b_at,
                           std::uint32_t rot_at) {
-      if (Cache::raw(bits)) return;
-      const Codebook cb = lloyd_max_codebook(Cache::dim, bits);
+      if (CacheFormat::raw(bits)) return;
+      const Codebook cb = lloyd_max_codebook(f.dim, bits);
       put(cb_at, cb.codebook);
       put(b_at, cb.boundaries);
       t[b_at + cb.boundaries.size()] = std::bit_cast<float>(0x7f800000u);  // +inf pads the last slot
-      put(rot_at, Cache::rotation == Rotation::hadamard ? hadamard_signs(Cache::dim, seed)
-                                                        : dense_rotation(Cache::dim, seed));
+      put(rot_at, f.rotation == Rotation::hadamard ? hadamard_signs(f.dim, seed) : dense_rotation(f.dim, seed));
     };
-    side(Cache::k_bits, k_seed, Layout::k_codebook, Layout::k_boundaries, Layout::k_rotation);
-    side(Cache::v_bits, v_seed, Layout::v_codebook, Layout::v_boundaries, Layout::v_rotation);
+    side(f.k_bits, k_seed, f.k_codebook_at(), f.k_boundaries_at(), f.k_rotation_at());
+    side(f.v_bits, v_seed, f.v_codebook_at(), f.v_boundaries_at(), f.v_rotation_at());
     return t;
   }
 
@@ -157,15 +196,14 @@ namespace detail {
 
 // Checks one side of a cache against its format: coded sides need codes and
 // norms, raw sides only their values (a norms tensor given for them is an error).
-template <class Cache>
-void expect_cache_side(const Context& ctx, std::string_view kernel, const char* side, std::uint32_t bits,
-                       const TensorRef& store, const std::optional<TensorRef>& norms) {
+inline void expect_cache_side(const Context& ctx, std::string_view kernel, const CacheFormat& f, const char* side,
+                              std::uint32_t bits, const TensorRef& store, const std::optional<TensorRef>& norms) {
   const std::string codes_name = std::string(side) + "_codes", norms_name = std::string(side) + "_norms";
   tilekernels::detail::expect_rank(kernel, codes_name, store, 4);
   const auto num_pages = store.shape[0], kv_heads = store.shape[1];
-  tilekernels::detail::expect_tensor(ctx, kernel, codes_name, store, Cache::store_dtype(bits),
-                                     Cache::store_shape(bits, num_pages, kv_heads));
-  if (Cache::raw(bits)) {
+  tilekernels::detail::expect_tensor(ctx, kernel, codes_name, store, f.store_dtype(bits),
+                                     f.store_shape(bits, num_pages, kv_heads));
+  if (CacheFormat::raw(bits)) {
     if (norms)
       throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +
                                                    "a raw side has no norms; pass none");
@@ -174,8 +212,7 @@ void expect_cache_side(const Context& ctx, std::string_view kernel, const char* 
   if (!norms)
     throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +
                                                  "a coded side needs its norms; none given");
-  tilekernels::detail::expect_tensor(ctx, kernel, norms_name, *norms, Cache::norm_dtype,
-                                     Cache::norm_shape(num_pages, kv_heads));
+  tilekernels::detail::expect_tensor(ctx, kernel, norms_name, *norms, f.norm_dtype, f.norm_shape(num_pages, kv_heads));
 }
 
 }  // namespace detail
