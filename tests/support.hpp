@@ -120,6 +120,18 @@ void expect_check_error(const Kernel& kernel, const Args& args, ErrorCode code, 
   }
 }
 
+// The variants of `Kernel`'s table that can run `problem` on `ctx`, in
+// table order: tests run every one (on lavapipe the portable and subgroup
+// variants, on the NVIDIA machine the tensor-core ones too).
+template <class Kernel>
+std::vector<const Variant<typename Kernel::Problem>*> eligible_variants(const Context& ctx,
+                                                                          const typename Kernel::Problem& problem) {
+  std::vector<const Variant<typename Kernel::Problem>*> out;
+  for (const auto& v : Kernel::variants)
+    if (eligibility(ctx, v, problem)) out.push_back(&v);
+  return out;
+}
+
 // Widens values as if stored in `dtype` and read back.
 std::vector<float> rounded(DType dtype, std::vector<float> values);
 
