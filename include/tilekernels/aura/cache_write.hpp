@@ -97,8 +97,8 @@ class CacheWriteKernel {
     expect_tensor(*ctx_, name, "k", a.k, in_dtype_, {t, h, f.dim});
     expect_tensor(*ctx_, name, "v", a.v, in_dtype_, {t, h, f.dim});
     expect_tensor(*ctx_, name, "slot_mapping", a.slot_mapping, DType::i32, {t});
-    detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
-    detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0];
     if (a.k_codes.shape[1] != h)
       throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "k_codes") + "kv_heads " +

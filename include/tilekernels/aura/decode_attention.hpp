@@ -105,8 +105,7 @@ struct DecodeAttentionGeometry {
 
 struct DecodeAttentionProblem {
   std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, max_pages = 0, num_pages = 0;
-  std::int64_t keys = 0;    // the most keys one query row may see (an upper bound)
-  bool cpu_device = false;  // the Context's device is a CPU (lavapipe): the compact modules
+  std::int64_t keys = 0;  // the most keys one query row may see (an upper bound)
 };
 
 // Shared memory of a decode-attention workgroup
@@ -142,23 +141,30 @@ class DecodeAttentionKernel {
   // Each path comes as two modules of one shader: the long loops unrolled
   // (GPUs), or left to the driver ("compact": CPU devices, whose compilers
   // take tens of seconds over the unrolled module).
-  static Status on_gpu(const Problem& p) {
-    return p.cpu_device ? Status::failure(ErrorCode::unsupported, "a CPU device takes the compact module")
-                        : Status::success();
+  // The subgroup variants reduce with subgroup arithmetic and combine one
+  // value per subgroup (gl_SubgroupID, gl_NumSubgroups): they need the
+  // subgroups to be what the builtins say.
+  static Status module_for(const DeviceInfo& info, bool compact, bool subgroups) {
+    if (subgroups && !info.subgroups_as_reported)
+      return Status::failure(ErrorCode::unsupported, "the device's subgroups are not what its builtins report");
+    if (compact != info.is_cpu())
+      return Status::failure(ErrorCode::unsupported, compact ? "a GPU takes the unrolled module"
+                                                             : "a CPU device takes the compact module");
+    return Status::success();
   }
-  static Status on_cpu(const Problem& p) {
-    return p.cpu_device ? Status::success()
-                        : Status::failure(ErrorCode::unsupported, "a GPU takes the unrolled module");
-  }
+  static Status subgroup_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, true); }
+  static Status subgroup_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, true); }
+  static Status portable_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, false); }
+  static Status portable_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, false); }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
   static constexpr std::array<Variant<Problem>, 4> variants{{
       {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
-       64, least_shared, &on_gpu},
+       64, least_shared, &subgroup_gpu},
       {"subgroup_compact", Path::subgroup, spirv::aura_decode_attention_subgroup_compact,
-       DeviceNeeds{.subgroup_arithmetic = true}, 64, least_shared, &on_cpu},
-      {"portable", Path::portable, spirv::aura_decode_attention, {}, 64, least_shared, &on_gpu},
-      {"portable_compact", Path::portable, spirv::aura_decode_attention_compact, {}, 64, least_shared, &on_cpu},
+       DeviceNeeds{.subgroup_arithmetic = true}, 64, least_shared, &subgroup_cpu},
+      {"portable", Path::portable, spirv::aura_decode_attention, {}, 64, least_shared, &portable_gpu},
+      {"portable_compact", Path::portable, spirv::aura_decode_attention_compact, {}, 64, least_shared, &portable_cpu},
   }};
 
   // The rotations are seeded per side and must be those of the CacheWrite
@@ -182,7 +188,6 @@ class DecodeAttentionKernel {
       longest = std::min(longest, a.max_seq_len);
     }
     p.keys = a.options.window ? std::min<std::int64_t>(longest, a.options.window + p.q_len - 1) : longest;
-    p.cpu_device = ctx_->info().is_cpu();
     return p;
   }
 
@@ -201,8 +206,8 @@ class DecodeAttentionKernel {
     if (ql > max_q_len)
       fail(ErrorCode::invalid_argument, "q", "q_len must be at most " + std::to_string(max_q_len) + ", got " +
                                                  std::to_string(ql));
-    detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
-    detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0], kvh = a.k_codes.shape[1];
     if (a.v_codes.shape[0] != pages || a.v_codes.shape[1] != kvh)
       fail(ErrorCode::shape_mismatch, "v_codes", "expected " + std::to_string(pages) + " pages of " +

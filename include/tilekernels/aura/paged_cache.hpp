@@ -192,18 +192,20 @@ class CacheTables {
   Tensor tables_;
 };
 
-namespace detail {
+}  // namespace tilekernels::aura
 
-// Checks one side of a cache against its format: coded sides need codes and
+namespace tilekernels::detail {
+
+// Checks one side of an AURA cache against its format: coded sides need codes and
 // norms, raw sides only their values (a norms tensor given for them is an error).
-inline void expect_cache_side(const Context& ctx, std::string_view kernel, const CacheFormat& f, const char* side,
+inline void expect_cache_side(const Context& ctx, std::string_view kernel, const aura::CacheFormat& f, const char* side,
                               std::uint32_t bits, const TensorRef& store, const std::optional<TensorRef>& norms) {
   const std::string codes_name = std::string(side) + "_codes", norms_name = std::string(side) + "_norms";
   tilekernels::detail::expect_rank(kernel, codes_name, store, 4);
   const auto num_pages = store.shape[0], kv_heads = store.shape[1];
   tilekernels::detail::expect_tensor(ctx, kernel, codes_name, store, f.store_dtype(bits),
                                      f.store_shape(bits, num_pages, kv_heads));
-  if (CacheFormat::raw(bits)) {
+  if (aura::CacheFormat::raw(bits)) {
     if (norms)
       throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +
                                                    "a raw side has no norms; pass none");
@@ -215,5 +217,4 @@ inline void expect_cache_side(const Context& ctx, std::string_view kernel, const
   tilekernels::detail::expect_tensor(ctx, kernel, norms_name, *norms, f.norm_dtype, f.norm_shape(num_pages, kv_heads));
 }
 
-}  // namespace detail
-}  // namespace tilekernels::aura
+}  // namespace tilekernels::detail
