@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <tilekernels/aura/rotation.hpp>
+#include <tilekernels/reference/aura/decode.hpp>
 #include <tilekernels/reference/aura/decode_attention.hpp>
 #include <tilekernels/reference/aura/encode.hpp>
 #include <tilekernels/reference/aura/paged_cache.hpp>
