@@ -47,7 +47,8 @@
 //
 // Workspace (workspace_bytes()): splits need one (per split state: o [Dim]
 // and (m, l) per row, in f32; per KV head and row chunk an arrival counter
-// that every dispatch leaves at zero). Without one, record() runs one
+// that every dispatch leaves at zero; record() zero-fills the counters
+// unless Workspace::zeroed says they are). Without one, record() runs one
 // workgroup per KV head and row chunk.
 #pragma once
 
