@@ -75,6 +75,8 @@ TEST(Abi, EveryVariantMatchesItsHeader) {
   check_kernel<aura::Encode<aura::EncodeConfig<128, 4>>>();
   check_kernel<aura::HadamardEncode<aura::EncodeConfig<128, 4>>>();
   check_kernel<aura::FaReduceHadamard<aura::FaReduceHadamardConfig<128>>>();
+  check_kernel<aura::CacheWriteKernel>();
+  check_kernel<aura::DecodeAttentionKernel>();
   check_kernel<gdn::ChunkO<gdn::ChunkOConfig<>>>();
   check_kernel<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>();
 }
