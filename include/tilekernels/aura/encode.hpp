@@ -329,7 +329,8 @@ class Encode {
       spec.PARTS = options_.rotation_parts;
       spec.NBUF = fp16.buffers;
       spec.PREFETCH = 1;
-      const std::uint64_t blocks = (static_cast<std::uint64_t>(rows) + fp16.rows - 1) / fp16.rows;
+      constexpr std::uint64_t block_rows = fp16.rows ? fp16.rows : 1;  // 0 only where the variant never applies
+      const std::uint64_t blocks = (static_cast<std::uint64_t>(rows) + block_rows - 1) / block_rows;
       groups = std::min<std::uint64_t>(blocks, plan.workgroups ? plan.workgroups : 528);
       push.groups = static_cast<std::uint32_t>(groups);
     } else if (v.name == "tiled") {
