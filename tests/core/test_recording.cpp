@@ -25,7 +25,7 @@ namespace ref = tilekernels::reference::gdn;
 // queue by the test itself (never through the Context).
 class OwnCommandBuffer {
  public:
-  explicit OwnCommandBuffer(Context& ctx) : ctx_(&ctx), pool_(nullptr), cmd_(nullptr) {
+  explicit OwnCommandBuffer(Context& ctx) : pool_(nullptr), cmd_(nullptr) {
     pool_ = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo({}, ctx.queue_family()));
     cmd_ = std::move(ctx.device().allocateCommandBuffers({*pool_, vk::CommandBufferLevel::ePrimary, 1}).front());
     cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
@@ -43,7 +43,6 @@ class OwnCommandBuffer {
   }
 
  private:
-  Context* ctx_;
   vk::raii::CommandPool pool_;
   vk::raii::CommandBuffer cmd_;
 };
