@@ -289,18 +289,22 @@ class DecodeAttentionKernel {
 
   // The geometry record() takes for `p`, with or without a workspace to
   // split through. Automatic choice (measurements: bench/NOTES-aura-attention.md):
-  // about 4 workgroups per multiprocessor in all (8 on a CPU device): the
+  // about 2 workgroups per multiprocessor in all (8 on a CPU device): the
   // largest blocks (128 invocations, as many keys each as registers allow,
-  // then 1 key, then 64 invocations) that still give every workgroup at
-  // least one block, then as many splits as reach that count, rounded so
-  // the splits get equal numbers of blocks.
+  // then 1 key, then 64 invocations) that give at least 3/4 of that count
+  // one block each; then, unless the call has that many (sequence, KV head,
+  // row chunk) groups already, as many splits as reach the count, rounded
+  // so the splits get equal numbers of blocks. More workgroups than that
+  // lose: every split's state is merged, and one large block per workgroup
+  // amortises its barriers over more keys.
   Geometry geometry(const Problem& p, bool workspace) const {
     Geometry g;
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
     g.row_vecs = rows <= 4 ? 1 : 2;
     const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs));
     const auto& info = ctx_->info();
-    const std::int64_t target = info.multiprocessors ? 4 * info.multiprocessors : info.is_cpu() ? 8 : 512;
+    const std::int64_t target = info.multiprocessors ? 2 * info.multiprocessors : info.is_cpu() ? 8 : 256;
+    const std::int64_t enough = target * 3 / 4;
     const std::int64_t keys = std::max<std::int64_t>(p.keys, 1);
     const std::array<std::array<std::uint32_t, 2>, 3> candidates{
         {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}}};
@@ -309,9 +313,9 @@ class DecodeAttentionKernel {
       g.workgroup = c[0];
       g.tokens_per_invocation = c[1];
       blocks = (keys + c[0] * c[1] - 1) / (c[0] * c[1]);
-      if (!workspace || units * blocks >= target) break;
+      if (!workspace || units * blocks >= enough) break;
     }
-    if (workspace && units < target) {
+    if (workspace && units < enough) {
       std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
       const std::int64_t per_split = (blocks + splits - 1) / splits;
       g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
