@@ -30,10 +30,11 @@ constexpr double kExact = 1e-10;  // chunked vs token by token, both in double
 constexpr double kF32Handoff = 1e-6;  // a state passed on as f32, or inputs precomputed in f32
 // FLA's rounding points against the exact recurrence. On inputs drawn as
 // FLA's own test_chunk draws them (positive q, k, v; mild gates) FLA holds
-// itself to 5e-3 (DESIGN.md's bf16 budget); this reference measures 2.2e-3
+// itself to 5e-3 (DESIGN.md's bf16 budget); this reference measures 2.1-2.5e-3
 // there. On the harsher inputs used elsewhere here (zero-mean v, gates to
-// exp(-20), beta up to 2) the same rounding points alone give 2.5e-3 to
-// 6.7e-3, so those checks take the 1e-2 at which FLA's CI starts to fail.
+// exp(-20), beta up to 2) the same rounding points alone give a median of
+// 3.8e-3 and up to 5.8e-3, so those checks take the 1e-2 below which FLA's
+// CI only warns.
 // GPU stages are to be held to the Rounding::fla reference, not to these.
 constexpr double kBudget = 5e-3;
 constexpr double kHarshBudget = 1e-2;
@@ -125,7 +126,8 @@ Case make_case(const Problem& p, const Options& o, std::uint64_t seed) {
     for (std::size_t h = 0; h < p.H; ++h) {
       // Head h decays per token by exp(-20 f) to exp(-15 f), f from 0 to 1 across heads.
       const double f = p.H == 1 ? 0.3 : double(h) / double(p.H - 1);
-      c.g.push_back(o.gate ? float(2.0 * rng.normal()) : float(-20.0 * f * rng.uniform(0.75, 1.0) - rng.uniform(0, 0.05)));
+      const double decay_log = -20.0 * f * rng.uniform(0.75, 1.0) - rng.uniform(0, 0.05);
+      c.g.push_back(float(o.gate ? 2.0 * rng.normal() : decay_log));
       c.beta.push_back(o.sigmoid ? float(2.0 * rng.normal()) : float(rng.uniform(0.05, 0.95)));
     }
   if (o.gate) {
@@ -238,7 +240,8 @@ TEST(GdnReference, ChunkedEqualsRecurrence) {
 TEST(GdnReference, ChunkedEqualsRecurrenceEveryOption) {
   std::uint64_t seed = 100;
   for (const Options& o : kOptionSets)
-    for (std::size_t BT : {32, 64}) compare_chunked_with_recurrence(make_case(make_problem(1, 130, 1, 4, o), o, seed++), BT, o.name);
+    for (std::size_t BT : {32, 64})
+      compare_chunked_with_recurrence(make_case(make_problem(1, 130, 1, 4, o), o, seed++), BT, o.name);
 }
 
 // Inputs as FLA's tests/ops/test_gdn.py test_chunk draws them: q, k, v
@@ -419,7 +422,8 @@ TEST(GdnReference, OptionsEqualPrecomputedInputs) {
       plain.beta[i] = float(1.0 / (1.0 + std::exp(-double(c.beta[i]))));
     }
   }
-  const ref::GatedDeltaRuleResult a = ref::gated_delta_rule(c.p, c.in()), b = ref::gated_delta_rule(plain.p, plain.in());
+  const ref::GatedDeltaRuleResult a = ref::gated_delta_rule(c.p, c.in());
+  const ref::GatedDeltaRuleResult b = ref::gated_delta_rule(plain.p, plain.in());
   EXPECT_LE(rel(a.o, b.o), kF32Handoff);
   EXPECT_LE(rel(a.final_state, b.final_state), kF32Handoff);
   const ref::ChunkForwardResult ca = ref::chunk_forward(c.p, c.in(), 64, Rounding::none);
