@@ -21,10 +21,22 @@ Context& context() {
   return *ctx;
 }
 
+Context& sync_context() {
+  static std::unique_ptr<Context> ctx = [] {
+    ContextOptions options;
+    const char* v = std::getenv("TILEKERNELS_VALIDATION");
+    options.validation = !(v && std::string(v) == "0");
+    options.synchronization_validation = true;
+    return std::make_unique<Context>(options);
+  }();
+  return *ctx;
+}
+
 void expect_no_validation_messages() {
-  auto messages = context().validation_messages();
-  for (const auto& m : messages) ADD_FAILURE() << "validation layer: " << m;
-  context().clear_validation_messages();
+  for (Context* ctx : {&context(), &sync_context()}) {
+    for (const auto& m : ctx->validation_messages()) ADD_FAILURE() << "validation layer: " << m;
+    ctx->clear_validation_messages();
+  }
 }
 
 GuardedTensor::GuardedTensor(Context& ctx, DType dtype, Shape shape)

@@ -20,13 +20,22 @@ using namespace tilekernels;
 // unless TILEKERNELS_VALIDATION=0).
 Context& context();
 
+// A second Context on the same device with the validation layer's
+// synchronization validation on, for tests that record several dependent
+// dispatches (a whole decode step, a whole GDN forward): a missing barrier
+// shows there, on lavapipe only by chance. Its messages fail the test too.
+Context& sync_context();
+
 // Fails the current test if the validation layer said anything since the
-// last call, and clears the log.
+// last call (on either Context), and clears the logs.
 void expect_no_validation_messages();
 
 class DeviceTest : public ::testing::Test {
  protected:
-  void SetUp() override { context().clear_validation_messages(); }
+  void SetUp() override {
+    context().clear_validation_messages();
+    sync_context().clear_validation_messages();
+  }
   void TearDown() override { expect_no_validation_messages(); }
 };
 

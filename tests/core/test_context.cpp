@@ -105,3 +105,40 @@ TEST(ContextPipelineStatistics, OffByDefault) {
 }
 
 }  // namespace
+
+namespace {
+
+// The synchronization validation of sync_context() is live: a merge that
+// reads partials a fill has just written, with no barrier between them, is
+// a hazard it must report (so tests that record whole steps on it can fail).
+TEST(ContextSyncValidation, ReportsAMissingBarrier) {
+  Context& ctx = sync_context();
+  if (!ctx.validation_enabled()) GTEST_SKIP() << "no validation layer";
+  ctx.clear_validation_messages();
+  Rng rng(7);
+  auto o = Tensor::from_floats(ctx, DType::f32, {2, 3, 64}, rng.normals(2 * 3 * 64));
+  auto m = Tensor::from_floats(ctx, DType::f32, {2, 3}, rng.normals(6));
+  auto l = Tensor::from_floats(ctx, DType::f32, {2, 3}, std::vector<float>(6, 1.0f));
+  Tensor out(ctx, DType::f32, {2, 64});
+  Merge merge(ctx);
+  const auto fill_then_merge = [&](bool barrier) {
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+      cmd.fillBuffer(m.buffer().handle(), 0, VK_WHOLE_SIZE, 0u, ctx.dispatcher());
+      if (barrier) {
+        const vk::MemoryBarrier written(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead);
+        cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
+                            written, {}, {}, ctx.dispatcher());
+      }
+      merge.record(cmd, {o, m, l, out, {}, {}});
+    });
+    auto messages = ctx.validation_messages();
+    ctx.clear_validation_messages();
+    return messages;
+  };
+  const auto without = fill_then_merge(false);
+  ASSERT_FALSE(without.empty()) << "no hazard reported for a read after an unsynchronized fill";
+  for (const auto& msg : without) EXPECT_NE(msg.find("SYNC-HAZARD-READ-AFTER-WRITE"), std::string::npos) << msg;
+  EXPECT_TRUE(fill_then_merge(true).empty());
+}
+
+}  // namespace

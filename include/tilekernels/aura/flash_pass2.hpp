@@ -234,9 +234,11 @@ class FlashPass2 {
     spec.SLICES = g.slices;
     spec.PREFETCH = g.prefetch ? 1u : 0u;
     const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 8);
-    // Unused bindings (lse, the workspace without splits) get a tensor of
-    // the call to keep every descriptor valid; the shader never touches them.
-    const TensorRef lse = a.lse ? *a.lse : a.m_partials;
+    // Unused bindings (lse, the workspace without splits) get the output to
+    // keep every descriptor valid: the shader never touches them, and a
+    // tensor the kernel writes anyway adds no hazard for synchronization
+    // validation (which counts every binding the shader declares).
+    const TensorRef lse = a.lse ? *a.lse : a.output;
     std::vector<TensorRef> bindings{a.o_partials, a.m_partials, a.l_partials, a.output, lse};
     if (g.splits > 1) {
       const SplitLayout w = split_layout(p.q_heads, g);

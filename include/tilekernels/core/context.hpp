@@ -39,6 +39,10 @@ struct ContextOptions {
   // Enable VK_LAYER_KHRONOS_validation when installed. Unset: on when the
   // environment variable TILEKERNELS_VALIDATION is 1.
   std::optional<bool> validation;
+  // With validation: also the layer's synchronization validation (hazards
+  // between dependent dispatches in one command buffer). Slower; for tests
+  // that record several dependent dispatches.
+  bool synchronization_validation = false;
   // Kernel path choice; TILEKERNELS_PATH=portable overrides `automatic`.
   PathPreference path = PathPreference::automatic;
   // Deadline of every fence wait the Context does itself.
@@ -203,12 +207,17 @@ class Context {
       if (validation) {
         layers.push_back("VK_LAYER_KHRONOS_validation");
         extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        if (options_.synchronization_validation) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
       }
     }
     const std::uint32_t loader = raii_.enumerateInstanceVersion();
     if (loader < VK_API_VERSION_1_2) throw Error(ErrorCode::unsupported, "the Vulkan loader is older than 1.2");
     const vk::ApplicationInfo app("tilekernels", 1, "tilekernels", 1, std::min(loader, VK_API_VERSION_1_3));
-    instance_.emplace(raii_, vk::InstanceCreateInfo({}, &app, layers, extensions));
+    vk::InstanceCreateInfo create_info({}, &app, layers, extensions);
+    const vk::ValidationFeatureEnableEXT sync = vk::ValidationFeatureEnableEXT::eSynchronizationValidation;
+    const vk::ValidationFeaturesEXT features(sync);
+    if (validation && options_.synchronization_validation) create_info.pNext = &features;
+    instance_.emplace(raii_, create_info);
     if (validation) {
       using S = vk::DebugUtilsMessageSeverityFlagBitsEXT;
       using T = vk::DebugUtilsMessageTypeFlagBitsEXT;
