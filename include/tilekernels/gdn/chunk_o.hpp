@@ -341,7 +341,7 @@ class ChunkO {
   const Pipeline& pipeline() const {
 #if TILEKERNELS_GDN_CHUNK_O_BF16
     if (path_ == ChunkOPath::bf16_cooperative_matrix)
-      return ctx_->pipeline({spirv::gdn_chunk_o_bf16, std::size(spirv::gdn_chunk_o_bf16),
+      return ctx_->pipeline({spirv::gdn_chunk_o_bf16.data(), spirv::gdn_chunk_o_bf16.size(),
                              {Config::BT, Config::K, Config::V, Config::bf16_vec4}, 6, sizeof(Push),
                              ctx_->info().subgroup_size == 32 ? 0u : 32u});
 #endif
@@ -351,21 +351,21 @@ class ChunkO {
       const std::uint32_t wg = nv_workgroup();
       const std::uint32_t sg = info.subgroup_size == 32 ? 0 : 32;
       if (nv_version_ == 3)
-        return ctx_->pipeline({spirv::gdn_chunk_o_nv3, std::size(spirv::gdn_chunk_o_nv3),
+        return ctx_->pipeline({spirv::gdn_chunk_o_nv3.data(), spirv::gdn_chunk_o_nv3.size(),
                                {wg, Config::BT, Config::K, Config::V, nv_bv_, wg, nv_wc_, nv_kc_, nv_upw_}, 6,
                                sizeof(Push), sg});
       if (nv_version_ == 2)
-        return ctx_->pipeline({spirv::gdn_chunk_o_nv2, std::size(spirv::gdn_chunk_o_nv2),
+        return ctx_->pipeline({spirv::gdn_chunk_o_nv2.data(), spirv::gdn_chunk_o_nv2.size(),
                                {wg, Config::BT, Config::K, Config::V, nv_bv_, wg, nv_wc_, nv_kc_, nv_nbuf_},
                                6,
                                sizeof(Push), sg});
-      return ctx_->pipeline({spirv::gdn_chunk_o_nv, std::size(spirv::gdn_chunk_o_nv),
+      return ctx_->pipeline({spirv::gdn_chunk_o_nv.data(), spirv::gdn_chunk_o_nv.size(),
                              {wg, Config::BT, Config::K, Config::V, nv_bv_, wg, nv_wc_, nv_kc_, nv_v_early_}, 6, sizeof(Push),
                              sg});
     }
 #endif
     constexpr std::uint32_t wg = Config::portable_workgroup;
-    return ctx_->pipeline({spirv::gdn_chunk_o, std::size(spirv::gdn_chunk_o),
+    return ctx_->pipeline({spirv::gdn_chunk_o.data(), spirv::gdn_chunk_o.size(),
                            {wg, Config::BT, Config::K, Config::V, Config::portable_bv, wg}, 6, sizeof(Push), 0});
   }
 

@@ -321,7 +321,7 @@ class RecomputeWU {
     const auto a_code = static_cast<std::uint32_t>(Config::a_dtype);
 #if TILEKERNELS_GDN_RECOMPUTE_WU_BF16
     if (path() == RecomputeWUPath::cooperative_matrix_bf16 && bf16_joint()) {
-      const PipelineKey key{spirv::gdn_recompute_wu_bf16_uw, std::size(spirv::gdn_recompute_wu_bf16_uw),
+      const PipelineKey key{spirv::gdn_recompute_wu_bf16_uw.data(), spirv::gdn_recompute_wu_bf16_uw.size(),
                             {Config::k, Config::v}, 7, sizeof(Push),
                             ctx_->info().subgroup_size_control ? 32u : 0u};
       Push walk = push;
@@ -333,8 +333,8 @@ class RecomputeWU {
     }
     if (path() == RecomputeWUPath::cooperative_matrix_bf16) {
       const std::uint32_t wg = bf16_invocations();
-      const PipelineKey bf16_key{spirv::gdn_recompute_wu_bf16,
-                                 std::size(spirv::gdn_recompute_wu_bf16),
+      const PipelineKey bf16_key{spirv::gdn_recompute_wu_bf16.data(),
+                                 spirv::gdn_recompute_wu_bf16.size(),
                                  {Config::bt, Config::k, Config::v, a_code, wg, Config::tc_op_stride,
                                   Config::bf16_vec4_for(wg)},
                                  7,
@@ -350,13 +350,13 @@ class RecomputeWU {
       return;
     }
 #endif
-    PipelineKey key{spirv::gdn_recompute_wu, std::size(spirv::gdn_recompute_wu),
+    PipelineKey key{spirv::gdn_recompute_wu.data(), spirv::gdn_recompute_wu.size(),
                     {Config::bt, Config::k, Config::v, a_code}, 7, sizeof(Push), 0};
 #if TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX
     if (path() == RecomputeWUPath::cooperative_matrix_nv && tc_kernel() == 2) {
       const std::uint32_t wg = Config::tc_workgroup(options_.coop_workgroup);
-      key = PipelineKey{spirv::gdn_recompute_wu_tc,
-                        std::size(spirv::gdn_recompute_wu_tc),
+      key = PipelineKey{spirv::gdn_recompute_wu_tc.data(),
+                        spirv::gdn_recompute_wu_tc.size(),
                         {Config::bt, Config::k, Config::v, options_.split_a ? 1u : 0u,
                          Config::tc_vec4(options_.split_a, options_.coop_workgroup), wg, a_code, Config::tc_op_stride},
                         7,
@@ -367,8 +367,8 @@ class RecomputeWU {
       return;
     }
     if (path() == RecomputeWUPath::cooperative_matrix_nv) {
-      key = PipelineKey{spirv::gdn_recompute_wu_nv,
-                        std::size(spirv::gdn_recompute_wu_nv),
+      key = PipelineKey{spirv::gdn_recompute_wu_nv.data(),
+                        spirv::gdn_recompute_wu_nv.size(),
                         {Config::bt, Config::k, Config::v, options_.split_a ? 1u : 0u,
                          Config::coop_vec4(options_.split_a), std::min(options_.coop_workgroup, 256u), a_code},
                         7,
