@@ -106,7 +106,7 @@ void BM_BarrierCost(benchmark::State& state) {
   }
   Tensor out(ctx, DType::u32, {static_cast<std::int64_t>(groups)});
   const Pipeline& p = ctx.pipeline(
-      {spirv::bench_empty, std::size(spirv::bench_empty), {local, words, write}, 1, 0, subgroup});
+      {spirv::bench_empty.data(), spirv::bench_empty.size(), {local, words, write}, 1, 0, subgroup});
   const int reps = 2000;
   const auto stage = vk::PipelineStageFlagBits::eComputeShader;
   const auto record = [&](vk::CommandBuffer cmd) {

@@ -1,5 +1,5 @@
-// aura::Encode (dense rotation: default path, f32 kernel, tensor-core
-// kernel), aura::HadamardEncode and aura::Decode at the shapes:
+// aura::Encode (dense rotation), aura::HadamardEncode and aura::Decode at
+// the shapes:
 // rows {8, 4096, 262144} x Dim {128, 256}, 4 bits, bf16 input. Bytes: input read once, packed codes and norms written once (the
 // rotation / signs / tables are read once per workgroup from cache and not
 // counted). Flops: the dense product, 2 * rows * Dim^2 (encode and decode);
@@ -9,6 +9,7 @@
 #include <tilekernels/aura/encode.hpp>
 #include <tilekernels/aura/rotation.hpp>
 
+#include <optional>
 #include <vector>
 
 #include "common.hpp"
@@ -18,64 +19,38 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
-enum Kind { dense = 0, hadamard = 1, hadamard_legacy = 2, hadamard_blocks2 = 3, hadamard_blocks4 = 4,
-            hadamard_blocks8 = 5, hadamard_wg512 = 6, hadamard_portable = 7, dense_tiled = 8, hadamard_v64 = 9,
-            hadamard_v16 = 10, hadamard_wide_cells = 11, hadamard_wide_cells_blocks4 = 12, dense_tc = 13,
-            dense_tc_parts3 = 14, dense_tc_wg1056 = 15, dense_tc_wg264 = 16, dense_tc_no_prefetch = 17,
-            dense_tc_inv512 = 18, dense_tc_bm64 = 19, dense_tc_inv512_bm64 = 20, dense_tc_inv512_parts3 = 21,
-            few32 = 22, few16 = 23, few8 = 24, few32_counter = 25, few16_counter = 26, few8_counter = 27 };
-
-// Dense kinds: dense (the default options: the tensor-core kernel where the
-// device has it, above small_rows), dense_tiled (the f32 kernel), dense_tc*
-// (the tensor-core kernel at any row count: default options, 3 rotation
-// parts, grid caps, without the next block's prefetch, 512 invocations,
-// 64-row blocks).
-aura::EncodeOptions dense_options(std::int64_t kind) {
-  aura::EncodeOptions o;
-  if (kind == dense) return o;
-  if (kind >= few32) {
-    const std::uint32_t blocks[] = {32, 16, 8};
-    o.small_block = blocks[(kind - few32) % 3];
-    o.small_atomic64 = kind < few32_counter;
-    return o;
-  }
-  o.small_rows = 0;
-  if (kind == dense_tiled) o.tensor_cores = false;
-  if (kind == dense_tc_parts3 || kind == dense_tc_inv512_parts3) o.rotation_parts = 3;
-  if (kind == dense_tc_wg1056) o.tc_workgroups = 1056;
-  if (kind == dense_tc_wg264) o.tc_workgroups = 264;
-  if (kind == dense_tc_no_prefetch) o.tc_prefetch = false;
-  if (kind == dense_tc_inv512 || kind == dense_tc_inv512_bm64 || kind == dense_tc_inv512_parts3) o.tc_invocations = 512;
-  if (kind == dense_tc_bm64 || kind == dense_tc_inv512_bm64) o.tc_block_rows = 64;
-  return o;
-}
-
-bool is_dense(std::int64_t kind) { return kind == dense || kind == dense_tiled || kind >= dense_tc; }
-bool is_tc_kind(std::int64_t kind) { return kind >= dense_tc && kind < few32; }
-
-aura::HadamardEncodeOptions hadamard_options(std::int64_t kind) {
+// Args: rows and a kind: the dense encode (the automatic plan with a
+// workspace zeroed once, as an engine keeps it; with a zero fill recorded
+// per call; or one variant of its table), or the Hadamard encode (the
+// automatic plan, its portable variant, or a geometry: values per
+// invocation, invocations, blocks per workgroup).
+enum Kind {
+  dense, dense_fill, dense_tiled, dense_tc, dense_tc_parts3, few_c8, few_c16, few_c32, few_c8_counter,
+  few_c16_counter, few_c32_counter, hadamard, hadamard_portable, hadamard_blocks2, hadamard_blocks4,
+  hadamard_blocks8, hadamard_wg512, hadamard_v16, hadamard_v64
+};
+const char* dense_variant(std::int64_t kind) {
   switch (kind) {
-    case hadamard_legacy: return {0, 0, false, true};
-    case hadamard_blocks2: return {0, 0, false, false, 2};
-    case hadamard_blocks4: return {0, 0, false, false, 4};
-    case hadamard_blocks8: return {0, 0, false, false, 8};
-    case hadamard_wg512: return {0, 512, false, false};
-    case hadamard_portable: return {0, 0, true, false};
-    case hadamard_v64: return {64, 0, false, false};
-    case hadamard_v16: return {16, 0, false, false};
-    case hadamard_wide_cells: return {0, 0, false, false, 0, true};
-    case hadamard_wide_cells_blocks4: return {0, 0, false, false, 4, true};
-    default: return {};
+    case dense_tiled: return "tiled";
+    case dense_tc: case dense_tc_parts3: return "tensor_core_fp16";
+    case few_c8: return "few_rows_c8_atomic64";
+    case few_c16: return "few_rows_c16_atomic64";
+    case few_c32: return "few_rows_c32_atomic64";
+    case few_c8_counter: return "few_rows_c8";
+    case few_c16_counter: return "few_rows_c16";
+    case few_c32_counter: return "few_rows_c32";
+    default: return "auto";
   }
 }
 
-// Args: rows, kind (0 dense, 1 Hadamard, 2.. Hadamard variants: see Kind).
 template <std::uint32_t Dim>
 void BM_AuraEncode(benchmark::State& state) {
   using Config = aura::EncodeConfig<Dim, 4, DType::bf16>;
+  using Dense = aura::Encode<Config>;
+  using Hadamard = aura::HadamardEncode<Config>;
   Context& ctx = context();
-  const std::int64_t rows = state.range(0);
-  const bool is_hadamard = !is_dense(state.range(1));
+  const std::int64_t rows = state.range(0), kind = state.range(1);
+  const bool is_hadamard = kind >= hadamard;
   const double bytes = double(rows) * (Dim * 2 + Config::packed_words * 4 + 4);
   const double flops = is_hadamard ? 0.0 : 2.0 * double(rows) * Dim * Dim;
   const int sets = rotation_sets(bytes);
@@ -94,56 +69,55 @@ void BM_AuraEncode(benchmark::State& state) {
   for (int s = 0; s < sets; ++s)
     inputs.push_back({Tensor::from_floats(ctx, DType::bf16, {rows, Dim}, x),
                       Tensor(ctx, DType::u32, {rows, Config::packed_words}), Tensor(ctx, DType::f32, {rows})});
-  aura::Encode<Config> dense_kernel(ctx, dense_options(state.range(1)));
-  if (!is_hadamard && is_tc_kind(state.range(1)) &&
-      dense_kernel.path(rows) != aura::EncodePath::cooperative_matrix_nv) {
-    state.SkipWithError("no tensor-core path on this device");
+  if (is_hadamard) {
+    const Hadamard kernel(ctx);
+    auto plan = kernel.plan({inputs[0].input, sign_t, bounds, codes, inputs[0].packed, inputs[0].norms});
+    auto& g = plan.geometry;
+    if (kind == hadamard_portable && !choose_variant<Hadamard>(state, ctx, "portable", {rows}, plan.variant)) return;
+    if (kind == hadamard_blocks2 || kind == hadamard_blocks4 || kind == hadamard_blocks8)
+      g.blocks = kind == hadamard_blocks2 ? 2 : kind == hadamard_blocks4 ? 4 : 8;
+    if (kind == hadamard_wg512) g.invocations = 512;
+    if (kind == hadamard_v16 || kind == hadamard_v64) {
+      g.values = kind == hadamard_v16 ? 16 : 64;
+      g.invocations = std::max<std::uint32_t>(256, Dim / g.values);
+    }
+    run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
+      const Set& s = inputs[static_cast<std::size_t>(i % sets)];
+      kernel.record(cmd, {s.input, sign_t, bounds, codes, s.packed, s.norms}, plan);
+    }, bytes, flops);
+    state.SetLabel(std::string(plan.variant->name));
     return;
   }
-  aura::HadamardEncode<Config> hadamard_kernel(ctx, hadamard_options(state.range(1)));
+  const Dense kernel(ctx, aura::EncodeOptions{kind == dense_tc_parts3 ? 3u : 2u});
+  const auto ws_bytes = std::max<std::uint64_t>(4, Dense::workspace_bytes(rows));
+  Tensor ws(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
+  ws.buffer().fill(0);
+  const std::optional<Workspace> workspace =
+      Dense::workspace_bytes(rows) ? std::optional<Workspace>(Workspace{ws.ref(), kind != dense_fill}) : std::nullopt;
+  auto plan = kernel.plan({inputs[0].input, rotation, bounds, codes, inputs[0].packed, inputs[0].norms, workspace});
+  if (!choose_variant<Dense>(state, ctx, dense_variant(kind), {rows, workspace.has_value()}, plan.variant)) return;
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
-    if (is_hadamard)
-      hadamard_kernel.record(cmd, {s.input, sign_t, bounds, codes, s.packed, s.norms});
-    else
-      dense_kernel.record(cmd, {s.input, rotation, bounds, codes, s.packed, s.norms});
+    kernel.record(cmd, {s.input, rotation, bounds, codes, s.packed, s.norms, workspace}, plan);
   }, bytes, flops);
-  if (!is_hadamard && dense_kernel.path(rows) == aura::EncodePath::tiled)
-    state.counters["rows_per_inv"] = aura::Encode<Config>::rows_per_invocation(rows);
-  if (!is_hadamard) state.counters["tensor_cores"] = dense_kernel.path(rows) == aura::EncodePath::cooperative_matrix_nv;
+  state.SetLabel(std::string(plan.variant->name));
 }
 
-BENCHMARK(BM_AuraEncode<128>)
-    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard, hadamard_legacy, hadamard_blocks2, hadamard_blocks4,
-                                       hadamard_blocks8, hadamard_wg512, hadamard_portable, dense_tiled, hadamard_v64,
-                                       hadamard_v16, hadamard_wide_cells, hadamard_wide_cells_blocks4}})
+// The headline shapes of the default plans.
+BENCHMARK(BM_AuraEncode<128>)->ArgsProduct({{8, 4096, 262144}, {dense, hadamard}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AuraEncode<256>)
-    ->ArgsProduct({{8, 4096, 262144}, {dense, hadamard, hadamard_legacy, hadamard_blocks2, hadamard_blocks4,
-                                       hadamard_blocks8, hadamard_wg512, hadamard_portable, dense_tiled, hadamard_v64,
-                                       hadamard_v16, hadamard_wide_cells, hadamard_wide_cells_blocks4}})
+BENCHMARK(BM_AuraEncode<256>)->ArgsProduct({{8, 4096, 262144}, {dense, hadamard}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
-// The few-rows kernel (dense at 8 rows above) with each coordinate block,
-// 32, 16 and 8, the norm parts combined by 64-bit atomics (few*) or by the
-// arrival counter (few*_counter).
-BENCHMARK(BM_AuraEncode<128>)
-    ->ArgsProduct({{8, 64}, {few32, few16, few8, few32_counter, few16_counter, few8_counter}})
+// Variants and geometries behind the automatic choice (--benchmark_filter=^Sweep_).
+BENCHMARK(BM_AuraEncode<128>)->Name("Sweep_AuraEncode<128>")
+    ->ArgsProduct({{8, 64}, {dense_fill, few_c8, few_c16, few_c32, few_c8_counter, few_c16_counter, few_c32_counter}})
+    ->ArgsProduct({{4096, 262144}, {dense_tiled, dense_tc, dense_tc_parts3, hadamard_portable, hadamard_blocks2,
+                                    hadamard_blocks4, hadamard_blocks8, hadamard_wg512, hadamard_v16, hadamard_v64}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AuraEncode<256>)
-    ->ArgsProduct({{8, 64}, {few32, few16, few8, few32_counter, few16_counter, few8_counter}})
-    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-
-// The tensor-core kernel next to the dense entries above (which take it by
-// default where the device has it): the defaults (2 rotation parts), 3
-// parts, grid caps, no prefetch, 512 invocations, 64-row blocks.
-BENCHMARK(BM_AuraEncode<128>)
-    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts3, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
-                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts3}})
-    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AuraEncode<256>)
-    ->ArgsProduct({{4096, 262144}, {dense_tc, dense_tc_parts3, dense_tc_wg1056, dense_tc_wg264, dense_tc_no_prefetch,
-                                  dense_tc_inv512, dense_tc_bm64, dense_tc_inv512_bm64, dense_tc_inv512_parts3}})
+BENCHMARK(BM_AuraEncode<256>)->Name("Sweep_AuraEncode<256>")
+    ->ArgsProduct({{8, 64}, {dense_fill, few_c8, few_c16, few_c32, few_c8_counter, few_c16_counter, few_c32_counter}})
+    ->ArgsProduct({{4096, 262144}, {dense_tiled, dense_tc, dense_tc_parts3, hadamard_portable, hadamard_blocks4}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // Decode to bf16: packed + norms read, rows x Dim bf16 written.

@@ -6,6 +6,7 @@
 // path (1) for tuning.
 #include <tilekernels/aura/fa_reduce_hadamard.hpp>
 
+#include <bit>
 #include <vector>
 
 #include "common.hpp"
@@ -20,15 +21,18 @@ void BM_FaReduceHadamard(benchmark::State& state) {
   using Config = aura::FaReduceHadamardConfig<HeadDim>;
   Context& ctx = context();
   const std::int64_t rows = state.range(0), nwg = state.range(1);
-  const aura::FaReduceHadamardOptions options{static_cast<std::uint32_t>(state.range(2)),
-                                              static_cast<std::uint32_t>(state.range(3)), state.range(4) != 0};
-  aura::FaReduceHadamard<Config> kernel(ctx, options);
-  try {
-    kernel.geometry(static_cast<std::uint32_t>(nwg));
-  } catch (const Error& e) {
-    state.SkipWithError(e.what());
-    return;
+  using Kernel = aura::FaReduceHadamard<Config>;
+  const Kernel kernel(ctx);
+  typename Kernel::Plan plan{&select_variant(ctx, Kernel::name, Kernel::variants, {rows, nwg}),
+                             Kernel::geometry(ctx.info(), static_cast<std::uint32_t>(nwg), static_cast<std::uint64_t>(rows))};
+  if (state.range(4) && !choose_variant<Kernel>(state, ctx, "portable", {rows, nwg}, plan.variant)) return;
+  auto& g = plan.geometry;
+  if (state.range(2)) {
+    g.groups = static_cast<std::uint32_t>(state.range(2));
+    g.blocks_per_group = std::bit_ceil((static_cast<std::uint32_t>(nwg) + g.groups - 1) / g.groups);
+    g.rows_per_workgroup = std::max<std::uint32_t>(1, 64 / (g.groups * Config::chunks));
   }
+  if (state.range(3)) g.rows_per_workgroup = static_cast<std::uint32_t>(state.range(3));
   const double bytes = double(rows) * nwg * (HeadDim * 4 + 8) + double(rows) * HeadDim * 4 + HeadDim * 4;
   const int sets = rotation_sets(bytes);
   std::vector<float> o(static_cast<std::size_t>(rows * nwg * HeadDim)), m(static_cast<std::size_t>(rows * nwg)),
@@ -48,14 +52,19 @@ void BM_FaReduceHadamard(benchmark::State& state) {
                       Tensor::from_floats(ctx, DType::f32, {rows, nwg}, m),
                       Tensor::from_floats(ctx, DType::f32, {rows, nwg}, l), Tensor(ctx, DType::f32, {rows, HeadDim})});
   const Tensor sign_tensor = Tensor::from_floats(ctx, DType::f32, {HeadDim}, signs);
+  try {
+    kernel.check({inputs[0].o, inputs[0].m, inputs[0].l, sign_tensor, inputs[0].out}, plan);
+  } catch (const Error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
-    kernel.record(cmd, {s.o, s.m, s.l, sign_tensor, s.out});
+    kernel.record(cmd, {s.o, s.m, s.l, sign_tensor, s.out}, plan);
   }, bytes, 0);
-  const auto g = kernel.geometry(static_cast<std::uint32_t>(nwg), static_cast<std::uint64_t>(rows));
   state.counters["groups"] = g.groups;
   state.counters["rows/wg"] = g.rows_per_workgroup;
-  state.counters["shuffle"] = g.shuffle;
+  state.SetLabel(std::string(plan.variant->name));
 }
 
 void IssueShapes(benchmark::internal::Benchmark* b) {
@@ -82,7 +91,7 @@ BENCHMARK(BM_FaReduceHadamard<256>)->Apply(IssueShapes);
 BENCHMARK(BM_FaReduceHadamard<512>)->Apply(IssueShapes);
 BENCHMARK(BM_FaReduceHadamard<64>)->Args({1024, 8, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FaReduceHadamard<128>)->Args({1024, 8, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FaReduceHadamard<256>)->Name("Tuning_FaReduceHadamard<256>")->Apply(Tuning);
-BENCHMARK(BM_FaReduceHadamard<512>)->Name("Tuning_FaReduceHadamard<512>")->Apply(Tuning);
+BENCHMARK(BM_FaReduceHadamard<256>)->Name("Sweep_FaReduceHadamard<256>")->Apply(Tuning);
+BENCHMARK(BM_FaReduceHadamard<512>)->Name("Sweep_FaReduceHadamard<512>")->Apply(Tuning);
 
 }  // namespace

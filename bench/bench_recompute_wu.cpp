@@ -1,20 +1,10 @@
 // gdn::RecomputeWU at the issue's shapes (B, T, Hg, H) with BT = 64,
-// K = V = 128, A in f32 (and in bf16, as FLA passes it). Arg `variant`:
-// 0 tensor-core kernel 2 with 128-invocation workgroups, 1 portable, 2
-// kernel 2 with A split in hi + lo fp16, 3 kernel 2 with 256 invocations,
-// 4 the first tensor-core kernel (256 invocations), 5 kernel 2 with 512
-// invocations (the fp16 default), 6 the bf16 path's defaults (the default
-// where the device and build have it: the joint kernel, u and w of a tile
-// in one workgroup, where it applies -- A in bf16 here -- else the pairs
-// kernel; one persistent workgroup or pair per multiprocessor, the next
-// tile in flight), 9 the pairs kernel with its defaults, 7 the pairs
-// kernel with one tile per workgroup (no prefetch), 8 the pairs kernel at
-// 256 invocations and 528 workgroups. Bytes: every
-// tensor read or written once (k once, although GQA heads share it); flops:
-// the two products over full BT x BT blocks. The tensor-core entries take
-// the nominal dense fp16 tensor-core rate of an H100/H200 (989 TFLOP/s) as
-// their flop ceiling, the portable ones the measured f32 FMA rate. Use a
-// --benchmark_min_time of a few ms: each iteration is already 100 calls.
+// K = V = 128, A in bf16 (as FLA passes it) and in f32: the automatic
+// choice and each variant of the table. Bytes: every tensor read or written
+// once (k once, although GQA heads share it); flops: the two products over
+// full BT x BT blocks. The tensor-core entries take the nominal dense fp16
+// tensor-core rate of an H100/H200 (989 TFLOP/s) as their flop ceiling,
+// the portable ones the measured f32 FMA rate.
 #include <tilekernels/gdn/recompute_wu.hpp>
 
 #include <initializer_list>
@@ -29,34 +19,20 @@ using namespace tkbench;
 namespace gdn = tilekernels::gdn;
 
 template <DType AType>
-void BM_RecomputeWU(benchmark::State& state) {
+void BM_RecomputeWU(benchmark::State& state, const char* variant, std::uint32_t workgroups) {
   using Config = gdn::RecomputeWUConfig<64, 128, 128, AType>;
   using Kernel = gdn::RecomputeWU<Config>;
   Context& ctx = context();
   const std::int64_t B = state.range(0), T = state.range(1), Hg = state.range(2), H = state.range(3);
-  const int variant = static_cast<int>(state.range(4));
-  gdn::RecomputeWUOptions options;
-  options.force_portable = variant == 1;
-  options.tensor_cores = variant != 1;
-  options.split_a = variant == 2;
-  options.coop_workgroup = variant == 3 || variant == 4 ? 256 : variant == 5 ? 512 : 128;
-  options.tc_kernel = variant == 4 ? 1 : variant >= 6 ? 3 : 2;
-  // 6: the bf16 path's defaults (the joint kernel where it applies); the
-  // pairs kernel: 9 its defaults, 7 one tile per workgroup, 8 256 invocations
-  options.bf16_joint = variant == 6;
-  if (variant == 7) options.bf16_workgroups = 16384;
-  if (variant == 8) {
-    options.bf16_invocations = 256;
-    options.bf16_workgroups = 528;
-  }
-  Kernel kernel(ctx, options);
-  const auto want = variant == 1   ? gdn::RecomputeWUPath::portable
-                    : variant >= 6 ? gdn::RecomputeWUPath::cooperative_matrix_bf16
-                                   : gdn::RecomputeWUPath::cooperative_matrix_nv;
-  if (kernel.path() != want) {
-    state.SkipWithError("this path is not available on this device or build");
+  if (ctx.info().is_cpu() && T > 256) {
+    state.SkipWithError("shape too large for a CPU device");
     return;
   }
+  const Kernel kernel(ctx);
+  typename Kernel::Plan plan{nullptr, workgroups};
+  const typename Kernel::Problem problem{B, T, Hg, H};
+  plan.variant = &select_variant(ctx, Kernel::name, Kernel::variants, problem);
+  if (!choose_variant<Kernel>(state, ctx, variant, problem, plan.variant)) return;
   const double bytes = double(Kernel::bytes(B, T, Hg, H));
   const double flops = double(Kernel::flops(B, T, H));
   const int sets = rotation_sets(bytes);
@@ -90,27 +66,33 @@ void BM_RecomputeWU(benchmark::State& state) {
       state, ctx,
       [&](vk::CommandBuffer cmd, int i) {
         const Set& s = inputs[static_cast<std::size_t>(i % sets)];
-        kernel.record(cmd, {s.k, s.v, s.beta, s.g, s.A, s.w, s.u});
+        kernel.record(cmd, {s.k, s.v, s.beta, s.g, s.A, s.w, s.u}, plan);
       },
-      bytes, flops, kernel.path() != gdn::RecomputeWUPath::portable ? 989e12 : 0.0);
-  const bool tc = kernel.path() != gdn::RecomputeWUPath::portable;
-  state.SetLabel(std::string(tc ? "tc" + std::to_string(kernel.tc_kernel()) : "portable") +
-                 (options.split_a ? "+split" : "") + (AType == DType::bf16 ? "+A_bf16" : "") +
-                 (tc ? "+wg" + std::to_string(variant >= 6 ? kernel.bf16_grid() : options.coop_workgroup) : "") +
-                 (variant >= 6 ? "x" + std::to_string(kernel.bf16_invocations()) : "") + (kernel.bf16_joint() ? "+uw" : ""));
+      bytes, flops, plan.variant->path != Path::portable ? 989e12 : 0.0);
+  state.SetLabel(std::string(plan.variant->name) + (AType == DType::bf16 ? "+A_bf16" : ""));
 }
 
-// Both issue shapes for each of `both`, the first shape only for `first`.
-void Variants(benchmark::internal::Benchmark* b, std::initializer_list<std::int64_t> both,
-              std::initializer_list<std::int64_t> first) {
-  b->ArgNames({"B", "T", "Hg", "H", "variant"});
-  for (const auto v : both) b->Args({1, 8192, 16, 32, v})->Args({8, 2048, 16, 32, v});
-  for (const auto v : first) b->Args({1, 8192, 16, 32, v});
-  b->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+void shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "T", "Hg", "H"});
+  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 }
 
-BENCHMARK(BM_RecomputeWU<DType::f32>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 7, 5, 3, 0}, {2, 4, 1}); });
-// A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed).
-BENCHMARK(BM_RecomputeWU<DType::bf16>)->Apply([](benchmark::internal::Benchmark* b) { Variants(b, {6, 9, 7, 8, 5, 3, 0}, {}); });
+void BM_RecomputeWU_bf16(benchmark::State& state, const char* variant, std::uint32_t workgroups) {
+  BM_RecomputeWU<DType::bf16>(state, variant, workgroups);
+}
+void BM_RecomputeWU_f32(benchmark::State& state, const char* variant, std::uint32_t workgroups) {
+  BM_RecomputeWU<DType::f32>(state, variant, workgroups);
+}
+
+// A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed):
+// the automatic choice and each variant; A in f32.
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, auto, "auto", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_bf16, "tensor_core_bf16", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, auto, "auto", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, portable, "portable", 0u)->Apply(shapes);
+// The persistent grid of the bf16 kernels (--benchmark_filter=^Sweep_).
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, joint_wg264, "tensor_core_bf16_joint", 264u)->Name("Sweep_RecomputeWU<bf16>/joint_wg264")->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, pairs_wg528, "tensor_core_bf16", 528u)->Name("Sweep_RecomputeWU<f32>/pairs_wg528")->Apply(shapes);
 
 }  // namespace

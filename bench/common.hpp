@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
+#include <string>
+#include <string_view>
 
 #include "tilekernels/core.hpp"
 
@@ -48,5 +50,26 @@ double gpu_seconds_per_item(Context& ctx, const std::function<void(vk::CommandBu
 // calls per timed batch; batches are lengthened to a few ms of GPU work.
 void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
                double bytes, double flops, double flops_per_s = 0, int reps = 100);
+
+// Sets `variant` to Kernel's variant named `name` ("auto": leaves the
+// automatic choice) and returns true, or skips the entry (returning false)
+// where this device or build cannot run that variant for `problem`.
+template <class Kernel, class Variant>
+bool choose_variant(benchmark::State& state, const Context& ctx, std::string_view name,
+                    const typename Kernel::Problem& problem, const Variant*& variant) {
+  if (name == "auto") return true;
+  for (const auto& v : Kernel::variants)
+    if (v.name == name) {
+      const Status s = eligibility(ctx, v, problem);
+      if (!s) {
+        state.SkipWithError((std::string(name) + ": " + s.message).c_str());
+        return false;
+      }
+      variant = &v;
+      return true;
+    }
+  state.SkipWithError((std::string(name) + ": no such variant").c_str());
+  return false;
+}
 
 }  // namespace tkbench

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -118,6 +119,36 @@ void expect_check_error(const Kernel& kernel, const Args& args, ErrorCode code, 
     EXPECT_EQ(e.code(), code) << e.what();
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
+}
+
+// The variants of `Kernel`'s table that can run `problem` on `ctx`, in
+// table order: tests run every one (on lavapipe the portable and subgroup
+// variants, on the NVIDIA machine the tensor-core ones too).
+template <class Kernel>
+std::vector<const Variant<typename Kernel::Problem>*> eligible_variants(const Context& ctx,
+                                                                          const typename Kernel::Problem& problem) {
+  std::vector<const Variant<typename Kernel::Problem>*> out;
+  for (const auto& v : Kernel::variants)
+    if (eligibility(ctx, v, problem)) out.push_back(&v);
+  return out;
+}
+
+// The automatic choice of `Kernel` for `problem` is the first eligible
+// variant of its table, and a Context that forces the portable path gets a
+// portable one; prints the choice.
+template <class Kernel>
+void expect_first_eligible_or_portable(const typename Kernel::Problem& problem) {
+  Context& ctx = context();
+  const auto eligible = eligible_variants<Kernel>(ctx, problem);
+  ASSERT_FALSE(eligible.empty());
+  EXPECT_EQ(&select_variant(ctx, Kernel::name, Kernel::variants, problem), eligible.front());
+  ContextOptions options;
+  options.validation = false;
+  options.path = PathPreference::portable;
+  Context portable(options);
+  EXPECT_EQ(select_variant(portable, Kernel::name, Kernel::variants, problem).path, Path::portable);
+  std::printf("[%s] device %s: automatic variant %s\n", Kernel::name, ctx.info().name.c_str(),
+              std::string(eligible.front()->name).c_str());
 }
 
 // Widens values as if stored in `dtype` and read back.

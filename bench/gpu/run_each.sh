@@ -5,11 +5,11 @@
 # reported numbers come from fresh processes.
 # Usage (on the GPU machine): bash bench/gpu/run_each.sh DIR FILTER [ARGS...]
 dir=$1; filter=$2; shift 2
-names=$(bash "$dir/run.sh" tilekernels_bench --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null | grep -E '^(BM_|Tuning_)')
+names=$(bash "$dir/run.sh" tilekernels_bench --benchmark_list_tests --benchmark_filter="$filter" 2>/dev/null | grep -E '^(BM_|Sweep_)')
 first=1
 for n in $names; do
   re=$(printf '%s' "$n" | sed 's/[][().*+?^$|\\]/\\&/g')
   out=$(bash "$dir/run.sh" tilekernels_bench --benchmark_filter="^${re}\$" --benchmark_counters_tabular=true "$@" 2>&1)
   if [ $first = 1 ]; then echo "$out" | grep -E '^\[tilekernels bench\]|^Benchmark'; first=0; fi
-  echo "$out" | grep -E '^(BM_|Tuning_)'
+  echo "$out" | grep -E '^(BM_|Sweep_)'
 done

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Stages binaries built here for the lent NVIDIA machine into DIR (default
+# Stages binaries built here for a remote NVIDIA machine into DIR (default
 # .gpu), so that several people can stage side by side (.gpu-gdn, ...).
 # Usage: bench/gpu/stage.sh DIR BINARY [BINARY ...]
 # Then run there: bash DIR/run.sh BINARY [ARGS...]   (carry DIR)
@@ -39,4 +39,4 @@ export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=$1; shift
 exec "$here/bin/$bin" "$@"
 RUN
-du -sh "$dir" | awk '{print "staged " $2 ": " $1 " (the device tool carries at most 64 MiB in all)"}'
+du -sh "$dir" | awk '{print "staged " $2 ": " $1 " (keep what travels small)"}'

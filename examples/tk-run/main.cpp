@@ -81,6 +81,15 @@ std::vector<std::uint32_t> Invocation::words(const std::string& name, const Shap
   return a.words;
 }
 
+tilekernels::Tensor Invocation::tensor(tilekernels::Context& ctx, const std::string& name, tilekernels::DType dtype) {
+  const Shape shape = input_shape(name);
+  if (tilekernels::is_float(dtype)) return tilekernels::Tensor::from_floats(ctx, dtype, shape, floats(name, shape));
+  tilekernels::Tensor t(ctx, dtype, shape);
+  const auto w = words(name, shape);
+  t.upload(std::span<const std::uint32_t>(w));
+  return t;
+}
+
 void Invocation::put(const std::string& output, Shape shape, std::vector<float> values) {
   if (wants(output)) results_[output] = Result{std::move(shape), std::move(values), {}, true};
 }

@@ -50,6 +50,10 @@ class Invocation {
   std::vector<float> floats(const std::string& name, const Shape& shape);
   // The input as 32-bit words (u32 or i32 files); its shape must equal `shape`.
   std::vector<std::uint32_t> words(const std::string& name, const Shape& shape);
+  // The input uploaded as a tensor of `dtype` with the file's own shape
+  // (float files for float dtypes, rounded to nearest even; u32/i32 files
+  // for u32/i32): the kernel's own checks then judge its shape.
+  tilekernels::Tensor tensor(tilekernels::Context& ctx, const std::string& name, tilekernels::DType dtype);
 
   bool wants(const std::string& output) const { return outputs_.count(output) != 0; }
   void put(const std::string& output, Shape shape, std::vector<float> values);

@@ -1,6 +1,5 @@
-// tk-run ops aura.codebook, aura.rotation, aura.encode, aura.decode.
+// tk-run ops aura.codebook, aura.rotation, aura.encode.
 #include <tilekernels/aura/codebook.hpp>
-#include <tilekernels/aura/decode.hpp>
 #include <tilekernels/aura/encode.hpp>
 #include <tilekernels/aura/rotation.hpp>
 
@@ -14,8 +13,8 @@ using namespace tkrun;
 using tilekernels::DType;
 using tilekernels::Tensor;
 
-// Dims the encode/decode ops are instantiated for (any multiple of 32 up to
-// 512 works in the library; these are the common head dims).
+// Dims the encode op is instantiated for (EncodeConfig allows any multiple
+// of 32 up to 512; these are the common head dims).
 #define TK_ENCODE_DIMS 32, 64, 96, 128, 160, 192, 256, 384, 512
 
 void run_codebook(tilekernels::Context&, Invocation& inv) {
@@ -86,33 +85,6 @@ void run_encode(tilekernels::Context& ctx, Invocation& inv) {
   });
 }
 
-void run_decode(tilekernels::Context& ctx, Invocation& inv) {
-  const DType out_dtype = float_dtype_param(inv, "out_dtype");
-  const std::int64_t dim = inv.int_param("dim"), bits = inv.int_param("bits");
-  with_value<TK_ENCODE_DIMS>("dim", dim, [&](auto d) {
-    with_value<2, 3, 4, 6, 8>("bits", bits, [&](auto b) {
-      with_float_dtype(out_dtype, [&](auto t) {
-        using Config = tilekernels::aura::DecodeConfig<decltype(d)::value, decltype(b)::value, decltype(t)::value>;
-        const std::int64_t levels = Config::levels, words = Config::packed_words;
-        const Shape p_shape = inv.input_shape("packed");
-        if (p_shape.size() != 2 || p_shape[1] != words)
-          throw UsageError("input 'packed': expected shape [rows, " + std::to_string(words) + "], got " +
-                           tilekernels::shape_string(p_shape));
-        const std::int64_t rows = p_shape[0];
-        Tensor packed(ctx, DType::u32, p_shape);
-        const auto packed_words = inv.words("packed", p_shape);
-        packed.upload(std::span<const std::uint32_t>(packed_words));
-        const auto norms = Tensor::from_floats(ctx, DType::f32, {rows}, inv.floats("norms", {rows}));
-        const auto rotation = Tensor::from_floats(ctx, DType::f32, {dim, dim}, inv.floats("rotation", {dim, dim}));
-        const auto codes = Tensor::from_floats(ctx, DType::f32, {levels}, inv.floats("codebook", {levels}));
-        Tensor out(ctx, out_dtype, {rows, dim});
-        tilekernels::aura::Decode<Config>(ctx).run({packed, norms, rotation, codes, out});
-        inv.put("output", {rows, dim}, out.download_floats());
-      });
-    });
-  });
-}
-
 const Registrar codebook{Op{
     "aura.codebook",
     "Lloyd-Max boundaries and codebook for one coordinate of a random unit vector in dim dimensions (bit-identical "
@@ -147,18 +119,5 @@ const Registrar encode{Op{
      {"codebook", "f32", "[2^bits]"}},
     {{"packed", "u32", "[rows, dim * bits / 32]"}, {"norms", "f32", "[rows]"}},
     run_encode}};
-
-const Registrar decode{Op{
-    "aura.decode",
-    "decode: output[r] = norms[r] * R^T codebook[codes of row r]",
-    {{"dim", "128", "row length: 32, 64, 96, 128, 160, 192, 256, 384 or 512"},
-     {"bits", "4", "bits per code: 2, 3, 4, 6 or 8"},
-     {"out_dtype", "f32", "output dtype (f32, f16, bf16); written to the file widened to f32"}},
-    {{"packed", "u32", "[rows, dim * bits / 32]"},
-     {"norms", "f32", "[rows]"},
-     {"rotation", "f32", "[dim, dim]"},
-     {"codebook", "f32", "[2^bits]"}},
-    {{"output", "out_dtype", "[rows, dim]"}},
-    run_decode}};
 
 }  // namespace

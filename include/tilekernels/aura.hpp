@@ -3,10 +3,13 @@
 // merge + Hadamard undo).
 #pragma once
 
+#include "tilekernels/aura/cache_write.hpp"
 #include "tilekernels/aura/codebook.hpp"
 #include "tilekernels/aura/decode.hpp"
+#include "tilekernels/aura/decode_attention.hpp"
 #include "tilekernels/aura/encode.hpp"
 #include "tilekernels/aura/fa_reduce_hadamard.hpp"
 #include "tilekernels/aura/flash_pass2.hpp"
+#include "tilekernels/aura/paged_cache.hpp"
 #include "tilekernels/aura/rotation.hpp"
 #include "tilekernels/core.hpp"

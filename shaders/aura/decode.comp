@@ -11,13 +11,12 @@
 //   invocation, codes may straddle two words), the rotation is read as vec4
 //   rows of R, each used for four rows.
 // No subgroup operations: correct for any subgroup size.
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/decode_abi.h"
 #include "../common/convert.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIM = 128;
-layout(constant_id = 2) const uint BITS = 4;
-layout(constant_id = 3) const uint OUT_DTYPE = 0;
-layout(constant_id = 4) const uint ROW_GROUPS = 8;
+TK_DECLARE_SPEC(TK_DECODE_SPEC)
+TK_DECLARE_PUSH(TK_DECODE_PUSH)
 
 const uint TM = 4u;
 const uint LANES = DIM / 4u;
@@ -25,11 +24,6 @@ const uint WG = LANES * ROW_GROUPS;
 const uint ROWS = TM * ROW_GROUPS;
 const uint LEVELS = 1u << BITS;
 const uint WORDS = DIM * BITS / 32u;
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint rows;
-} pc;
 
 layout(std430, binding = 0) readonly buffer Packed { uint packed[]; };
 layout(std430, binding = 1) readonly buffer Norms { float norms[]; };

@@ -20,17 +20,14 @@
 //   operations, so the kernel is correct for any subgroup size;
 // - per-row sums are reduced in a fixed order: results do not depend on
 //   scheduling (the test runs twice and compares bits).
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/encode_abi.h"
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIM = 128;
-layout(constant_id = 2) const uint BITS = 4;
-layout(constant_id = 3) const uint IN_DTYPE = 2;
-layout(constant_id = 4) const uint ROW_GROUPS = 16;
-layout(constant_id = 5) const uint TM = 8;  // rows per invocation: 1, 2, 4 or 8
-layout(constant_id = 6) const uint KC = 16;
-layout(constant_id = 7) const uint MEM_VEC4 = 1;  // shared scratch, computed by the host
+TK_DECLARE_SPEC(TK_ENCODE_SPEC)
+TK_DECLARE_PUSH(TK_ENCODE_PUSH)
+const uint MEM_VEC4 = TK_ENCODE_TILED_VEC4(DIM, ROW_GROUPS, TM, KC);  // shared scratch
 
 const uint LANES = DIM / 8;
 const uint WG = LANES * ROW_GROUPS;
@@ -41,11 +38,6 @@ const uint U_STRIDE = ROWS + 4u;       // floats per staged input column (padded
 const uint R_STRIDE = DIM + 4u;        // floats per staged rotation column (padded)
 const uint R_BASE = KC * U_STRIDE;     // float offset of the rotation chunk
 const uint PART_BASE = ROWS * DIM / 4u;  // word offset of the per-lane partial sums
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint rows;
-} pc;
 
 layout(std430, binding = 0) readonly buffer InputF { vec4 in_f32[]; };
 layout(std430, binding = 0) readonly buffer InputH { uvec2 in_16[]; };

@@ -1,42 +1,62 @@
 #version 460
 #extension GL_EXT_control_flow_attributes : require
-// AURA fused encode with a randomised Hadamard rotation applied in
-// O(DIM log DIM): rotated = H (s * x) / (sqrt(DIM) ||x||) with H the Sylvester
-// Hadamard matrix (DIM a power of two), then the same quantisation, packing
-// and norm correction as encode.comp.
+// AURA fused encode with a randomised Hadamard rotation, register version:
+// rotated = H (s * x) / (sqrt(DIM) ||x||), then the quantisation, packing and
+// norm correction of encode.comp (see include/tilekernels/aura/encode.hpp).
 //
 // Geometry (the host relies on it):
-// - a workgroup encodes ROWS consecutive rows with NB = DIM / 32 invocations
-//   per row; invocation (r, i) loads the 32 consecutive values of block i;
-// - H_DIM = H_NB (x) H_32: the 32-point transform runs in registers, the
-//   blocks are exchanged through shared memory (one padded transpose) and the
-//   NB-point transform runs on the 32*32/DIM columns each invocation reads;
-// - codes go to shared memory one word per coordinate and each output word
-//   is built whole by one invocation; per-row sums are reduced in a fixed
-//   order. No atomics, no subgroup operations: any subgroup size works.
+// - T = DIM / V invocations per row, ROWS rows per workgroup (WG = ROWS * T);
+//   invocation (r, j) holds the 8-value chunks j, j + T, j + 2T, ... of row
+//   r (one 16-byte load per chunk for 16-bit input), so the T invocations of
+//   a row read contiguous bytes;
+// - position p = (q*T + j)*8 + e of register v[q*8 + e]: the transform's
+//   bits of e and q are butterflied in registers, the bits of j across the
+//   row's invocations (subgroup shuffles in the shuffle variant where the
+//   subgroup holds T invocations, else shared memory, chunk by chunk);
+// - the transform keeps natural order, so each invocation ends up owning
+//   whole chunks of 8 output coordinates (one packed word at 4 bits); a
+//   field of whole words (4 or 8 bits) is stored by that invocation (the T
+//   invocations of a row write contiguous words); other fields go to shared
+//   memory and every output word is built whole by one invocation (16-byte
+//   stores where they fit);
+// - quantisation for BITS <= 4: a table of NC cells over the boundaries'
+//   range, cell(v) a monotone function of v computed the same way when the
+//   table is built, so each cell's count of boundaries below it is exact and
+//   one compare with the (at most one) boundary inside the cell finishes
+//   the count; if some cell holds two boundaries (pathological tables) the
+//   workgroup falls back to the binary search of aura_pack.glsl;
+// - sums over a row (squared norm, squared reconstruction) are reduced in a
+//   fixed order: results do not depend on scheduling.
+// The shuffle variant numbers invocations by subgroup (t = subgroup * size
+// + lane), a permutation of the workgroup when it is whole subgroups; the
+// host uses it only then. The plain module has no subgroup operations.
+//! variant subgroup -DTK_SHUFFLE=1
+#ifdef TK_SHUFFLE
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/encode_hadamard_abi.h"
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIM = 128;
-layout(constant_id = 2) const uint BITS = 4;
-layout(constant_id = 3) const uint IN_DTYPE = 2;
-layout(constant_id = 4) const uint ROWS = 32;
-layout(constant_id = 5) const uint INV_SQRT_DIM_BITS = 0x3db504f3u;  // f32(1/sqrt(DIM)), rounded on the host
+TK_DECLARE_SPEC(TK_ENCODE_HADAMARD_SPEC)
+TK_DECLARE_PUSH(TK_ENCODE_HADAMARD_PUSH)
 
-const uint E = 32u;              // values per invocation
-const uint NB = DIM / E;         // invocations (blocks) per row
-const uint CPI = E / NB;         // columns per invocation in the second stage
-const uint WG = NB * ROWS;
+const uint T = DIM / V;        // invocations per row
+const uint Q = V / 8u;         // chunks per invocation
+const uint CHUNKS = DIM / 8u;  // chunks per row
+const uint WG = ROWS * T;
 const uint LEVELS = 1u << BITS;
 const uint WORDS = DIM * BITS / 32u;
-const uint ROW_STRIDE = NB * (E + 1u);  // transpose: blocks padded by one word
-const uint IDX_STRIDE = DIM + 1u;       // codes: rows padded by one word
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint rows;
-} pc;
+const uint FIELD = 8u * BITS;  // bits per chunk
+const uint MEM_WORDS = WG * (V > 32u ? V / 4u : 8u);  // exchange (WG*8) or fields (WG*Q*2)
+// Fields of whole words are stored straight from the invocation that made
+// them: no shared-memory round trip (8-way bank conflicts by its indexing)
+// and no barrier between row blocks.
+// (A function, not a boolean spec-constant expression: glslang's optimiser
+// dropped the definition of that.)
+bool direct_fields() { return FIELD % 32u == 0u; }
 
 layout(std430, binding = 0) readonly buffer InputF { vec4 in_f32[]; };
 layout(std430, binding = 0) readonly buffer InputH { uvec4 in_16[]; };
@@ -44,115 +64,282 @@ layout(std430, binding = 1) readonly buffer Signs { float signs[]; };
 layout(std430, binding = 2) readonly buffer Boundaries { float boundaries[]; };
 layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
 layout(std430, binding = 4) writeonly buffer Packed { uint packed[]; };
+layout(std430, binding = 4) writeonly buffer Packed4 { uvec4 packed4[]; };
 layout(std430, binding = 5) writeonly buffer Norms { float norms[]; };
 
-shared uint s_mem[ROWS * ROW_STRIDE];  // transpose, then codes (ROWS * IDX_STRIDE <= size)
-shared float s_sq[ROWS * NB];          // partial sums of squares
-shared float s_recon[ROWS * NB];       // partial sums of squared centroids
-shared float s_bound[LEVELS];
-shared float s_code[LEVELS];
-shared float s_sign[DIM];
+shared uint s_mem[MEM_WORDS];  // exchange buffer, then the chunk fields (uvec2 per chunk)
+shared float s_red[WG];        // row sums when the subgroup is too narrow
+shared uvec4 s_sgn4[DIM / 4u]; // sign-bit masks in the input's word layout
+shared float s_bound[LEVELS];  // boundaries, +Inf at LEVELS - 1
+shared float s_c2[LEVELS];     // squared centroids
+#define TK_AURA_CELL_TABLE
+#include "../common/aura_pack.glsl"
+
+uint g_t, g_j, g_r;  // invocation number (see above), lane within the row, row within the workgroup
+
+bool use_shuffle() {
+#ifdef TK_SHUFFLE
+  return gl_SubgroupSize >= T;
+#else
+  return false;
+#endif
+}
+
+// Sum of x over the row's T invocations, the same bits on every one of them.
+float row_sum(float x) {
+#ifdef TK_SHUFFLE
+  if (use_shuffle()) {
+    [[unroll]] for (uint m = 1u; m < T; m <<= 1) x += subgroupShuffleXor(x, m);
+    return x;
+  }
+#endif
+  if (T == 1u) return x;
+  s_red[g_t] = x;
+  barrier();
+  float s = 0.0;
+  for (uint b = 0; b < T; ++b) s += s_red[g_r * T + b];
+  barrier();
+  return s;
+}
+
+uint quantize_search(float x) {
+  uint idx;
+  TK_AURA_QUANTIZE(idx, x, s_bound, LEVELS);
+  return idx;
+}
+
+// Quantises the V values (times scale) into Q chunk fields; returns the sum of squared centroids.
+float encode_values(in float v[V], float scale, bool table, out uvec2 field[Q]) {
+  float part = 0.0;
+  [[unroll]] for (uint q = 0; q < Q; ++q) {
+    uvec2 f = uvec2(0u);
+    [[unroll]] for (uint e = 0; e < 8u; ++e) {
+      const float x = v[q * 8u + e] * scale;
+      const uint pos = e * BITS;
+      if (table && CELL_ENTRY == 0u) {  // BITS <= 4: the field fits f.x
+        const uint c = tk_cell_of(x);
+        const uint idx = tk_s_cell_k[c] + (x > tk_s_cell_b[c] ? 1u : 0u);
+        part += s_c2[idx];
+        f.x += idx << pos;  // the fields are disjoint: one shift-add instead of a shift and an or
+      } else if (table) {
+        const uvec4 cell = tk_s_cell[tk_cell_of(x)];
+        part += uintBitsToFloat(cell.z);
+        f.x += cell.y << pos;
+        if (x > uintBitsToFloat(cell.x)) {
+          part += uintBitsToFloat(cell.w);
+          f.x += 1u << pos;
+        }
+      } else {
+        const uint idx = quantize_search(x);
+        part += s_c2[idx];
+        if (pos < 32u) {
+          f.x |= idx << pos;
+          if (pos + BITS > 32u) f.y |= idx >> (32u - pos);
+        } else {
+          f.y |= idx << (pos - 32u);
+        }
+      }
+    }
+    field[q] = f;
+  }
+  return part;
+}
+
+// Word wi of the packed row r (within the workgroup) from the chunk fields.
+uint assemble(uint r, uint wi) {
+  const uint base = r * CHUNKS;
+  if (FIELD == 32u) return s_mem[2u * (base + wi)];
+  if (FIELD == 64u) return s_mem[2u * (base + wi / 2u) + (wi & 1u)];
+  const uint lo_bit = wi * 32u;
+  uint word = 0u;
+  [[unroll]] for (uint k = 0; k < 3u; ++k) {  // a word meets at most 3 fields of >= 16 bits
+    const uint c = lo_bit / FIELD + k;
+    if (c < CHUNKS && c * FIELD < lo_bit + 32u) {
+      const uvec2 f = uvec2(s_mem[2u * (base + c)], s_mem[2u * (base + c) + 1u]);
+      const int s = int(c * FIELD) - int(lo_bit);  // field bit 0 lands at word bit s
+      if (s >= 0) {
+        word |= f.x << uint(s);
+      } else {
+        const uint d = uint(-s);  // word bit 0 is field bit d
+        if (d < 32u)
+          word |= (f.x >> d) | (d > 0u ? f.y << (32u - d) : 0u);
+        else
+          word |= f.y >> (d - 32u);
+      }
+    }
+  }
+  return word;
+}
+
+// This invocation's chunks of its row in block `block` (ROWS rows) into
+// the array `dst`. Rows past the end read the last row (never written
+// back): no out-of-bounds load even where a select evaluates both sides.
+#define LOAD_BLOCK(dst, block)                                                  \
+  {                                                                             \
+    const uint src_ = min((block) * ROWS + g_r, pc.rows - 1u);                  \
+    [[unroll]] for (uint q_ = 0; q_ < Q; ++q_) {                                \
+      const uint c_ = q_ * T + g_j;                                             \
+      if (IN_DTYPE == TK_F32) {                                                 \
+        dst[2u * q_] = floatBitsToUint(in_f32[(src_ * CHUNKS + c_) * 2u]);      \
+        dst[2u * q_ + 1u] = floatBitsToUint(in_f32[(src_ * CHUNKS + c_) * 2u + 1u]); \
+      } else {                                                                  \
+        dst[q_] = in_16[src_ * CHUNKS + c_];                                    \
+      }                                                                         \
+    }                                                                           \
+  }
 
 void main() {
-  const uint t = gl_LocalInvocationID.x;
-  const uint r = t / NB;
-  const uint i = t % NB;
-  const uint row0 = (gl_WorkGroupID.x + pc.group_offset) * ROWS;
-  const bool live = row0 + r < pc.rows;
+  const uint lt = gl_LocalInvocationIndex;
+#ifdef TK_SHUFFLE
+  g_t = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+#else
+  g_t = lt;
+#endif
+  g_r = g_t / T;
+  g_j = g_t % T;
+  const uint block0 = (gl_WorkGroupID.x + pc.group_offset) * ITER;
 
-  for (uint j = t; j < LEVELS; j += WG) {
-    s_bound[j] = j + 1u < LEVELS ? boundaries[j] : 0.0;
-    s_code[j] = codebook[j];
+  // Global loads first: their latency hides behind the table set-up.
+  uvec4 raw[IN_DTYPE == TK_F32 ? 2u * Q : Q];
+  LOAD_BLOCK(raw, block0);
+
+  bool table = false;
+  if (BITS <= 4u) table = tk_cell_table_build(lt);
+  for (uint i = lt; i < LEVELS; i += WG) {
+    s_bound[i] = i + 1u < LEVELS ? boundaries[i] : uintBitsToFloat(0x7f800000u);
+    const float c = codebook[i];
+    s_c2[i] = c * c;
   }
-  for (uint j = t; j < DIM; j += WG) s_sign[j] = signs[j];
+  // Only the sign bit of each sign is used.
+  for (uint i = lt; i < (IN_DTYPE == TK_F32 ? DIM / 4u : DIM / 8u); i += WG) {
+    uvec4 m;
+    [[unroll]] for (uint k = 0; k < 4u; ++k) {
+      if (IN_DTYPE == TK_F32) {
+        m[k] = floatBitsToUint(signs[4u * i + k]) & 0x80000000u;
+      } else {
+        const uint e = 2u * (4u * i + k);
+        m[k] = ((floatBitsToUint(signs[e]) & 0x80000000u) >> 16) | (floatBitsToUint(signs[e + 1u]) & 0x80000000u);
+      }
+    }
+    s_sgn4[i] = m;
+  }
+  barrier();
+  if (BITS <= 4u) table = tk_cell_table_usable(table);
 
-  float v[E];
-  const uint base = (row0 + r) * DIM + i * E;
-  if (IN_DTYPE == TK_F32) {
-    [[unroll]] for (uint q = 0; q < E / 4u; ++q) {
-      const vec4 x = live ? in_f32[base / 4u + q] : vec4(0.0);
-      [[unroll]] for (uint c = 0; c < 4u; ++c) v[4u * q + c] = x[c];
+  for (uint it = 0; it < ITER; ++it) {
+  const uint row0 = (block0 + it) * ROWS;
+  if (row0 >= pc.rows) break;  // uniform over the workgroup
+  const uint row = row0 + g_r;
+  const bool live = row < pc.rows;
+  uvec4 next[IN_DTYPE == TK_F32 ? 2u * Q : Q];
+  if (it + 1u < ITER && row0 + ROWS < pc.rows) LOAD_BLOCK(next, block0 + it + 1u);
+  if (it > 0u && !direct_fields()) barrier();  // the previous block's fields are written out
+
+  // Signs, widening and the sum of squares.
+  float v[V];
+  float sq = 0.0;
+  [[unroll]] for (uint q = 0; q < Q; ++q) {
+    const uint c = q * T + g_j;
+    if (IN_DTYPE == TK_F32) {
+      const vec4 a = uintBitsToFloat(raw[2u * q] ^ s_sgn4[2u * c]);
+      const vec4 b = uintBitsToFloat(raw[2u * q + 1u] ^ s_sgn4[2u * c + 1u]);
+      [[unroll]] for (uint k = 0; k < 4u; ++k) {
+        v[q * 8u + k] = a[k];
+        v[q * 8u + 4u + k] = b[k];
+      }
+    } else {
+      const uvec4 x = raw[q] ^ s_sgn4[c];
+      [[unroll]] for (uint k = 0; k < 4u; ++k) {
+        if (IN_DTYPE == TK_BF16) {
+          v[q * 8u + 2u * k] = uintBitsToFloat(x[k] << 16);
+          v[q * 8u + 2u * k + 1u] = uintBitsToFloat(x[k] & 0xffff0000u);
+        } else {
+          v[q * 8u + 2u * k] = tk_f16_to_f32(x[k] & 0xffffu);
+          v[q * 8u + 2u * k + 1u] = tk_f16_to_f32(x[k] >> 16);
+        }
+      }
+    }
+  }
+  [[unroll]] for (uint i = 0; i < V; ++i) sq = fma(v[i], v[i], sq);
+
+  // Transform bits held in registers (e, then q).
+  [[unroll]] for (uint h = 1u; h < V; h <<= 1)
+    [[unroll]] for (uint i = 0; i < V; ++i)
+      if ((i & h) == 0u) {
+        const float a = v[i], b = v[i + h];
+        v[i] = a + b;
+        v[i + h] = a - b;
+      }
+  // Bits of j: across the row's invocations.
+  if (T > 1u) {
+    if (use_shuffle()) {
+#ifdef TK_SHUFFLE
+      [[unroll]] for (uint m = 1u; m < T; m <<= 1) {
+        const float sgn = (g_j & m) != 0u ? -1.0 : 1.0;  // the upper partner keeps o - v
+        [[unroll]] for (uint i = 0; i < V; ++i) {
+          const float o = subgroupShuffleXor(v[i], m);
+          v[i] = fma(v[i], sgn, o);
+        }
+      }
+#endif
+    } else {
+      for (uint m = 1u; m < T; m <<= 1) {
+        const bool upper = (g_j & m) != 0u;
+        [[unroll]] for (uint q = 0; q < Q; ++q) {
+          [[unroll]] for (uint e = 0; e < 8u; ++e) s_mem[g_t * 8u + e] = floatBitsToUint(v[q * 8u + e]);
+          barrier();
+          [[unroll]] for (uint e = 0; e < 8u; ++e) {
+            const float o = uintBitsToFloat(s_mem[(g_t ^ m) * 8u + e]);
+            v[q * 8u + e] = upper ? o - v[q * 8u + e] : v[q * 8u + e] + o;
+          }
+          barrier();
+        }
+      }
+    }
+  }
+
+  const float norm = sqrt(row_sum(sq));
+  // NaN/Inf rows (or a squared norm that overflows): norm NaN/Inf, codes 0.
+  const bool finite = (floatBitsToUint(norm) & 0x7f800000u) != 0x7f800000u;
+  const float scale = (norm > 0.0 ? 1.0 / norm : 0.0) * uintBitsToFloat(INV_SQRT_DIM_BITS);
+
+  uvec2 field[Q];
+  float part;
+  if (table)
+    part = encode_values(v, scale, true, field);
+  else
+    part = encode_values(v, scale, false, field);
+  if (direct_fields()) {
+    if (live) {
+      [[unroll]] for (uint q = 0; q < Q; ++q) {
+        const uint w0 = row * WORDS + (q * T + g_j) * (FIELD / 32u);
+        packed[w0] = finite ? field[q].x : 0u;
+        if (FIELD == 64u) packed[w0 + 1u] = finite ? field[q].y : 0u;
+      }
     }
   } else {
-    [[unroll]] for (uint q = 0; q < E / 8u; ++q) {
-      const uvec4 x = live ? in_16[base / 8u + q] : uvec4(0u);
-      const vec4 a = tk_unpack4(IN_DTYPE, x.xy), b = tk_unpack4(IN_DTYPE, x.zw);
-      [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        v[8u * q + c] = a[c];
-        v[8u * q + 4u + c] = b[c];
+    [[unroll]] for (uint q = 0; q < Q; ++q) {
+      const uint idx = 2u * (g_r * CHUNKS + q * T + g_j);
+      s_mem[idx] = finite ? field[q].x : 0u;
+      s_mem[idx + 1u] = finite ? field[q].y : 0u;
+    }
+  }
+  const float recon = sqrt(row_sum(part));
+  if (g_j == 0u && live) norms[row] = recon > 1e-30 ? norm / recon : norm;
+  if (!direct_fields()) {  // fields through shared memory: words built whole
+    barrier();
+
+    const uint live_rows = min(ROWS, pc.rows - row0);
+    if (WORDS % 4u == 0u) {
+      for (uint i = lt; i < live_rows * (WORDS / 4u); i += WG) {
+        uvec4 o;
+        [[unroll]] for (uint k = 0; k < 4u; ++k) o[k] = assemble((4u * i + k) / WORDS, (4u * i + k) % WORDS);
+        packed4[row0 * (WORDS / 4u) + i] = o;
       }
+    } else {
+      for (uint i = lt; i < live_rows * WORDS; i += WG) packed[row0 * WORDS + i] = assemble(i / WORDS, i % WORDS);
     }
   }
-  barrier();  // signs and tables are visible
-
-  float sq = 0.0;
-  [[unroll]] for (uint e = 0; e < E; ++e) {
-    sq += v[e] * v[e];
-    v[e] *= s_sign[i * E + e];
-  }
-  s_sq[t] = sq;
-  // 32-point transform in registers.
-  [[unroll]] for (uint h = 1u; h < E; h <<= 1)
-    [[unroll]] for (uint e = 0; e < E; ++e)
-      if ((e & h) == 0u) {
-        const float a = v[e], b = v[e + h];
-        v[e] = a + b;
-        v[e + h] = a - b;
-      }
-  [[unroll]] for (uint e = 0; e < E; ++e) s_mem[r * ROW_STRIDE + i * (E + 1u) + e] = floatBitsToUint(v[e]);
-  barrier();
-
-  // Columns p = i * CPI + c across the NB blocks: w[c * NB + b] is position b * E + p.
-  float w[E];
-  [[unroll]] for (uint c = 0; c < CPI; ++c)
-    [[unroll]] for (uint b = 0; b < NB; ++b) w[c * NB + b] = uintBitsToFloat(s_mem[r * ROW_STRIDE + b * (E + 1u) + i * CPI + c]);
-  [[unroll]] for (uint h = 1u; h < NB; h <<= 1)
-    [[unroll]] for (uint c = 0; c < CPI; ++c)
-      [[unroll]] for (uint b = 0; b < NB; ++b)
-        if ((b & h) == 0u) {
-          const float a = w[c * NB + b], d = w[c * NB + b + h];
-          w[c * NB + b] = a + d;
-          w[c * NB + b + h] = a - d;
-        }
-  float norm_sq = 0.0;
-  for (uint b = 0; b < NB; ++b) norm_sq += s_sq[r * NB + b];
-  const float norm = sqrt(norm_sq);
-  const float scale = (norm > 0.0 ? 1.0 / norm : 0.0) * uintBitsToFloat(INV_SQRT_DIM_BITS);
-  barrier();  // the transpose is consumed
-
-  float part = 0.0;
-  [[unroll]] for (uint c = 0; c < CPI; ++c)
-    [[unroll]] for (uint b = 0; b < NB; ++b) {
-      const float x = w[c * NB + b] * scale;
-      uint idx;
-      TK_AURA_QUANTIZE(idx, x, s_bound, LEVELS);
-      const float cv = s_code[idx];
-      part += cv * cv;
-      s_mem[r * IDX_STRIDE + b * E + i * CPI + c] = idx;
-    }
-  s_recon[t] = part;
-  barrier();
-
-  if (t < ROWS && row0 + t < pc.rows) {
-    float sq_sum = 0.0, recon_sq = 0.0;
-    for (uint b = 0; b < NB; ++b) {
-      sq_sum += s_sq[t * NB + b];
-      recon_sq += s_recon[t * NB + b];
-    }
-    const float n = sqrt(sq_sum);
-    const float recon = sqrt(recon_sq);
-    norms[row0 + t] = recon > 1e-30 ? n / recon : n;
-  }
-
-  for (uint wd = t; wd < ROWS * WORDS; wd += WG) {
-    const uint rr = wd / WORDS, wi = wd % WORDS;
-    if (row0 + rr >= pc.rows) break;
-    const uint d_first = wi * 32u / BITS;
-    uint word = 0u;
-    for (uint j = 0; j <= 32u / BITS + 1u; ++j) {  // a word touches at most 32/BITS + 2 codes
-      const uint d = d_first + j;
-      if (d < DIM && d * BITS < wi * 32u + 32u) word |= tk_aura_place(s_mem[rr * IDX_STRIDE + d], d, BITS, wi);
-    }
-    packed[(row0 + rr) * WORDS + wi] = word;
+  [[unroll]] for (uint i = 0; i < (IN_DTYPE == TK_F32 ? 2u * Q : Q); ++i) raw[i] = next[i];
   }
 }

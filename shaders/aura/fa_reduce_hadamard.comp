@@ -25,35 +25,25 @@
 // The plain module uses no subgroup operation: correct for any subgroup
 // size. Every barrier is reached by every invocation (rows past the end
 // included).
-//! variant shuffle -DTK_SHUFFLE=1
+//! variant subgroup -DTK_SHUFFLE=1
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/fa_reduce_hadamard_abi.h"
 #include "../common/convert.glsl"
+#include "../common/softmax_state.glsl"
 #ifdef TK_SHUFFLE
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIM = 256;
-layout(constant_id = 2) const uint LOG_DIM = 8;
-layout(constant_id = 3) const uint GROUPS = 1;
-layout(constant_id = 4) const uint BPG = 8;  // blocks per lane group
-layout(constant_id = 5) const uint ROWS = 1;
-layout(constant_id = 6) const uint PARTIAL_DTYPE = 0;  // TK_F32, TK_F16, TK_BF16
-layout(constant_id = 7) const uint OUT_DTYPE = 0;
+TK_DECLARE_SPEC(TK_FA_REDUCE_HADAMARD_SPEC)
+TK_DECLARE_PUSH(TK_FA_REDUCE_HADAMARD_PUSH)
 
 const uint CHUNKS = DIM / 4;
 const uint LANES = GROUPS * CHUNKS;  // invocations per row
 // Block slots per row in shared memory: nwg <= STAT, the slots past nwg are
 // filled as empty blocks so that the loops over blocks have constant bounds.
 const uint STAT = GROUPS * BPG;
-
-layout(push_constant) uniform Push {
-  uint group_offset;  // first workgroup of this dispatch slice
-  uint rows;
-  uint nwg;
-  float inv_sqrt_dim;  // 1/sqrt(DIM), rounded once on the host
-} pc;
 
 layout(std430, binding = 0) readonly buffer OPartialsF { vec4 o_f32[]; };
 layout(std430, binding = 0) readonly buffer OPartialsH { uvec2 o_16[]; };
@@ -177,8 +167,8 @@ void main() {
     const bool used = live && i < nwg;
     const float mi = used ? load_scalar(true, row * nwg + i) : 0.0;
     const float li = used ? load_scalar(false, row * nwg + i) : 0.0;
-    const float m_max = subgroupMax(li != 0.0 ? mi : uintBitsToFloat(0xff800000u));
-    const float ei = li != 0.0 ? exp(mi - m_max) : 0.0;
+    const float m_max = subgroupMax(tk_softmax_max(TK_NEG_INF, mi, li));
+    const float ei = tk_softmax_weight(mi, li, m_max);
     l_sum = subgroupAdd(ei * li);
     for (uint u = 0; u < BPG; ++u) {
       const uint b = g + u * GROUPS;
@@ -196,11 +186,9 @@ void main() {
     barrier();
     // One weight per block; empty blocks (l == 0) get 0 and are skipped below.
     if (lane < STAT) {
-      float m_max = uintBitsToFloat(0xff800000u);  // -inf
-      for (uint b = 0; b < STAT; ++b)
-        if (s_l[stat + b] != 0.0) m_max = max(m_max, s_m[stat + b]);
-      for (uint b = lane; b < STAT; b += LANES)
-        s_e[stat + b] = s_l[stat + b] != 0.0 ? exp(s_m[stat + b] - m_max) : 0.0;
+      float m_max = TK_NEG_INF;
+      for (uint b = 0; b < STAT; ++b) m_max = tk_softmax_max(m_max, s_m[stat + b], s_l[stat + b]);
+      for (uint b = lane; b < STAT; b += LANES) s_e[stat + b] = tk_softmax_weight(s_m[stat + b], s_l[stat + b], m_max);
     }
     barrier();
     for (uint u = 0; u < BPG; ++u) {

@@ -26,8 +26,8 @@ uint tk_f32_to_bf16(float value) { return tk_bf16_high(value) >> 16; }
 
 // x rounded to bf16 precision by Veltkamp's splitting (c = x * (2^16 + 1),
 // c - (c - x)): three float operations instead of the integer rounding's
-// five plus a NaN test (recompute_wu bf16 on the H100: 137 -> 126 us,
-// bench/NOTES-gdn.md). Bit for bit tk_bf16_high(x) & 0xffff0000 (to
+// five plus a NaN test (what the instruction-bound bf16 GDN kernels
+// need). Bit for bit tk_bf16_high(x) & 0xffff0000 (to
 // nearest even, -0 kept) for normal |x| < 2^111; NaN, +-Inf and
 // |x| > 5.19e33, where c overflows, give NaN; a denormal x comes back
 // within a bf16 unit (2^-133) of x (too few bits to split) or as 0 where

@@ -1,7 +1,7 @@
-// Shared by shaders/gdn/chunk_o.comp (portable) and chunk_o_nv.comp (tensor
-// cores): buffers, push constants, the workgroup -> tile mapping and the
-// scalar f32 algorithm. The including shader declares the specialization
-// constants WG, BT, KDIM, VDIM and BV first.
+// Shared by shaders/gdn/chunk_o.comp (portable) and chunk_o_fp16.comp
+// (tensor cores): buffers, push constants, the workgroup -> tile mapping and
+// the scalar f32 algorithm. The including shader declares the
+// specialization constants (TK_DECLARE_SPEC) and WG first.
 //
 // Layouts (row-major, bf16 stored as 16-bit halves of 32-bit words, low half
 // first): q, k [B, T, Hg, K]; v [B, T, H, V]; h [B, NT, H, V, K];
@@ -12,15 +12,7 @@
 
 #include "convert.glsl"
 
-layout(push_constant) uniform Push {
-  uint group_offset;  // first workgroup of this dispatch slice
-  uint T;
-  uint H;
-  uint Hg;
-  uint NT;            // ceil(T / BT)
-  uint total_groups;  // B * NT * H * (V / BV)
-  float scale;
-} pc;
+TK_DECLARE_PUSH(TK_CHUNK_O_PUSH)
 
 layout(std430, binding = 0) readonly buffer Q { uint q_w[]; };
 layout(std430, binding = 0) readonly buffer Q4 { uvec4 q_4[]; };

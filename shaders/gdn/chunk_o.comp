@@ -13,12 +13,11 @@
 // shared memory. Then the gated, masked, bf16-rounded A goes to shared
 // memory. Phase 2: A v over the chunk in stages of 16 rows of v.
 // Rows past T are read as zeros and never written.
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BT = 64;
-layout(constant_id = 2) const uint KDIM = 128;
-layout(constant_id = 3) const uint VDIM = 128;
-layout(constant_id = 4) const uint BV = 64;   // the host passes 64
-layout(constant_id = 5) const uint WG = 256;  // equal to local_size_x; the host passes 256
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/chunk_o_abi.h"
+
+TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)  // the host passes BV = 64 and 256 invocations
+const uint WG = gl_WorkGroupSize.x;
 
 #include "../common/gdn_chunk_o.glsl"
 

@@ -21,25 +21,20 @@
 //   multiplies: every load is in flight while the step before it computes.
 //   Where there are two or more K steps, v and g are loaded with the last
 //   K step's slices (registers of their own, staged after that step), and
-//   the last K step issues the next tile's first loads: two round trips per
-//   tile instead of three (147 -> 141-143 us and 287 -> 274 us on the
-//   H100, bench/NOTES-gdn-scoreboard.md, fourteenth session).
-//   Two workgroup barriers per step (three in the v step). K slices of 64
-//   columns rather than 32 took the H100 from 258 to 189 us at B=1,
-//   T=8192, H=32, K=V=128 (bench/NOTES-gdn.md): each step costs
-//   bookkeeping, and fewer of them pay;
+//   the last K step issues the next tile's first loads: two memory round
+//   trips per tile. Two workgroup barriers per step (three in the v step);
+//   K slices of 64 columns, since every step costs bookkeeping;
 // - the order of loads and staging is held by the barriers and `volatile`
-//   (below), because all global loads of an invocation share one
-//   scoreboard on the H100: the first use of a loaded value waits for
-//   every load issued before it. Staging a step's registers must therefore
-//   come before the next step's loads are issued, or the staging waits for
-//   those as well and the step hides no memory time (176 -> 160 us and 344
-//   -> 313 us once the order held, bench/NOTES-gdn-scoreboard.md, tenth session);
+//   (below), because all global loads of an invocation may share one
+//   scoreboard (they do on the H100): the first use of a loaded value waits
+//   for every load issued before it. Staging a step's registers must
+//   therefore come before the next step's loads are issued, or the staging
+//   waits for those as well and the step hides no memory time;
 // - subgroup s owns the o tiles s * OT .. s * OT + OT - 1 (row tile, column
 //   tile; the o tiles of one row tile are adjacent, and one subgroup's lie
 //   in one row tile) and the S tile (its row tile, s % WPR) where that is on
 //   or below the diagonal, so that one q fragment serves all its products
-//   in a K step (189 -> 183 us on the H100);
+//   in a K step;
 // - the position of an accumulator component comes from two 16 x 16 tiles
 //   holding their row and column numbers, loaded as f32 accumulators:
 //   component-wise operations between matrices of one type pair equal
@@ -49,8 +44,9 @@
 //   again, the same words to the same address, so no store has a branch);
 // - P and o are rounded to bf16 by the float split (tk_round_bf16_split),
 //   the next tile found by digit-wise addition, and the o gate read once
-//   for both of a subgroup's o tiles: 154 -> 148 us and 301 -> 291 us on
-//   the H100 (bench/NOTES-gdn-scoreboard.md, twelfth session).
+//   for both of a subgroup's o tiles: fewer instructions per tile, which
+//   count because one 512-invocation workgroup per multiprocessor issues
+//   them all. (Measurements of each choice: bench/NOTES-gdn-scoreboard.md.)
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -58,14 +54,13 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/chunk_o_abi.h"
 #include "../common/convert.glsl"
 #include "../common/tile_walk.glsl"
 
-layout(local_size_x = 512) in;
-layout(constant_id = 0) const uint BT = 64;
-layout(constant_id = 1) const uint KDIM = 128;
-layout(constant_id = 2) const uint VDIM = 128;
-layout(constant_id = 3) const uint SMEM_VEC4 = 2560;
+TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)  // the host passes 512 invocations
+TK_DECLARE_PUSH(TK_CHUNK_O_PUSH)
+const uint SMEM_VEC4 = TK_CHUNK_O_BF16_VEC4(BT, VDIM);
 
 const uint WG = 512;
 const uint NSG = 16;
@@ -78,9 +73,8 @@ const uint OT = (RT * CT + NSG - 1) / NSG;  // o tiles per subgroup
 // tile has WPR >= RT subgroups (for BT in {16, 32, 64} and V in {64, 128}:
 // the host's configurations), so the S tiles of row r go to subgroups of
 // row r, and a K step loads each q fragment once for all of a
-// subgroup's products. (Loading P's fragment once for all o tiles in the
-// P v loop, the same way, made the H100 build slower: 233 against 184 us
-// in one comparison.)
+// subgroup's products. (The P v loop does not load P's fragment once for
+// all o tiles the same way: measured slower, bench/NOTES-gdn-scoreboard.md.)
 const uint WPR = CT / OT;             // subgroups per row tile
 // Shared memory, uvec4 units (8 bf16 or 4 f32 each); rows padded by one.
 const uint SK = KC / 8 + 1;           // K-step row stride
@@ -102,21 +96,8 @@ const uint QP = BT * (KC / 8);        // of a q (or k) slice
 const uint HP = VDIM * (KC / 8);      // of an h slice
 const uint VP = BT * (VDIM / 8);      // of v
 const uint MAX_OT = 2;                // o tiles per subgroup: 64 * 128 / 256 / 16
-const uint MAX_NK = 8;                // a bound on K / KC (at most 4); the measured build has 8
+const uint MAX_NK = 8;                // a bound on K / KC (at most 4)
 const uint MAX_RT = 4;
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint T;
-  uint H;
-  uint Hg;
-  uint NT;
-  uint tiles;   // B * NT * H
-  float scale;
-  uint stride;  // workgroups in the grid
-  uint ratio;   // H / Hg
-  uint batch;
-} pc;
 
 // Every input is volatile so that the driver keeps each load where it is
 // issued, after the barrier that follows the previous staging. Without it
@@ -241,8 +222,7 @@ void main() {
   // Row- and column-number tiles (16 x 16 each, loaded as f32
   // accumulators): n is stored as the float 2^23 + n, whose bits are
   // IDX_BIAS + n, and read back as floatBitsToUint(x) - IDX_BIAS, an integer
-  // subtraction instead of a float-to-int conversion (156 -> 154 us and 305
-  // -> 300 us on the H100 with the bare integer bits; these stay normal
+  // subtraction instead of a float-to-int conversion (these stay normal
   // floats, so no device flushes them as denormals).
   if (tid < 128) {
     const uint which = tid / 64, e = (tid % 64) * 4;  // 4 floats per invocation
@@ -315,8 +295,7 @@ void main() {
         const uint r = srt * 16 + (floatBitsToUint(row_of[i]) - IDX_BIAS);
         const uint c = sct * 16 + (floatBitsToUint(col_of[i]) - IDX_BIAS);
         // rounded unconditionally, then selected: with the rounding inside
-        // the condition the H100 build branched per element (161 -> 156-157
-        // us and 313 -> 306 us without the branches)
+        // the condition the driver branched per element
         const float x = tk_round_bf16_split(s_acc[i] * exp(s_g[r] - s_g[c]));
         s_acc[i] = c <= r && c < t.rows ? x : 0.0;
       }

@@ -15,13 +15,12 @@
 //   the caller left there is ignored.
 // No subgroup operation: correct for any subgroup size.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/recompute_wu_abi.h"
 #include "../common/convert.glsl"
 
-layout(local_size_x = 256) in;
-layout(constant_id = 0) const uint BT = 64;
-layout(constant_id = 1) const uint K = 128;
-layout(constant_id = 2) const uint V = 128;
-layout(constant_id = 3) const uint A_DTYPE = 0;  // TK_F32 or TK_BF16
+TK_DECLARE_SPEC(TK_RECOMPUTE_WU_SPEC)  // the host passes 256 invocations
+TK_DECLARE_PUSH(TK_RECOMPUTE_WU_PUSH)
 
 const uint SLAB = 64;                     // output columns per slab
 const uint SLAB_WORDS = SLAB / 2;         // bf16 pairs per staged row
@@ -29,15 +28,6 @@ const uint ROWS_PER_INV = BT / 16;        // 1, 2 or 4
 const uint MAX_ROWS_PER_INV = 4;          // literal bound: unrolled loops, constant indices
 const uint COLS = V + K;                  // u columns, then w columns
 const uint SLABS = (COLS + SLAB - 1) / SLAB;
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint batch;
-  uint T;
-  uint Hg;
-  uint H;
-  uint chunks;  // ceil(T / BT)
-} pc;
 
 layout(std430, binding = 0) readonly buffer KBuf { uint k_words[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uint v_words[]; };

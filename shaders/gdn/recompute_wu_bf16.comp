@@ -25,11 +25,7 @@
 //   (s / RT) * MT; each result tile passes through its scratch so that it
 //   leaves in whole 32-byte sectors, and rows past T are not written.
 // Two workgroup barriers per tile: after staging, after the products.
-//
-// Measured on an H100 (bench/NOTES-gdn.md): at B=1, T=8192, H=32, K=V=128,
-// 114 us with A in bf16 (0.79 of the memory floor) at 512 invocations,
-// against 264 us for the fp16 kernel (recompute_wu_tc.comp) and 108 us for
-// FLA's Triton.
+
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -38,25 +34,19 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/recompute_wu_abi.h"
 #include "../common/convert.glsl"
 #include "../common/tile_walk.glsl"
 
-layout(local_size_x_id = 4) in;
-layout(constant_id = 0) const uint BT = 64;
-layout(constant_id = 1) const uint K = 128;
-layout(constant_id = 2) const uint V = 128;
-layout(constant_id = 3) const uint A_DTYPE = 0;   // TK_F32 or TK_BF16
-layout(constant_id = 4) const uint WG = 256;
-layout(constant_id = 5) const uint OPS = 17;      // uvec4 per staged operand row: max(K, V) / 8 + 1
-layout(constant_id = 6) const uint SMEM_VEC4 = 2240;
-// Timing-only ablations (bench/NOTES-gdn.md), never set by the host: bit 0 no
-// products, 1 no result stores, 2 no operand conversion, 3 no global loads,
-// 4 result tiles stored straight from registers. They stay in the source
-// because the driver compiles this shape best: without them (constant 0 at
-// compile time, or the branches deleted) the H100 build took 110-199
-// registers and 199-571 us instead of 132 registers and 152 us (256
-// invocations).
-layout(constant_id = 7) const uint ABLATE = 0;
+TK_DECLARE_SPEC(TK_RECOMPUTE_WU_SPEC)
+TK_DECLARE_PUSH(TK_RECOMPUTE_WU_PUSH)
+const uint WG = gl_WorkGroupSize.x;           // 256 or 512 invocations
+const uint OPS = TK_RECOMPUTE_WU_OPS(K, V);  // uvec4 per staged operand row
+const uint SMEM_VEC4 = TK_RECOMPUTE_WU_BF16_VEC4(BT, K, V, A_DTYPE == TK_F32, WG);
+// SHAPE (never set by the host) guards code paths that do not run: bit 0
+// no products, 1 no result stores, 2 no operand conversion, 3 no global
+// loads, 4 result tiles stored straight from registers. The driver
+// allocates this kernel's registers best with them in place.
 
 const uint NSG = WG / 32;
 const uint RT = BT / 16;                  // row tiles
@@ -77,17 +67,6 @@ const uint MAX_A_SWEEPS = 2;   // 64 * 64 / 8 / 256
 const uint MAX_RT = 4;
 const uint MAX_MT = 8;
 
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint batch;
-  uint T;
-  uint Hg;
-  uint H;
-  uint chunks;
-  uint pairs;  // workgroup pairs in the grid: the stride of each pair's walk over the tiles
-  uint ratio;  // H / Hg
-} pc;
-
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
 layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
@@ -102,11 +81,10 @@ layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
 
 shared uvec4 smem[SMEM_VEC4];
 
-// Operands are rounded to bf16 (to nearest even) by tk_pack_bf16_split.
-// The split rounding (three float operations) took the H100 build from 136
-// / 261 to 121 / 235 us against the integer rounding (tk_bf16_high),
-// bench/NOTES-gdn-scoreboard.md; its limits (NaN for +-Inf and beyond
-// 5.19e33) are in include/tilekernels/gdn/recompute_wu.hpp.
+// Operands are rounded to bf16 (to nearest even) by tk_pack_bf16_split:
+// three float operations instead of the integer rounding's five and a NaN
+// test; its limits (NaN for +-Inf and beyond 5.19e33) are in
+// include/tilekernels/gdn/recompute_wu.hpp.
 
 // Two values converted to bf16 by the hardware's rounding: only for A's
 // leading part, whose residual is taken from the value actually stored.
@@ -161,7 +139,7 @@ void load_tile(const bool IS_W, Tile t) {
       const uint p = min(tid + n * WG, OP_PIECES - 1);
       const uint r = min(p / D8, t.rows - 1), c8 = p % D8;
       const uint tok = t.b * T + t.t0 + r;
-      if ((ABLATE & 8) != 0) {
+      if ((SHAPE & 8) != 0) {
         raw[n] = uvec4(tok * 0x10001u);
         row_f[n] = 0.5;
         row_d[n] = -0.1;
@@ -180,7 +158,7 @@ void load_tile(const bool IS_W, Tile t) {
       const uint p = min(tid + n * WG, A_PIECES - 1);
       const uint r = min(p / (BT / 8), t.rows - 1), c = 8 * (p % (BT / 8));
       const uint e = ((t.b * T + t.t0 + r) * H + t.h) * BT + c;
-      if ((ABLATE & 8) != 0) {
+      if ((SHAPE & 8) != 0) {
         a_lo[n] = vec4(float(e));
         a_hi[n] = vec4(float(e + 1));
       } else if (A_DTYPE == TK_F32) {
@@ -205,7 +183,7 @@ void stage_tile(const bool IS_W, Tile t) {
     if (n < OP_SWEEPS && p < OP_PIECES) {
       const uint r = p / D8, c8 = p % D8;
       const uvec4 x = r < t.rows ? raw[n] : uvec4(0u);
-      smem[r * OPS + c8] = (ABLATE & 4) != 0 ? x : scale8(x, row_f[n], exp(row_d[n]), IS_W);
+      smem[r * OPS + c8] = (SHAPE & 4) != 0 ? x : scale8(x, row_f[n], exp(row_d[n]), IS_W);
     }
   }
   [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
@@ -218,13 +196,13 @@ void stage_tile(const bool IS_W, Tile t) {
                                   live && c + 3 < t.rows);
       const bvec4 keep_hi = bvec4(live && c + 4 < t.rows, live && c + 5 < t.rows, live && c + 6 < t.rows,
                                   live && c + 7 < t.rows);
-      if ((ABLATE & 4) != 0) {
+      if ((SHAPE & 4) != 0) {
         smem[A_BASE + r * AS + c8] = A_DTYPE == TK_F32 ? floatBitsToUint(a_lo[n] + a_hi[n]) : a_raw[n];
         continue;
       }
       // A whole chunk in bf16 (uniform): nothing to mask, the words go to
-      // shared memory as loaded. The masks, unpacking and repacking below
-      // took 5% of the H100 time (120 -> 114 us, bench/NOTES-gdn-scoreboard.md).
+      // shared memory as loaded, saving the masks, unpacking and repacking
+      // below.
       if (A_DTYPE != TK_F32 && t.rows == BT) {
         smem[A_BASE + r * AS + c8] = a_raw[n];
         continue;
@@ -258,7 +236,7 @@ void multiply_store(const bool IS_W, Tile t) {
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m)
     acc[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
   [[unroll]] for (uint kk = 0; kk < MAX_RT; ++kk) {
-    if (kk < RT && (ABLATE & 1) == 0) {
+    if (kk < RT && (SHAPE & 1) == 0) {
       coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> am, al;
       coopMatLoad(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, gl_CooperativeMatrixLayoutRowMajor);
       if (A_DTYPE == TK_F32)
@@ -293,9 +271,9 @@ void multiply_store(const bool IS_W, Tile t) {
       // Each tile leaves through this subgroup's scratch: one 16-byte store
       // per lane (whole 32-byte sectors), rows past T left alone. (Stored
       // straight from registers, ablation bit 4, the kernel took 2x as long.)
-      if ((ABLATE & 2) != 0) {
+      if ((SHAPE & 2) != 0) {
         if (float(ob[0]) == 1234.5) coopMatStore(ob, wb, o_base, o_stride, gl_CooperativeMatrixLayoutRowMajor);
-      } else if ((ABLATE & 16) != 0 && whole) {
+      } else if ((SHAPE & 16) != 0 && whole) {
         if (IS_W)
           coopMatStore(ob, wb, o_base + (ct0 + m) * 16, o_stride, gl_CooperativeMatrixLayoutRowMajor);
         else
@@ -325,7 +303,7 @@ void multiply_store(const bool IS_W, Tile t) {
 // this one is multiplied and stored.
 void walk(const bool IS_W, uint slot) {
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
-  const TkDigits stride = tk_digits_of(pc.pairs, radix);
+  const TkDigits stride = tk_digits_of(pc.stride, radix);
   TkDigits d = tk_digits_of(slot, radix);
   Tile t = tile_of(d);
   load_tile(IS_W, t);

@@ -4,6 +4,9 @@
 // with std::lgamma / std::pow, not the library's solver).
 #include <cstring>
 
+#include <tilekernels/aura/decode.hpp>
+#include <tilekernels/reference/aura/decode.hpp>
+
 #include "test_encode_support.hpp"
 
 namespace {
@@ -114,7 +117,7 @@ void check_round_trip(std::vector<std::pair<std::uint32_t, double>>& table) {
   Tensor packed(ctx, DType::u32, {rows, EC::packed_words});
   Tensor norms(ctx, DType::f32, {rows});
   GuardedTensor out(ctx, DType::f32, {rows, Dim});
-  aura::Encode<EC>(ctx).run({input, rotation, bounds, codes, packed, norms});
+  aura::Encode<EC>(ctx).run({input, rotation, bounds, codes, packed, norms, {}});
   aura::Decode<DC>(ctx).run({packed, norms, rotation, codes, out});
   const auto corrected = out.read_floats();
   std::vector<float> raw_norms(rows);

@@ -4,6 +4,7 @@
 // relative of what the kernel's codes imply (f32 sums vs double), ties,
 // zero rows, NaN/Inf rows, the Hadamard kernel against the dense one.
 #include <cstring>
+#include <optional>
 #include <limits>
 
 #include "test_encode_support.hpp"
@@ -27,23 +28,23 @@ void check_encode(std::size_t rows, std::uint64_t seed) {
 
   const auto& rot = dense_rotation(Dim);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
-  aura::Encode<Config> dense(ctx);
-  const auto got = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{t.input, rotation, t.bounds, t.codes, packed, norms}, packed, norms);
-  t.check(got, rot, "dense");
+  const aura::Encode<Config> dense(ctx);
+  const typename aura::Encode<Config>::Args dense_args{t.input, rotation, t.bounds, t.codes, packed, norms};
+  on_every_variant(ctx, dense, dense_args, packed, norms,
+                   [&](const EncodeRun& got, const std::string& label) { t.check(got, rot, label); });
 
   if constexpr (std::has_single_bit(Dim)) {
     const auto signs = aura::hadamard_signs(Dim, seed);
     const auto hmat = aura::hadamard_matrix(signs);
     auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
     auto hrot = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, hmat);
-    packed.poison();
-    norms.poison();
-    aura::HadamardEncode<Config> had(ctx);
-    const auto got_h = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{t.input, sign_t, t.bounds, t.codes, packed, norms}, packed, norms);
+    const aura::HadamardEncode<Config> had(ctx);
+    const typename aura::HadamardEncode<Config>::Args had_args{t.input, sign_t, t.bounds, t.codes, packed, norms};
+    on_every_variant(ctx, had, had_args, packed, norms,
+                     [&](const EncodeRun& got, const std::string& label) { t.check(got, hmat, label); });
+    const auto got_h = run_twice(ctx, had, had_args, packed, norms);
     const auto ref = t.check(got_h, hmat, "hadamard");
-    packed.poison();
-    norms.poison();
-    const auto got_d = run_twice<Config>(ctx, dense, typename aura::Encode<Config>::Args{t.input, hrot, t.bounds, t.codes, packed, norms}, packed, norms);
+    const auto got_d = run_twice(ctx, dense, {t.input, hrot, t.bounds, t.codes, packed, norms}, packed, norms);
     t.check(got_d, hmat, "dense with the Hadamard matrix");
     // The two kernels agree with each other wherever the value is not on a boundary.
     const auto a = reference::aura::unpack(got_h.packed, rows, Dim, Bits);
@@ -92,51 +93,53 @@ TEST_F(AuraEncode, ThousandRows) {
 }
 
 // Values exactly on a boundary go to the lower cell; one float either side
-// goes to its side. With input rows e_j (unit, norm exactly 1) the rotated
-// row j is column j of the matrix, exactly, so every boundary is hit.
-// On the tensor-core path with R as three fp16 parts (exact; the default
-// two parts keep 2^-20 of each entry, not enough for values one float from
-// a boundary: this test is about the quantiser's tie rule, which the three
-// parts let it reach through the rotation).
+// goes to its side, on every variant. With input rows e_j (unit, norm
+// exactly 1) the rotated row j is column j of the matrix, exactly, so every
+// boundary is hit.
 template <std::uint32_t Bits>
-void check_ties(aura::EncodeOptions options = {}) {
-  options.rotation_parts = 3;
+void check_ties() {
   constexpr std::uint32_t Dim = 128;
   using Config = aura::EncodeConfig<Dim, Bits, DType::f32>;
-  const auto path = aura::Encode<Config>(context(), options).path(Dim);
-  SCOPED_TRACE("Bits=" + std::to_string(Bits) + " path=" + aura::path_name(path));
-  const bool tc = path == aura::EncodePath::cooperative_matrix_nv || path == aura::EncodePath::cooperative_matrix_nv_emulated;
-  const float tiny = tc ? 0x1p-16f : std::numeric_limits<float>::min();
+  using Kernel = aura::Encode<Config>;
   Context& ctx = context();
   const auto& cb = codebook(Dim, Bits);
-  std::vector<float> values;
-  // The neighbours of the middle boundary 0 are +-FLT_MIN, not the
-  // subnormals next to 0: GPUs may flush subnormals to zero (NVIDIA does).
-  // (The tensor-core kernel counts entries below ~2^-40 max |R| as 0: it
-  // gets +-2^-16.)
-  for (float b : cb.boundaries) {
-    values.push_back(b);
-    values.push_back(b == 0.0f ? -tiny : std::nextafter(b, -1.0f));
-    values.push_back(b == 0.0f ? tiny : std::nextafter(b, 1.0f));
-  }
   std::vector<float> mat(Dim * Dim), x(Dim * Dim, 0.0f);
-  for (std::size_t j = 0; j < Dim; ++j) {
-    x[j * Dim + j] = 1.0f;
-    for (std::size_t d = 0; d < Dim; ++d) mat[d * Dim + j] = values[(j * Dim + d) % values.size()];
-  }
-  auto input = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, x);
-  auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, mat);
-  auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
-  auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
-  GuardedTensor packed(ctx, DType::u32, {Dim, Config::packed_words});
-  GuardedTensor norms(ctx, DType::f32, {Dim});
-  aura::Encode<Config>(ctx, options).run({input, rotation, bounds, codes, packed, norms});
-  const auto got = reference::aura::unpack(packed.read_words(), Dim, Dim, Bits);
-  for (std::size_t j = 0; j < Dim; ++j)
-    for (std::size_t d = 0; d < Dim; ++d) {
-      const float v = mat[d * Dim + j];
-      ASSERT_EQ(got[j * Dim + d], reference::aura::quantize(v, cb.boundaries)) << "value " << v;
+  for (const auto* v : eligible_variants<Kernel>(ctx, {Dim, false})) {
+    SCOPED_TRACE("Bits=" + std::to_string(Bits) + " variant " + std::string(v->name));
+    const bool tc = v->path == Path::tensor_core_fp16;
+    const float tiny = tc ? 0x1p-16f : std::numeric_limits<float>::min();
+    std::vector<float> values;
+    // The neighbours of the middle boundary 0 are +-FLT_MIN, not the
+    // subnormals next to 0: GPUs may flush subnormals to zero (NVIDIA does).
+    // (The tensor-core kernel counts entries below ~2^-40 max |R| as 0: it
+    // gets +-2^-16.)
+    for (float b : cb.boundaries) {
+      values.push_back(b);
+      values.push_back(b == 0.0f ? -tiny : std::nextafter(b, -1.0f));
+      values.push_back(b == 0.0f ? tiny : std::nextafter(b, 1.0f));
     }
+    for (std::size_t j = 0; j < Dim; ++j) {
+      x[j * Dim + j] = 1.0f;
+      for (std::size_t d = 0; d < Dim; ++d) mat[d * Dim + j] = values[(j * Dim + d) % values.size()];
+    }
+    auto input = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, x);
+    auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, mat);
+    auto bounds = Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, cb.boundaries);
+    auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
+    GuardedTensor packed(ctx, DType::u32, {Dim, Config::packed_words});
+    GuardedTensor norms(ctx, DType::f32, {Dim});
+    // Three fp16 parts of R: exact (two keep 2^-20 of each entry, not
+    // enough for values one float from a boundary: this test is about the
+    // quantiser's tie rule, which three parts let it reach through R).
+    const Kernel kernel(ctx, aura::EncodeOptions{3});
+    const auto got = reference::aura::unpack(
+        run_twice(ctx, kernel, {input, rotation, bounds, codes, packed, norms}, packed, norms, v).packed, Dim, Dim, Bits);
+    for (std::size_t j = 0; j < Dim; ++j)
+      for (std::size_t d = 0; d < Dim; ++d) {
+        const float value = mat[d * Dim + j];
+        ASSERT_EQ(got[j * Dim + d], reference::aura::quantize(value, cb.boundaries)) << "value " << value;
+      }
+  }
 }
 
 TEST_F(AuraEncode, BoundaryTiesGoToTheLowerCell) {
@@ -151,7 +154,7 @@ TEST_F(AuraEncode, BoundaryTiesGoToTheLowerCell) {
 // is 0 and is not exceeded), no NaN; NaN and Inf rows do not disturb the
 // others and get a non-finite norm.
 template <class Kernel, std::uint32_t Dim, std::uint32_t Bits, DType In>
-void check_special_rows(bool hadamard, aura::EncodeOptions options = {}) {
+void check_special_rows(bool hadamard) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
   Context& ctx = context();
   Rng rng(77);
@@ -170,13 +173,14 @@ void check_special_rows(bool hadamard, aura::EncodeOptions options = {}) {
   auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
   GuardedTensor packed(ctx, DType::u32, {rows, Config::packed_words});
   GuardedTensor norms(ctx, DType::f32, {rows});
-  if constexpr (std::is_same_v<Kernel, aura::HadamardEncode<Config>>)
-    Kernel(ctx).run({input, sign_t, bounds, codes, packed, norms});
-  else
-    Kernel(ctx, options).run({input, rotation, bounds, codes, packed, norms});
-  const auto words = packed.read_words();
-  const auto got_norms = norms.read_floats();
-  const auto got = reference::aura::unpack(words, rows, Dim, Bits);
+  const Kernel kernel(ctx);
+  typename Kernel::Args args{input, rotation, bounds, codes, packed, norms};
+  if constexpr (std::is_same_v<Kernel, aura::HadamardEncode<Config>>) args.signs = sign_t;
+  for (const auto* v : eligible_variants<Kernel>(ctx, encode_problem<Kernel>(rows))) {
+  SCOPED_TRACE("variant " + std::string(v->name));
+  const EncodeRun run = run_twice(ctx, kernel, args, packed, norms, v);
+  const auto& got_norms = run.norms;
+  const auto got = reference::aura::unpack(run.packed, rows, Dim, Bits);
   for (std::size_t r : {0, 4, 8}) {
     EXPECT_EQ(got_norms[r], 0.0f) << "zero row " << r;
     for (std::size_t d = 0; d < Dim; ++d) ASSERT_EQ(got[r * Dim + d], Config::levels / 2 - 1) << "zero row " << r;
@@ -195,6 +199,7 @@ void check_special_rows(bool hadamard, aura::EncodeOptions options = {}) {
     const double expected = reference::aura::corrected_norm(row, mine, cb.codebook);
     EXPECT_LE(std::abs(got_norms[r] - expected) / expected, kNormBudget) << "row " << r;
   }
+  }
 }
 
 TEST_F(AuraEncode, ZeroNanAndInfRows) {
@@ -204,42 +209,51 @@ TEST_F(AuraEncode, ZeroNanAndInfRows) {
   check_special_rows<aura::HadamardEncode<aura::EncodeConfig<64, 6, DType::f16>>, 64, 6, DType::f16>(true);
 }
 
-// The register Hadamard kernel in every shape option (values per invocation,
-// workgroup size, with and without subgroup shuffles) and the previous
-// kernel, against the reference; `bounds_override` replaces the boundaries
-// (e.g. duplicated ones, which make the quantiser fall back to its search).
+// The Hadamard kernel in every geometry (values per invocation, workgroup
+// size, blocks per workgroup) on every variant, against the reference;
+// `bounds_override` replaces the boundaries (e.g. duplicated ones, which
+// make the quantiser fall back to its search).
+struct HadamardShape {
+  std::uint32_t values = 0, invocations = 0, blocks = 0;  // 0: automatic
+};
+
 template <std::uint32_t Dim, std::uint32_t Bits, DType In>
-void check_hadamard(std::size_t rows, std::uint64_t seed, aura::HadamardEncodeOptions options,
+void check_hadamard(std::size_t rows, std::uint64_t seed, HadamardShape shape,
                     const std::vector<float>* bounds_override = nullptr) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
+  using Kernel = aura::HadamardEncode<Config>;
   SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
-               " rows=" + std::to_string(rows) + " values=" + std::to_string(options.values_per_invocation) +
-               " invocations=" + std::to_string(options.invocations) + " portable=" + std::to_string(options.portable) +
-               " legacy=" + std::to_string(options.legacy));
+               " rows=" + std::to_string(rows) + " values=" + std::to_string(shape.values) +
+               " invocations=" + std::to_string(shape.invocations) + " blocks=" + std::to_string(shape.blocks));
   Context& ctx = context();
   RandomRows<Config> t(ctx, rows, seed, bounds_override);
   const auto signs = aura::hadamard_signs(Dim, seed);
   auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
-  aura::HadamardEncode<Config> had(ctx, options);
-  const auto got = run_twice<Config>(ctx, had, typename aura::HadamardEncode<Config>::Args{t.input, sign_t, t.bounds, t.codes, t.packed, t.norms},
-                                     t.packed, t.norms);
-  t.check(got, aura::hadamard_matrix(signs), "hadamard");
+  const Kernel kernel(ctx);
+  const typename Kernel::Args args{t.input, sign_t, t.bounds, t.codes, t.packed, t.norms};
+  auto plan = kernel.plan(args);
+  if (shape.values) plan.geometry.values = shape.values;
+  plan.geometry.invocations = shape.invocations ? shape.invocations : std::max<std::uint32_t>(256, Dim / plan.geometry.values);
+  if (shape.blocks) plan.geometry.blocks = shape.blocks;
+  for (const auto* v : eligible_variants<Kernel>(ctx, {static_cast<std::int64_t>(rows)})) {
+    SCOPED_TRACE("variant " + std::string(v->name));
+    plan.variant = v;
+    if (v->path == Path::subgroup && !ctx.info().whole_subgroups(plan.geometry.invocations)) continue;
+    t.check(run_plan_twice(ctx, kernel, args, plan, t.packed, t.norms), aura::hadamard_matrix(signs),
+            "hadamard " + std::string(v->name));
+  }
 }
 
-// Every values-per-invocation with subgroup shuffles where the device has
-// them; the portable module, small workgroups and the previous kernel once
-// each (lavapipe compiles every variant: keep the list short).
+// Every values-per-invocation, small workgroups and several blocks per
+// workgroup (lavapipe compiles every geometry: keep the list short).
 template <std::uint32_t Dim, std::uint32_t Bits, DType In>
 void check_hadamard_shapes(std::size_t rows, std::uint64_t seed) {
   for (std::uint32_t values : {8u, 16u, 32u, 64u})
-    if (values <= Dim) check_hadamard<Dim, Bits, In>(rows, seed + values, {values, 0, false, false});
-  check_hadamard<Dim, Bits, In>(rows, seed + 1, {0, 0, true, false});                // portable
-  check_hadamard<Dim, Bits, In>(rows, seed + 2, {16, 2 * Dim / 16, false, false});  // 2 rows per workgroup
-  check_hadamard<Dim, Bits, In>(rows, seed + 3, {8, Dim / 8, true, false});         // 1 row, portable
-  check_hadamard<Dim, Bits, In>(rows, seed + 4, {0, 0, false, true});               // the previous kernel
-  check_hadamard<Dim, Bits, In>(rows, seed + 5, {0, 2 * Dim / 32, false, false, 3});  // 2-row blocks, 3 per workgroup
-  check_hadamard<Dim, Bits, In>(rows, seed + 6, {0, 0, true, false, 2});
-  check_hadamard<Dim, Bits, In>(rows, seed + 7, {0, 0, false, false, 0, true});  // 16-byte cell entries
+    if (values <= Dim) check_hadamard<Dim, Bits, In>(rows, seed + values, {values, 0, 0});
+  check_hadamard<Dim, Bits, In>(rows, seed + 2, {16, 2 * Dim / 16, 0});  // 2 rows per workgroup
+  check_hadamard<Dim, Bits, In>(rows, seed + 3, {8, Dim / 8, 0});        // 1 row
+  check_hadamard<Dim, Bits, In>(rows, seed + 5, {32, 2 * Dim / 32, 3});  // 2-row blocks, 3 per workgroup
+  check_hadamard<Dim, Bits, In>(rows, seed + 6, {0, 0, 2});
 }
 
 TEST_F(AuraEncode, HadamardShapesAndPaths) {
@@ -261,19 +275,35 @@ TEST_F(AuraEncode, HadamardCrowdedBoundaries) {
   b[9] = std::nextafter(b[8], 1.0f);  // two boundaries one float apart
   check_hadamard<128, 4, DType::bf16>(301, 780, {});
   check_hadamard<128, 4, DType::bf16>(301, 781, {}, &b);
-  check_hadamard<128, 4, DType::bf16>(301, 782, {0, 0, true, false}, &b);
   auto b3 = codebook(64, 3).boundaries;
   for (auto& v : b3) v = 0.0f;  // degenerate: every boundary at 0
   check_hadamard<64, 3, DType::f32>(37, 783, {}, &b3);
 }
 
-TEST_F(AuraEncode, HadamardOptionsAreChecked) {
+TEST_F(AuraEncode, HadamardGeometryIsChecked) {
   Context& ctx = context();
   using Config = aura::EncodeConfig<64, 4, DType::bf16>;
-  EXPECT_THROW((aura::HadamardEncode<Config>(ctx, {128, 0, false, false}).geometry()), Error);
-  EXPECT_THROW((aura::HadamardEncode<Config>(ctx, {24, 0, false, false}).geometry()), Error);
-  EXPECT_THROW((aura::HadamardEncode<Config>(ctx, {8, 12, false, false}).geometry()), Error);
-  EXPECT_NO_THROW((aura::HadamardEncode<Config>(ctx, {8, 16, false, false}).geometry()));
+  using Kernel = aura::HadamardEncode<Config>;
+  Tensor in(ctx, DType::bf16, {5, 64}), s(ctx, DType::f32, {64}), b(ctx, DType::f32, {15}), c(ctx, DType::f32, {16}),
+      p(ctx, DType::u32, {5, 8}), n(ctx, DType::f32, {5});
+  const Kernel kernel(ctx);
+  const Kernel::Args args{in, s, b, c, p, n};
+  const auto geometry_error = [&](std::uint32_t values, std::uint32_t invocations) {
+    auto plan = kernel.plan(args);
+    plan.geometry.values = values;
+    plan.geometry.invocations = invocations;
+    try {
+      kernel.check(args, plan);
+      return false;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("geometry"), std::string::npos) << e.what();
+      return true;
+    }
+  };
+  EXPECT_TRUE(geometry_error(128, 256));  // more values than Dim
+  EXPECT_TRUE(geometry_error(24, 256));   // not a power of two
+  EXPECT_TRUE(geometry_error(8, 12));     // not whole rows (Dim / 8 = 8 invocations each)
+  EXPECT_FALSE(geometry_error(8, 16));
 }
 
 TEST_F(AuraEncode, ErrorsNameTheTensor) {
@@ -332,67 +362,48 @@ TEST(AuraEncodeSplit, GridLargerThanOneDispatch) {
 }
 
 // ---- the tensor-core kernel ----------------------------------------------
-// On a device with VK_NV_cooperative_matrix the kernel itself (skipped
-// elsewhere); on any device its emulation variant (plain loops in place of
-// the cooperative-matrix calls), which checks the staging, scaling,
-// quantising and packing on CPU drivers.
-
-aura::EncodeOptions tc_options(bool emulate, std::uint32_t parts = 2, std::uint32_t workgroups = 0,
-                               bool prefetch = true, std::uint32_t invocations = 0, std::uint32_t block_rows = 0) {
-  aura::EncodeOptions o;
-  o.small_rows = 0;
-  o.tc_emulate = emulate;
-  o.rotation_parts = parts;
-  o.tc_workgroups = workgroups;
-  o.tc_prefetch = prefetch;
-  o.tc_invocations = invocations;
-  o.tc_block_rows = block_rows;
-  return o;
-}
+// On a device with VK_NV_cooperative_matrix (skipped elsewhere).
 
 template <class Config>
-bool tc_available() {
-  return aura::Encode<Config>(context()).tensor_cores_available();
+const tilekernels::Variant<typename aura::Encode<Config>::Problem>* tensor_core_variant(std::size_t rows) {
+  for (const auto* v : eligible_variants<aura::Encode<Config>>(context(), {static_cast<std::int64_t>(rows), false}))
+    if (v->path == Path::tensor_core_fp16) return v;
+  return nullptr;
 }
 
-template <class Config>
-bool tc_emulation_available() {
-  return aura::Encode<Config>(context(), tc_options(true)).path(1) == aura::EncodePath::cooperative_matrix_nv_emulated;
-}
-
-// `rows` random rows through the tensor-core kernel (or its emulation)
-// against the reference, run twice (bit for bit).
+// `rows` random rows through the tensor-core kernel against the reference,
+// run twice (bit for bit), with `parts` fp16 parts of R and a grid of
+// `workgroups` (0: automatic).
 template <std::uint32_t Dim, std::uint32_t Bits, DType In>
-void check_tc(std::size_t rows, std::uint64_t seed, aura::EncodeOptions options) {
+void check_tc(std::size_t rows, std::uint64_t seed, std::uint32_t parts = 2, std::uint32_t workgroups = 0) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
+  using Kernel = aura::Encode<Config>;
   SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
-               " rows=" + std::to_string(rows) + " parts=" + std::to_string(options.rotation_parts) +
-               " emulate=" + std::to_string(options.tc_emulate) + " seed=" + std::to_string(seed));
+               " rows=" + std::to_string(rows) + " parts=" + std::to_string(parts) +
+               " workgroups=" + std::to_string(workgroups) + " seed=" + std::to_string(seed));
+  const auto* variant = tensor_core_variant<Config>(rows);
+  ASSERT_NE(variant, nullptr);
   Context& ctx = context();
   RandomRows<Config> t(ctx, rows, seed);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
-  aura::Encode<Config> kernel(ctx, options);
-  const auto expected = options.tc_emulate ? aura::EncodePath::cooperative_matrix_nv_emulated
-                                           : aura::EncodePath::cooperative_matrix_nv;
-  ASSERT_EQ(kernel.path(static_cast<std::int64_t>(rows)), expected);
-  const auto got = run_twice<Config>(
-      ctx, kernel, typename aura::Encode<Config>::Args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms},
-      t.packed, t.norms);
-  t.check(got, dense_rotation(Dim), options.tc_emulate ? "tensor cores (emulated)" : "tensor cores");
+  const Kernel kernel(ctx, aura::EncodeOptions{parts});
+  const typename Kernel::Args args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms};
+  const typename Kernel::Plan plan{variant, workgroups};
+  t.check(run_plan_twice(ctx, kernel, args, plan, t.packed, t.norms), dense_rotation(Dim), "tensor cores");
 }
 
 template <std::uint32_t Dim, DType In>
 void check_tc_all_bits(std::size_t rows, std::uint64_t seed) {
-  check_tc<Dim, 2, In>(rows, seed, tc_options(false));
-  check_tc<Dim, 3, In>(rows, seed + 1, tc_options(false));
-  check_tc<Dim, 4, In>(rows, seed + 2, tc_options(false));
-  check_tc<Dim, 6, In>(rows, seed + 3, tc_options(false));
-  check_tc<Dim, 8, In>(rows, seed + 4, tc_options(false));
+  check_tc<Dim, 2, In>(rows, seed);
+  check_tc<Dim, 3, In>(rows, seed + 1);
+  check_tc<Dim, 4, In>(rows, seed + 2);
+  check_tc<Dim, 6, In>(rows, seed + 3);
+  check_tc<Dim, 8, In>(rows, seed + 4);
 }
 
 template <std::uint32_t Dim>
 void check_tc_dim(std::uint64_t seed) {
-  if (!tc_available<aura::EncodeConfig<Dim, 4, DType::bf16>>()) GTEST_SKIP() << "no tensor-core path on this device";
+  if (!tensor_core_variant<aura::EncodeConfig<Dim, 4, DType::bf16>>(1)) GTEST_SKIP() << "no tensor-core variant here";
   for (std::size_t rows : {1, 7, 1000}) {
     check_tc_all_bits<Dim, DType::f32>(rows, seed);
     check_tc_all_bits<Dim, DType::f16>(rows, seed + 10);
@@ -405,76 +416,27 @@ TEST_F(AuraEncode, TensorCoresDim96AllBitsAndDtypes) { check_tc_dim<96>(1200); }
 TEST_F(AuraEncode, TensorCoresDim128AllBitsAndDtypes) { check_tc_dim<128>(1300); }
 TEST_F(AuraEncode, TensorCoresDim256AllBitsAndDtypes) { check_tc_dim<256>(1400); }
 
-// The default options take the tensor-core kernel above small_rows (two
-// rotation parts, as the tests above); three parts; a capped grid (several blocks per workgroup), with and
-// without the prefetch of the next block; Dim 512 keeps the f32 kernel.
-TEST_F(AuraEncode, TensorCoresDefaultPathAndOptions) {
+// The automatic choice takes few_rows up to 64 rows with a workspace, the
+// tensor-core kernel above (Dim <= 256); three rotation parts; a capped
+// grid (several blocks per workgroup).
+TEST_F(AuraEncode, TensorCoresDefaultChoiceAndGrid) {
   using C128 = aura::EncodeConfig<128, 4, DType::bf16>;
-  if (!tc_available<C128>()) GTEST_SKIP() << "no tensor-core path on this device";
+  using K128 = aura::Encode<C128>;
+  if (!tensor_core_variant<C128>(1)) GTEST_SKIP() << "no tensor-core variant here";
   Context& ctx = context();
-  EXPECT_EQ(aura::Encode<C128>(ctx).path(64), aura::EncodePath::few_rows);
-  EXPECT_EQ(aura::Encode<C128>(ctx).path(65), aura::EncodePath::cooperative_matrix_nv);
-  aura::EncodeOptions portable;
-  portable.tensor_cores = false;
-  EXPECT_EQ(aura::Encode<C128>(ctx, portable).path(65), aura::EncodePath::tiled);
-  EXPECT_EQ((aura::Encode<aura::EncodeConfig<512, 4, DType::bf16>>(ctx).path(1000)), aura::EncodePath::tiled);
-  check_tc<128, 4, DType::bf16>(4096, 1500, aura::EncodeOptions{});
-  check_tc<256, 4, DType::bf16>(4096, 1501, aura::EncodeOptions{});
-  check_tc<128, 4, DType::bf16>(20000, 1502, tc_options(false, 3, 7));
-  check_tc<256, 3, DType::f32>(3001, 1503, tc_options(false, 3, 5));
-  check_tc<128, 4, DType::bf16>(3001, 1507, tc_options(false, 3, 5, false));
-  check_tc<256, 4, DType::f16>(1001, 1508, tc_options(false, 3, 0, false));
-  check_tc<128, 4, DType::bf16>(1000, 1504, tc_options(false, 3));
-  check_tc<256, 8, DType::f16>(1000, 1505, tc_options(false, 3));
-  check_tc<128, 6, DType::f32>(1000, 1506, tc_options(false, 3));
-  // 512 invocations; 64-row blocks; both.
-  check_tc<128, 4, DType::bf16>(5000, 1510, tc_options(false, 3, 0, true, 512));
-  check_tc<256, 4, DType::bf16>(5000, 1511, tc_options(false, 3, 0, true, 512));
-  check_tc<128, 6, DType::f32>(1000, 1512, tc_options(false, 3, 0, true, 512));
-  check_tc<256, 3, DType::f16>(1000, 1513, tc_options(false, 3, 0, true, 512));
-  check_tc<96, 8, DType::bf16>(1000, 1514, tc_options(false, 3, 0, true, 512));
-  check_tc<128, 4, DType::bf16>(5000, 1515, tc_options(false, 3, 0, true, 256, 64));
-  check_tc<64, 8, DType::f16>(1000, 1516, tc_options(false, 3, 0, true, 256, 64));
-  check_tc<128, 4, DType::bf16>(5000, 1517, tc_options(false, 3, 0, true, 512, 64));
-  check_tc<256, 2, DType::f32>(1000, 1518, tc_options(false, 2, 0, true, 512, 32));
-  EXPECT_THROW((aura::Encode<C128>(ctx, tc_options(false, 4))), Error);
-  EXPECT_THROW((aura::Encode<C128>(ctx, tc_options(false, 3, 0, true, 384))), Error);
-  EXPECT_THROW((aura::Encode<C128>(ctx, tc_options(false, 3, 0, true, 0, 48))), Error);
-}
-
-TEST_F(AuraEncode, TensorCoresTiesZeroNanAndInfRows) {
-  if (!tc_available<aura::EncodeConfig<128, 4, DType::f32>>()) GTEST_SKIP() << "no tensor-core path on this device";
-  const auto o = tc_options(false);
-  check_ties<2>(o);
-  check_ties<3>(o);
-  check_ties<4>(o);
-  check_ties<6>(o);
-  check_ties<8>(o);
-  aura::EncodeOptions wide = o;
-  wide.tc_invocations = 512;
-  check_ties<4>(wide);
-  check_special_rows<aura::Encode<aura::EncodeConfig<128, 4, DType::bf16>>, 128, 4, DType::bf16>(false, o);
-  check_special_rows<aura::Encode<aura::EncodeConfig<96, 3, DType::f32>>, 96, 3, DType::f32>(false, o);
-  check_special_rows<aura::Encode<aura::EncodeConfig<256, 8, DType::f16>>, 256, 8, DType::f16>(false, o);
-}
-
-// The emulation variant on any device (lavapipe included): a few shapes,
-// geometries and both rotation splits; kept small (plain loops on a CPU).
-TEST_F(AuraEncode, TensorCoreKernelEmulated) {
-  if (!tc_emulation_available<aura::EncodeConfig<128, 4, DType::bf16>>())
-    GTEST_SKIP() << "the build has no tensor-core shader (glslc without GL_NV_cooperative_matrix)";
-  check_tc<128, 4, DType::bf16>(300, 1600, tc_options(true, 3, 2));
-  check_tc<128, 2, DType::bf16>(200, 1605, tc_options(true, 3, 2, false));
-  check_tc<96, 3, DType::f16>(37, 1601, tc_options(true));
-  check_tc<256, 6, DType::f32>(40, 1602, tc_options(true));
-  check_tc<64, 8, DType::f32>(7, 1603, tc_options(true, 2));
-  check_tc<32, 2, DType::bf16>(17, 1604, tc_options(true));
-  check_tc<128, 4, DType::bf16>(100, 1606, tc_options(true, 3, 0, true, 512, 32));
-  check_tc<128, 8, DType::bf16>(150, 1608, tc_options(true, 3, 1));
-  check_tc<256, 3, DType::f16>(40, 1607, tc_options(true, 3, 2, false, 512));
-  check_ties<4>(tc_options(true));
-  check_special_rows<aura::Encode<aura::EncodeConfig<128, 4, DType::bf16>>, 128, 4, DType::bf16>(false, tc_options(true));
-  check_special_rows<aura::Encode<aura::EncodeConfig<96, 3, DType::f32>>, 96, 3, DType::f32>(false, tc_options(true));
+  EXPECT_EQ(select_variant(ctx, K128::name, K128::variants, {64, true}).name.substr(0, 8), "few_rows");
+  EXPECT_EQ(select_variant(ctx, K128::name, K128::variants, {64, false}).path, Path::tensor_core_fp16);
+  EXPECT_EQ(select_variant(ctx, K128::name, K128::variants, {65, true}).path, Path::tensor_core_fp16);
+  using K512 = aura::Encode<aura::EncodeConfig<512, 4, DType::bf16>>;
+  EXPECT_EQ(select_variant(ctx, K512::name, K512::variants, {1000, false}).name, "tiled");
+  check_tc<128, 4, DType::bf16>(4096, 1500);
+  check_tc<256, 4, DType::bf16>(4096, 1501);
+  check_tc<128, 4, DType::bf16>(20000, 1502, 3, 7);
+  check_tc<256, 3, DType::f32>(3001, 1503, 3, 5);
+  check_tc<128, 4, DType::bf16>(1000, 1504, 3);
+  check_tc<256, 8, DType::f16>(1000, 1505, 3);
+  check_tc<128, 6, DType::f32>(1000, 1506, 3);
+  EXPECT_THROW((aura::Encode<C128>(ctx, aura::EncodeOptions{4})), Error);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// The dense encode's few-rows kernel (encode_small.comp) against the
-// double-precision reference: every coordinate block (32, 16, 8) with both
+// The dense encode's few-rows variants (encode_few_rows.comp) against the
+// double-precision reference: every coordinate block (8, 16, 32) with both
 // ways of combining the norm parts (64-bit atomics, the arrival counter),
-// the tiled kernel at few rows, and the options the kernel refuses.
+// through a caller's workspace; the tiled kernel at few rows (no workspace).
 #include "test_encode_support.hpp"
 
 namespace {
@@ -11,79 +11,78 @@ using namespace tktest::aura_support;
 
 class AuraEncodeFewRows : public DeviceTest {};
 
-// The dense encode through the few-rows kernel and through the tiled one,
-// whatever the row count.
+// `rows` rows through every few_rows variant this device has that can take
+// them, and through the variant chosen without a workspace.
 template <std::uint32_t Dim, std::uint32_t Bits, DType In>
-void check_dense(std::size_t rows, std::uint64_t seed, aura::EncodeOptions options) {
+void check_dense(std::size_t rows, std::uint64_t seed) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
+  using Kernel = aura::Encode<Config>;
   SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)) +
-               " rows=" + std::to_string(rows) + " small_rows=" + std::to_string(options.small_rows) +
-               " small_block=" + std::to_string(options.small_block) + " atomic64=" + std::to_string(options.small_atomic64));
+               " rows=" + std::to_string(rows));
   Context& ctx = context();
   RandomRows<Config> t(ctx, rows, seed);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
-  aura::Encode<Config> kernel(ctx, options);
-  const auto got = run_twice<Config>(ctx, kernel, typename aura::Encode<Config>::Args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms},
-                                     t.packed, t.norms);
-  t.check(got, dense_rotation(Dim), "dense");
-}
-
-TEST_F(AuraEncodeFewRows, DenseFewRowsAndTiledKernels) {
-  const aura::EncodeOptions small{1000}, tiled{0, false};
-  check_dense<128, 4, DType::bf16>(37, 800, small);
-  check_dense<128, 4, DType::bf16>(7, 801, tiled);
-  check_dense<96, 3, DType::f16>(37, 802, small);
-  check_dense<96, 3, DType::f16>(1, 803, tiled);
-  check_dense<256, 6, DType::f32>(19, 804, small);
-  check_dense<512, 2, DType::bf16>(9, 805, small);
-  check_dense<32, 8, DType::f32>(17, 806, small);
-  check_dense<480, 4, DType::bf16>(9, 807, small);
-}
-
-// The few-rows kernel's coordinate blocks (32, 16 at even Bits, 8 at Bits 4
-// and 8) with both ways of combining the norm parts (64-bit atomics where
-// the device has them; the arrival counter), partial row blocks included.
-TEST_F(AuraEncodeFewRows, DenseFewRowsBlocks) {
-  for (const bool a64 : {true, false}) {
-    aura::EncodeOptions o;
-    o.small_atomic64 = a64;
-    for (const std::uint32_t block : {32u, 16u, 8u}) {
-      o.small_block = block;
-      check_dense<128, 4, DType::bf16>(8, 820 + block, o);
-      check_dense<256, 4, DType::f16>(13, 821 + block, o);
-      check_dense<384, 8, DType::f32>(21, 822 + block, o);
-      if (block != 8) check_dense<512, 2, DType::bf16>(5, 823 + block, o);
-      if (block != 8) check_dense<192, 6, DType::bf16>(11, 824 + block, o);
-    }
-    o.small_block = 32;
-    check_dense<160, 3, DType::bf16>(9, 825, o);  // odd Bits: 32-coordinate blocks only
-    o.small_block = 0;  // automatic
-    check_dense<128, 4, DType::bf16>(64, 826, o);
-    check_dense<256, 4, DType::bf16>(64, 827, o);
-    check_dense<256, 3, DType::bf16>(3, 828, o);
-    check_dense<96, 4, DType::bf16>(7, 829, o);  // Dim too short for 8 or 16
+  const Kernel kernel(ctx);
+  const typename Kernel::Args args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms};
+  std::size_t few = 0;
+  for (const auto* v : eligible_variants<Kernel>(ctx, {static_cast<std::int64_t>(rows), true})) {
+    if (v->name.substr(0, 8) != "few_rows") continue;
+    ++few;
+    SCOPED_TRACE("variant " + std::string(v->name));
+    t.check(run_twice(ctx, kernel, args, t.packed, t.norms, v), dense_rotation(Dim), "dense " + std::string(v->name));
   }
+  EXPECT_GE(few, 1u) << "no few_rows variant took " << rows << " rows";
+  // Without a workspace: tiled (or tensor cores) whatever the row count.
+  typename Kernel::Args bare = args;
+  const auto plan = kernel.plan(bare);
+  EXPECT_NE(plan.variant->name.substr(0, 8), "few_rows");
+  t.packed.poison();
+  t.norms.poison();
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, bare, plan); });
+  t.check({t.packed.read_words(), t.norms.read_floats()}, dense_rotation(Dim), "dense " + std::string(plan.variant->name));
 }
 
-template <class Config>
-void expect_block_refused(std::uint32_t block) {
-  aura::EncodeOptions o;
-  o.small_block = block;
-  try {
-    aura::Encode<Config> kernel(context(), o);
-    ADD_FAILURE() << "small_block " << block << " accepted at Bits " << Config::bits;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("small_block"), std::string::npos) << e.what();
-  }
+// Coordinate blocks of 8 (Bits 4 and 8, Dim a multiple of 128), 16 (even
+// Bits, Dim a multiple of 64) and 32; partial row blocks; up to 64 rows.
+TEST_F(AuraEncodeFewRows, EveryBlockAndCombination) {
+  check_dense<128, 4, DType::bf16>(8, 820);
+  check_dense<128, 4, DType::bf16>(37, 821);
+  check_dense<256, 4, DType::f16>(13, 822);
+  check_dense<384, 8, DType::f32>(21, 823);
+  check_dense<512, 2, DType::bf16>(5, 824);
+  check_dense<192, 6, DType::bf16>(11, 825);
+  check_dense<160, 3, DType::bf16>(9, 826);  // odd Bits: 32-coordinate blocks only
+  check_dense<128, 4, DType::bf16>(64, 827);
+  check_dense<256, 3, DType::bf16>(3, 828);
+  check_dense<96, 4, DType::bf16>(7, 829);  // Dim too short for 8 or 16
+  check_dense<96, 3, DType::f16>(37, 830);
+  check_dense<32, 8, DType::f32>(17, 831);
+  check_dense<480, 4, DType::bf16>(9, 832);
 }
 
-TEST_F(AuraEncodeFewRows, DenseFewRowsBlockMustFillWords) {
-  expect_block_refused<aura::EncodeConfig<128, 3, DType::bf16>>(16);
-  expect_block_refused<aura::EncodeConfig<128, 6, DType::bf16>>(8);
-  expect_block_refused<aura::EncodeConfig<128, 4, DType::bf16>>(64);
-  expect_block_refused<aura::EncodeConfig<96, 4, DType::bf16>>(16);  // 6 columns per invocation
-  expect_block_refused<aura::EncodeConfig<64, 8, DType::bf16>>(8);
+// The table's rules: blocks that do not fill whole words or whole 16-byte
+// pieces are never eligible; more than 64 rows never take few_rows.
+TEST_F(AuraEncodeFewRows, BlocksMustFillWords) {
+  const auto eligible = [](auto kernel_tag, std::int64_t rows) {
+    using Kernel = typename decltype(kernel_tag)::type;
+    std::vector<std::string> names;
+    for (const auto* v : eligible_variants<Kernel>(context(), {rows, true})) names.emplace_back(v->name);
+    return names;
+  };
+  const auto has = [](const std::vector<std::string>& names, const std::string& prefix) {
+    for (const auto& n : names)
+      if (n.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  using K3 = aura::Encode<aura::EncodeConfig<128, 3, DType::bf16>>;
+  using K6 = aura::Encode<aura::EncodeConfig<128, 6, DType::bf16>>;
+  using K96 = aura::Encode<aura::EncodeConfig<96, 4, DType::bf16>>;
+  EXPECT_FALSE(has(eligible(std::type_identity<K3>{}, 8), "few_rows_c16"));
+  EXPECT_FALSE(has(eligible(std::type_identity<K6>{}, 8), "few_rows_c8"));
+  EXPECT_TRUE(has(eligible(std::type_identity<K6>{}, 8), "few_rows_c16"));
+  EXPECT_FALSE(has(eligible(std::type_identity<K96>{}, 8), "few_rows_c16"));
+  EXPECT_TRUE(has(eligible(std::type_identity<K96>{}, 8), "few_rows_c32"));
+  EXPECT_FALSE(has(eligible(std::type_identity<K6>{}, 65), "few_rows"));
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <tilekernels/aura/codebook.hpp>
-#include <tilekernels/aura/decode.hpp>
 #include <tilekernels/aura/encode.hpp>
 #include <tilekernels/aura/rotation.hpp>
 #include <tilekernels/reference/aura/encode.hpp>
@@ -13,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "../support.hpp"
@@ -87,19 +87,79 @@ struct EncodeRun {
   std::vector<float> norms;
 };
 
-template <class Config, class Kernel, class Args>
-EncodeRun run_twice(Context& ctx, const Kernel& kernel, Args args, GuardedTensor& packed, GuardedTensor& norms) {
-  kernel.run(args);
-  EncodeRun first{packed.read_words(), norms.read_floats()};
-  packed.poison();
-  norms.poison();
-  kernel.run(args);
-  const auto again = packed.read_words();
-  const auto again_norms = norms.read_floats();
-  EXPECT_EQ(first.packed, again) << "packed codes moved between two runs";
-  EXPECT_EQ(0, std::memcmp(first.norms.data(), again_norms.data(), first.norms.size() * 4)) << "norms moved";
-  (void)ctx;
+// Runs `plan` of an encode kernel twice on `args` and returns the first
+// result; the second must equal it bit for bit.
+template <class Kernel>
+EncodeRun run_plan_twice(Context& ctx, const Kernel& kernel, const typename Kernel::Args& args,
+                         const typename Kernel::Plan& plan, GuardedTensor& packed, GuardedTensor& norms) {
+  const auto run = [&](const typename Kernel::Args& a) {
+    packed.poison();
+    norms.poison();
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, a, plan); });
+    return EncodeRun{packed.read_words(), norms.read_floats()};
+  };
+  const EncodeRun first = run(args);
+  typename Kernel::Args again_args = args;
+  if constexpr (requires { again_args.workspace; }) {
+    if (again_args.workspace) again_args.workspace->zeroed = true;  // the first run must have left it so
+  }
+  const EncodeRun again = run(again_args);
+  EXPECT_EQ(first.packed, again.packed) << "packed codes moved between two runs";
+  EXPECT_EQ(0, std::memcmp(first.norms.data(), again.norms.data(), first.norms.size() * 4)) << "norms moved";
   return first;
+}
+
+// Runs `variant` of an encode kernel (null: the automatic choice) twice on
+// `args`. A kernel that can use a workspace gets one of NaN words between
+// sentinels: the first run zero-fills what must start zero, the second
+// declares it zero.
+template <class Kernel>
+EncodeRun run_twice(Context& ctx, const Kernel& kernel, typename Kernel::Args args, GuardedTensor& packed,
+                    GuardedTensor& norms, const Variant<typename Kernel::Problem>* variant = nullptr) {
+  std::optional<GuardedTensor> ws;
+  if constexpr (requires { args.workspace; }) {
+    if (const auto bytes = Kernel::workspace_bytes(args.input.shape[0])) {
+      ws.emplace(ctx, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)});
+      args.workspace = Workspace{ws->ref()};
+    }
+  }
+  auto plan = kernel.plan(args);
+  if (variant) plan.variant = variant;
+  const EncodeRun first = run_plan_twice(ctx, kernel, args, plan, packed, norms);
+  if (ws) {
+    EXPECT_TRUE(ws->guards_intact()) << "the kernel wrote outside its workspace";
+  }
+  return first;
+}
+
+// The problem an encode kernel sees for `rows` rows (with a workspace where
+// it takes one), so that tests can list its eligible variants.
+template <class Kernel>
+typename Kernel::Problem encode_problem(std::size_t rows) {
+  typename Kernel::Problem p;
+  p.rows = static_cast<std::int64_t>(rows);
+  if constexpr (requires { p.workspace; }) p.workspace = true;
+  return p;
+}
+
+// Calls check(run, label) for every variant of Kernel this device has for
+// `rows` rows, run being run_twice's result; of the few_rows variants only
+// the automatic one (test_encode_few_rows.cpp runs them all).
+template <class Kernel, class Check>
+void on_every_variant(Context& ctx, const Kernel& kernel, const typename Kernel::Args& args, GuardedTensor& packed,
+                      GuardedTensor& norms, Check&& check) {
+  const auto variants = eligible_variants<Kernel>(ctx, encode_problem<Kernel>(static_cast<std::size_t>(args.input.shape[0])));
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(variants.back()->path, Path::portable);
+  bool few_rows = false;
+  for (const auto* v : variants) {
+    if (v->name.substr(0, 8) == "few_rows") {
+      if (few_rows) continue;
+      few_rows = true;
+    }
+    SCOPED_TRACE("variant " + std::string(v->name));
+    check(run_twice(ctx, kernel, args, packed, norms, v), std::string(Kernel::name) + " " + std::string(v->name));
+  }
 }
 
 // Random rows of one (Dim, Bits, In) with the codebook's tables and
@@ -125,7 +185,9 @@ struct RandomRows {
 
   // Checks `got` against the reference encode with `rotation`: codes exact
   // away from boundaries, few flips near them, norms within budget.
-  reference::aura::EncodeResult check(const EncodeRun& got, const std::vector<float>& rotation, const char* what) const {
+  reference::aura::EncodeResult check(const EncodeRun& got, const std::vector<float>& rotation,
+                                      const std::string& label) const {
+    const char* what = label.c_str();
     const auto ref = reference::aura::encode(x, rows, Config::dim, Config::bits, rotation, boundaries, cb.codebook);
     const auto c = compare(got.packed, got.norms, ref, x, rows, Config::dim, Config::bits, cb.codebook);
     EXPECT_EQ(c.unexplained, 0u) << what << ": codes differ from the reference away from any boundary";

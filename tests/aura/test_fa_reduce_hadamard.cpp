@@ -55,14 +55,21 @@ Shape S(std::size_t a, std::size_t b, std::size_t c) {
   return {static_cast<std::int64_t>(a), static_cast<std::int64_t>(b), static_cast<std::int64_t>(c)};
 }
 
-// Runs the kernel twice on one input set and checks it against the
-// reference; `empty_rows` get only empty blocks and must come out as zeros.
+// A forced geometry: lane groups and rows per workgroup (0: automatic).
+struct Forced {
+  std::uint32_t lane_groups = 0, rows_per_workgroup = 0;
+};
+
+// Runs every variant of the kernel this device has twice on one input set
+// and checks it against the reference; `empty_rows` get only empty blocks
+// and must come out as zeros.
 template <class Config>
 void check_case(Context& ctx, std::size_t rows, std::size_t nwg, double empty_fraction, std::uint64_t seed,
-                const std::vector<std::size_t>& empty_rows = {}, aura::FaReduceHadamardOptions options = {}) {
+                const std::vector<std::size_t>& empty_rows = {}, Forced forced = {}) {
+  using Kernel = aura::FaReduceHadamard<Config>;
   constexpr std::size_t dim = Config::head_dim;
   SCOPED_TRACE("head_dim=" + std::to_string(dim) + " rows=" + std::to_string(rows) + " nwg=" + std::to_string(nwg) +
-               " seed=" + std::to_string(seed) + (options.portable ? " portable" : ""));
+               " seed=" + std::to_string(seed));
   Rng rng(seed);
   auto p = random_partials(rng, rows, nwg, dim, empty_fraction);
   for (auto r : empty_rows)
@@ -77,23 +84,35 @@ void check_case(Context& ctx, std::size_t rows, std::size_t nwg, double empty_fr
   auto l = Tensor::from_floats(ctx, pd, S(rows, nwg), p.l);
   auto s = Tensor::from_floats(ctx, DType::f32, S(dim), signs);
   GuardedTensor out(ctx, Config::out_dtype, S(rows, dim));
-
-  aura::FaReduceHadamard<Config> kernel(ctx, options);
-  kernel.run({o, m, l, s, out});
-  const auto got = out.read_floats();
   const auto expect = ref::fa_reduce_hadamard(p.o, p.m, p.l, signs, rows, nwg, dim);
-  const double err = relative_rms(got, expect);
-  EXPECT_LE(err, budget(Config::out_dtype)) << "relative RMS error";
-  char figure[32];
-  std::snprintf(figure, sizeof figure, "%.3e", err);
-  ::testing::Test::RecordProperty("rel_rms_d" + std::to_string(dim) + "_nwg" + std::to_string(nwg), figure);
-  for (auto r : empty_rows)
-    for (std::size_t d = 0; d < dim; ++d) ASSERT_EQ(got[r * dim + d], 0.0f) << "empty row " << r << " slot " << d;
 
-  out.poison();
-  kernel.run({o, m, l, s, out});
-  const auto again = out.read_floats();
-  EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * sizeof(float))) << "output moved between runs";
+  const Kernel kernel(ctx);
+  const typename Kernel::Args args{o, m, l, s, out};
+  auto plan = kernel.plan(args);
+  if (forced.lane_groups) {
+    plan.geometry.groups = forced.lane_groups;
+    plan.geometry.blocks_per_group = std::bit_ceil((static_cast<std::uint32_t>(nwg) + forced.lane_groups - 1) /
+                                                   forced.lane_groups);
+    plan.geometry.rows_per_workgroup = std::max<std::uint32_t>(1, 64 / (forced.lane_groups * Config::chunks));
+  }
+  if (forced.rows_per_workgroup) plan.geometry.rows_per_workgroup = forced.rows_per_workgroup;
+  for (const auto* v : eligible_variants<Kernel>(ctx, {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(nwg)})) {
+    SCOPED_TRACE("variant " + std::string(v->name));
+    plan.variant = v;
+    if (v->path == Path::subgroup && !ctx.info().whole_subgroups(plan.geometry.invocations())) continue;
+    const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
+    out.poison();
+    run();
+    const auto got = out.read_floats();
+    const double err = relative_rms(got, expect);
+    EXPECT_LE(err, budget(Config::out_dtype)) << "relative RMS error";
+    for (auto r : empty_rows)
+      for (std::size_t d = 0; d < dim; ++d) ASSERT_EQ(got[r * dim + d], 0.0f) << "empty row " << r << " slot " << d;
+    out.poison();
+    run();
+    const auto again = out.read_floats();
+    EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * sizeof(float))) << "output moved between runs";
+  }
 }
 
 template <class Config>
@@ -113,19 +132,14 @@ TYPED_TEST_SUITE(FaReduceHadamardTest, Configs);
 // packed; row 2 empty in every case.
 TYPED_TEST(FaReduceHadamardTest, MatchesReferenceAcrossNwg) {
   std::uint64_t seed = 300 + TypeParam::head_dim + 7 * static_cast<std::uint32_t>(TypeParam::partial_dtype);
-  for (bool portable : {false, true}) {
-    for (std::size_t nwg : {1, 2, 5, 32, 3, 8, 9, 17}) {
-      const std::size_t rows = TypeParam::head_dim >= 256 ? 5 : 11;
-      check_case<TypeParam>(context(), rows, nwg, nwg == 1 ? 0.0 : 0.25, seed++, {2}, {0, 0, portable});
-    }
-    for (std::size_t nwg : {9, 32}) check_case<TypeParam>(context(), 261, nwg, 0.25, seed++, {2}, {0, 0, portable});
+  for (std::size_t nwg : {1, 2, 5, 32, 3, 8, 9, 17}) {
+    const std::size_t rows = TypeParam::head_dim >= 256 ? 5 : 11;
+    check_case<TypeParam>(context(), rows, nwg, nwg == 1 ? 0.0 : 0.25, seed++, {2});
   }
+  for (std::size_t nwg : {9, 32}) check_case<TypeParam>(context(), 261, nwg, 0.25, seed++, {2});
 }
 
-TYPED_TEST(FaReduceHadamardTest, AllRowsEmpty) {
-  check_case<TypeParam>(context(), 3, 4, 0.0, 91, {0, 1, 2});
-  check_case<TypeParam>(context(), 3, 4, 0.0, 92, {0, 1, 2}, {0, 0, true});
-}
+TYPED_TEST(FaReduceHadamardTest, AllRowsEmpty) { check_case<TypeParam>(context(), 3, 4, 0.0, 91, {0, 1, 2}); }
 
 class FaReduceHadamardGeometryTest : public DeviceTest {};
 
@@ -135,34 +149,36 @@ TEST_F(FaReduceHadamardGeometryTest, ForcedGeometries) {
   using C128 = aura::FaReduceHadamardConfig<128>;
   using C64 = aura::FaReduceHadamardConfig<64>;
   using C512 = aura::FaReduceHadamardConfig<512>;
-  for (bool portable : {false, true}) {
-    check_case<C128>(context(), 6, 5, 0.3, 11, {1}, {3, 0, portable});
-    check_case<C128>(context(), 6, 2, 0.3, 12, {4}, {4, 0, portable});
-    check_case<C128>(context(), 7, 9, 0.3, 13, {}, {2, 3, portable});
-    check_case<C64>(context(), 13, 32, 0.3, 14, {12}, {1, 8, portable});
-    check_case<C64>(context(), 5, 32, 0.3, 15, {}, {32, 0, portable});
-    check_case<C512>(context(), 3, 6, 0.3, 16, {}, {2, 1, portable});
-  }
+  check_case<C128>(context(), 6, 5, 0.3, 11, {1}, {3, 0});
+  check_case<C128>(context(), 6, 2, 0.3, 12, {4}, {4, 0});
+  check_case<C128>(context(), 7, 9, 0.3, 13, {}, {2, 3});
+  check_case<C64>(context(), 13, 32, 0.3, 14, {12}, {1, 8});
+  check_case<C64>(context(), 5, 32, 0.3, 15, {}, {32, 0});
+  check_case<C512>(context(), 3, 6, 0.3, 16, {}, {2, 1});
 }
 
 TEST_F(FaReduceHadamardGeometryTest, ChoosesDocumentedGeometry) {
-  aura::FaReduceHadamard<aura::FaReduceHadamardConfig<512>> k512(context());
-  EXPECT_EQ(k512.geometry(32).groups, 4u);
-  EXPECT_EQ(k512.geometry(32).blocks_per_group, 8u);
-  EXPECT_EQ(k512.geometry(8).groups, 1u);
-  EXPECT_EQ(k512.geometry(5).blocks_per_group, 8u);
-  EXPECT_EQ(k512.geometry(32, 1024).groups, 4u);
-  EXPECT_EQ(k512.geometry(32, 256).groups, 1u);  // few rows: one group of 32-deep loads
-  EXPECT_EQ(k512.geometry(32, 256).blocks_per_group, 32u);
-  EXPECT_EQ(k512.geometry(32, 257).groups, 4u);
-  aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>> k64(context());
-  EXPECT_EQ(k64.geometry(1).rows_per_workgroup, 4u);
-  EXPECT_EQ(k64.geometry(1).invocations, 64u);
-  EXPECT_EQ(k64.geometry(32).groups, 4u);
-  EXPECT_EQ(k64.geometry(32).rows_per_workgroup, 1u);
-  EXPECT_EQ(k64.geometry(3).shuffle, context().info().subgroup_shuffle && !context().force_portable());
-  aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>> portable(context(), {0, 0, true});
-  EXPECT_FALSE(portable.geometry(3).shuffle);
+  using K512 = aura::FaReduceHadamard<aura::FaReduceHadamardConfig<512>>;
+  using K64 = aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>>;
+  const auto& info = context().info();
+  EXPECT_EQ(K512::geometry(info, 32).groups, 4u);
+  EXPECT_EQ(K512::geometry(info, 32).blocks_per_group, 8u);
+  EXPECT_EQ(K512::geometry(info, 8).groups, 1u);
+  EXPECT_EQ(K512::geometry(info, 5).blocks_per_group, 8u);
+  EXPECT_EQ(K512::geometry(info, 32, 1024).groups, 4u);
+  EXPECT_EQ(K512::geometry(info, 32, 256).groups, 1u);  // few rows: one group of 32-deep loads
+  EXPECT_EQ(K512::geometry(info, 32, 256).blocks_per_group, 32u);
+  EXPECT_EQ(K512::geometry(info, 32, 257).groups, 4u);
+  EXPECT_EQ(K64::geometry(info, 1).rows_per_workgroup, 4u);
+  EXPECT_EQ(K64::geometry(info, 1).invocations(), 64u);
+  EXPECT_EQ(K64::geometry(info, 32).groups, 4u);
+  EXPECT_EQ(K64::geometry(info, 32).rows_per_workgroup, 1u);
+  // The subgroup variant is the automatic choice exactly where the device's
+  // subgroups are as reported and shuffle; a portable Context never takes it.
+  const K64::Problem p{3, 3};
+  const bool subgroup = info.subgroup_shuffle && info.subgroup_arithmetic && info.whole_subgroups(64) &&
+                        !context().force_portable();
+  EXPECT_EQ(select_variant(context(), K64::name, K64::variants, p).path == Path::subgroup, subgroup);
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid
@@ -212,8 +228,18 @@ TEST_F(FaReduceHadamardErrors, NamesTheBadTensor) {
   TensorRef null_buffer = signs.ref();
   null_buffer.buffer = nullptr;
   expect_error(kernel, {o, m, l, null_buffer, out}, ErrorCode::invalid_argument, "signs: no buffer given");
-  const Kernel too_wide(ctx, {64, 0});  // 64 groups of 16 lanes: 1024 invocations
-  expect_error(too_wide, {o, m, l, signs, out}, ErrorCode::invalid_argument, "invocations");
+  // A geometry changed by hand is checked too: 64 groups of 16 lanes are
+  // 1024 invocations, past the 512 the kernel builds.
+  auto plan = kernel.plan({o, m, l, signs, out});
+  plan.geometry.groups = 64;
+  plan.geometry.blocks_per_group = 1;
+  try {
+    kernel.check({o, m, l, signs, out}, plan);
+    ADD_FAILURE() << "no error for 1024 invocations";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("invocations"), std::string::npos) << e.what();
+  }
 }
 
 // The reference itself: the FWHT equals the explicit normalised Hadamard

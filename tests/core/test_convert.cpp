@@ -20,7 +20,7 @@ std::vector<std::uint32_t> run_convert(const std::vector<std::uint32_t>& words) 
   Tensor in(ctx, DType::u32, {static_cast<std::int64_t>(words.size())});
   in.upload(std::span<const std::uint32_t>(words));
   GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(words.size() * 6)});
-  const Pipeline& p = ctx.pipeline({spirv::test_convert, std::size(spirv::test_convert), {}, 2, sizeof(Push), 0});
+  const Pipeline& p = ctx.pipeline({spirv::test_convert.data(), spirv::test_convert.size(), {}, 2, sizeof(Push), 0});
   ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
     detail::record_dispatch(ctx, cmd, p, {in.ref(), out.ref()}, Push{0, static_cast<std::uint32_t>(words.size())},
                             (words.size() + 63) / 64);

@@ -1,5 +1,5 @@
-// gdn::ChunkO against the double-precision reference, on every path the
-// device has (portable everywhere; NV cooperative matrix where available).
+// gdn::ChunkO against the double-precision reference, on every variant the
+// device has (portable everywhere; the tensor-core ones where available).
 #include <tilekernels/gdn/chunk_o.hpp>
 #include <tilekernels/reference/gdn/chunk_o.hpp>
 
@@ -55,11 +55,13 @@ ref::ChunkOShape shape_of(const Case& c) {
   return {c.B, c.T, c.Hg, c.H, Config::K, Config::V, Config::BT};
 }
 
-// Runs the kernel on `in` (twice: the second run must match bit for bit),
-// checks the sentinels and returns the output.
+// Runs `variant` of the kernel (null: the automatic choice) on `in` (twice:
+// the second run must match bit for bit), checks the sentinels and returns
+// the output. `workgroups`: the bf16 persistent grid (0: automatic).
 template <class Config>
 std::vector<float> run_kernel(Context& ctx, const Inputs& in, const ref::ChunkOShape& s, float scale,
-                              gdn::ChunkOOptions options, gdn::ChunkOPath* path = nullptr) {
+                              const tilekernels::Variant<typename gdn::ChunkO<Config>::Problem>* variant = nullptr,
+                              std::uint32_t workgroups = 0) {
   const auto I = [](std::size_t x) { return static_cast<std::int64_t>(x); };
   auto q = Tensor::from_floats(ctx, DType::bf16, {I(s.B), I(s.T), I(s.Hg), I(s.K)}, in.q);
   auto k = Tensor::from_floats(ctx, DType::bf16, {I(s.B), I(s.T), I(s.Hg), I(s.K)}, in.k);
@@ -67,21 +69,32 @@ std::vector<float> run_kernel(Context& ctx, const Inputs& in, const ref::ChunkOS
   auto h = Tensor::from_floats(ctx, DType::bf16, {I(s.B), I(s.NT()), I(s.H), I(s.V), I(s.K)}, in.h);
   auto g = Tensor::from_floats(ctx, DType::f32, {I(s.B), I(s.T), I(s.H)}, in.g);
   GuardedTensor o(ctx, DType::bf16, {I(s.B), I(s.T), I(s.H), I(s.V)});
-  gdn::ChunkO<Config> kernel(ctx, options);
-  if (path) *path = kernel.path();
-  kernel.run({q, k, v, h, g, o, scale});
+  gdn::ChunkO<Config> kernel(ctx);
+  const typename gdn::ChunkO<Config>::Args args{q, k, v, h, g, o, scale};
+  auto plan = kernel.plan(args);
+  if (variant) plan.variant = variant;
+  plan.workgroups = workgroups;
+  const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
+  run();
   const auto first = o.read_floats();
   o.poison();
-  kernel.run({q, k, v, h, g, o, scale});
+  run();
   const auto second = o.read_floats();
   EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(float))) << "output moved between runs";
   return first;
 }
 
 template <class Config>
+typename gdn::ChunkO<Config>::Problem problem_of(const ref::ChunkOShape& s) {
+  return {static_cast<std::int64_t>(s.B), static_cast<std::int64_t>(s.T), static_cast<std::int64_t>(s.Hg),
+          static_cast<std::int64_t>(s.H)};
+}
+
+template <class Config>
 class ChunkOTest : public DeviceTest {
  protected:
-  // Every path this device has: automatic and forced portable.
+  // Every variant this device has; the bf16 one also with one workgroup
+  // walking every tile.
   void check(const Case& c, std::uint64_t seed) {
     const auto s = shape_of<Config>(c);
     SCOPED_TRACE("BT=" + std::to_string(s.BT) + " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V) +
@@ -91,29 +104,19 @@ class ChunkOTest : public DeviceTest {
     const Inputs in = make_inputs(rng, s);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.K));
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
-    // fp16 tensor-core versions 1, 2 and 3, the automatic choice (the bf16
-    // path where the device and build have it), the bf16 path with one
-    // workgroup walking every tile (5), then the portable path.
-    for (int version : {1, 2, 3, 4, 5, 0}) {
-      const bool portable = version == 0;
-      gdn::ChunkOOptions options;
-      options.force_portable = portable;
-      options.nv_version = version >= 4 ? 0 : version;
-      if (version == 5) {
-        options.bf16_workgroups = 1;
-        if (gdn::ChunkO<Config>(context(), options).path() != gdn::ChunkOPath::bf16_cooperative_matrix) continue;
+    const auto variants = eligible_variants<gdn::ChunkO<Config>>(context(), problem_of<Config>(s));
+    ASSERT_FALSE(variants.empty());
+    EXPECT_EQ(variants.back()->path, Path::portable);
+    for (const auto* v : variants)
+      for (std::uint32_t workgroups : {0u, 1u}) {
+        if (workgroups && v->path != Path::tensor_core_bf16) continue;
+        const auto got = run_kernel<Config>(context(), in, s, scale, v, workgroups);
+        const double err = relative_rms(got, want);
+        EXPECT_LE(err, kBudget) << "variant " << v->name << " workgroups " << workgroups;
+        std::printf("[chunk_o] %-16s grid %u BT=%u K=%u V=%u B=%zu T=%zu Hg=%zu H=%zu rel_rms=%.3g\n",
+                    std::string(v->name).c_str(), workgroups, Config::BT, Config::K, Config::V, c.B, c.T, c.Hg, c.H,
+                    err);
       }
-      gdn::ChunkOPath path{};
-      const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
-      const double err = relative_rms(got, want);
-      EXPECT_LE(err, kBudget) << "path " << gdn::to_string(path) << " version " << version;
-      std::printf("[chunk_o] %-22s v%d BT=%u K=%u V=%u B=%zu T=%zu Hg=%zu H=%zu rel_rms=%.3g\n",
-                  gdn::to_string(path), version, Config::BT, Config::K, Config::V, c.B, c.T, c.Hg, c.H, err);
-      if (portable) {
-        EXPECT_EQ(path, gdn::ChunkOPath::portable);
-      }
-      if (!portable && path == gdn::ChunkOPath::portable) break;  // no tensor-core path on this device
-    }
   }
 };
 
@@ -151,10 +154,9 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
   using Config = gdn::ChunkOConfig<64, 64, 64>;
   const Case c{1, 130, 1, 2};
   const auto s = shape_of<Config>(c);
-  // tensor-core version 1 + variant / 2; variants 6 and 7: the automatic
-  // path (bf16 where available: nothing to fall back from, but the same
-  // values must come out)
-  for (int variant = 0; variant < 8; ++variant) {
+  // Cases 0 and 1 on every variant (bf16: nothing to fall back from, but
+  // the same values must come out).
+  for (int variant = 0; variant < 2; ++variant) {
     Rng rng(900 + variant % 2);
     Inputs in = make_inputs(rng, s);
     if (variant % 2 == 0) {
@@ -170,14 +172,13 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
     }
     const float scale = 0.125f;
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
-    gdn::ChunkOPath path{};
-    gdn::ChunkOOptions options;
-    options.nv_version = variant < 6 ? 1 + variant / 2 : 0;
-    const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
-    for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "variant " << variant << " path " << gdn::to_string(path);
-    EXPECT_LE(relative_rms(got, want), kBudget) << "variant " << variant << " path " << gdn::to_string(path);
-    std::printf("[chunk_o] range variant %d on %s: rel_rms=%.3g\n", variant, gdn::to_string(path),
-                relative_rms(got, want));
+    for (const auto* v : eligible_variants<gdn::ChunkO<Config>>(context(), problem_of<Config>(s))) {
+      const auto got = run_kernel<Config>(context(), in, s, scale, v);
+      for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "case " << variant << " variant " << v->name;
+      EXPECT_LE(relative_rms(got, want), kBudget) << "case " << variant << " variant " << v->name;
+      std::printf("[chunk_o] range case %d on %s: rel_rms=%.3g\n", variant, std::string(v->name).c_str(),
+                  relative_rms(got, want));
+    }
   }
 }
 
@@ -196,79 +197,17 @@ TEST_F(ChunkORange, InfiniteInputStaysContained) {
   in.v[(t_inf * s.H + h_inf) * s.V + c_inf] = std::numeric_limits<float>::infinity();
   const float scale = 0.125f;
   const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
-  // the fp16 tensor-core versions 1-3, the automatic path, the portable path
-  for (int variant = 0; variant < 5; ++variant) {
-    gdn::ChunkOOptions options;
-    options.nv_version = variant < 3 ? 1 + variant : 0;
-    options.force_portable = variant == 4;
-    gdn::ChunkOPath path{};
-    const auto got = run_kernel<Config>(context(), in, s, scale, options, &path);
-    SCOPED_TRACE(std::string("path ") + gdn::to_string(path) + " variant " + std::to_string(variant));
+  for (const auto* v : eligible_variants<gdn::ChunkO<Config>>(context(), problem_of<Config>(s))) {
+    const auto got = run_kernel<Config>(context(), in, s, scale, v);
+    SCOPED_TRACE("variant " + std::string(v->name));
     expect_inf_contained(got, want, s.T, s.H, s.V, s.BT, t_inf, h_inf, c_inf, kBudget);
   }
 }
 
-TEST(ChunkOPathChoice, FollowsDeviceAndOptions) {
-  Context& ctx = context();
-  using Config = gdn::ChunkOConfig<>;
-  gdn::ChunkOOptions portable;
-  portable.force_portable = true;
-  EXPECT_EQ(gdn::ChunkO<Config>(ctx, portable).path(), gdn::ChunkOPath::portable);
-  const auto automatic = gdn::ChunkO<Config>(ctx).path();
-  const bool bf16 = TILEKERNELS_GDN_CHUNK_O_BF16 && ctx.info().cooperative_matrix_bf16 && !ctx.force_portable();
-  const bool nv = !bf16 && TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX && ctx.info().cooperative_matrix_nv &&
-                  !ctx.force_portable();
-  EXPECT_EQ(automatic == gdn::ChunkOPath::bf16_cooperative_matrix, bf16) << ctx.info().name;
-  EXPECT_EQ(automatic == gdn::ChunkOPath::nv_cooperative_matrix, nv) << ctx.info().name;
-  gdn::ChunkOOptions fp16;
-  fp16.bf16 = false;
-  if (TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX && ctx.info().cooperative_matrix_nv && !ctx.force_portable()) {
-    EXPECT_EQ(gdn::ChunkO<Config>(ctx, fp16).path(), gdn::ChunkOPath::nv_cooperative_matrix);
-  }
-  std::printf("[chunk_o] device %s: automatic path %s\n", ctx.info().name.c_str(), gdn::to_string(automatic));
-}
-
-// The tensor-core tilings the benchmark compares, on a case with a tail and
-// GQA (skipped where the device has no tensor-core path).
-class ChunkOTilings : public DeviceTest {};
-
-TEST_F(ChunkOTilings, AllMatchReference) {
-  using Config = gdn::ChunkOConfig<64, 128, 128>;
-  if (gdn::ChunkO<Config>(context()).path() == gdn::ChunkOPath::portable) GTEST_SKIP() << "no tensor-core path";
-  const Case c{2, 200, 2, 4};
-  const auto s = shape_of<Config>(c);
-  Rng rng(4242);
-  const Inputs in = make_inputs(rng, s);
-  const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, 0.1, s);
-  // Per version: bv, wc, kc and the version's own knob (1: v_early, 2:
-  // stage buffers, 3: tiles per workgroup; with 32 tiles here, 1, 3, 5 and
-  // 16 leave partial last workgroups or several tiles each).
-  struct Tiling {
-    int version;
-    std::uint32_t bv, wc, kc, knob;
-  };
-  const Tiling tilings[] = {
-      {1, 128, 2, 64, 1}, {1, 128, 2, 64, 0}, {1, 128, 4, 64, 1}, {1, 128, 4, 64, 0}, {1, 128, 2, 32, 1},
-      {1, 128, 4, 32, 1}, {1, 128, 1, 32, 0}, {1, 64, 2, 64, 1},  {1, 64, 1, 64, 1},  {1, 64, 1, 32, 0},
-      {2, 128, 1, 32, 2}, {2, 128, 1, 16, 2}, {2, 128, 1, 64, 1}, {2, 128, 2, 32, 2}, {2, 128, 2, 64, 1},
-      {2, 128, 2, 16, 2}, {2, 64, 1, 32, 2},  {2, 64, 2, 16, 1},  {3, 128, 4, 64, 1}, {3, 128, 4, 64, 16},
-      {3, 128, 4, 64, 3}, {3, 128, 2, 64, 5}, {3, 128, 4, 32, 1}, {3, 64, 4, 64, 3},  {3, 128, 1, 16, 2}};
-  const char* knob_name[] = {"", "v_early", "nbuf", "upw"};
-  for (const auto& t : tilings) {
-    gdn::ChunkOOptions o;
-    o.nv_version = t.version;
-    o.nv_bv = t.bv;
-    o.nv_wc = t.wc;
-    o.nv_kc = t.kc;
-    if (t.version == 1) o.nv_v_early = static_cast<int>(t.knob);
-    if (t.version == 2) o.nv_nbuf = t.knob;
-    if (t.version == 3) o.nv_upw = t.knob;
-    const double err = relative_rms(run_kernel<Config>(context(), in, s, 0.1f, o), want);
-    EXPECT_LE(err, kBudget) << "v" << t.version << " bv=" << t.bv << " wc=" << t.wc << " kc=" << t.kc << " "
-                            << knob_name[t.version] << "=" << t.knob;
-    std::printf("[chunk_o] v%d tiling bv=%u wc=%u kc=%u %s=%u rel_rms=%.3g\n", t.version, t.bv, t.wc, t.kc,
-                knob_name[t.version], t.knob, err);
-  }
+// The automatic choice is the first eligible variant of the table; a
+// Context that forces the portable path gets the portable variant.
+TEST(ChunkOVariantChoice, FirstEligibleOrPortable) {
+  expect_first_eligible_or_portable<gdn::ChunkO<gdn::ChunkOConfig<>>>({1, 64, 1, 1});
 }
 
 class ChunkOErrors : public DeviceTest {};
@@ -306,10 +245,6 @@ TEST_F(ChunkOErrors, NamesTheBadTensor) {
   TensorRef null_h = h.ref();
   null_h.buffer = nullptr;
   expect_error({q, k, v, null_h, g, o, 1.0f}, ErrorCode::invalid_argument, "h: no buffer given");
-  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 48, 2, 32, -1}), Error);  // 48 is not a multiple of 32
-  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 0, 0, 0, -1, 4, 0, 0}), Error);  // no version 4
-  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 0, 0, 0, -1, 2, 3}), Error);   // 3 stage buffers
-  EXPECT_THROW(gdn::ChunkO<Config>(ctx, gdn::ChunkOOptions{false, 0, 0, 16, -1, 1, 0}), Error);  // kc 16 is version 2 only
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.
@@ -319,18 +254,13 @@ TEST(ChunkOSplit, GridLargerThanOneDispatch) {
   options.validation = false;
   Context ctx(options);
   using Config = gdn::ChunkOConfig<16, 64, 128>;
-  const Case c{2, 40, 1, 2};  // 2 * 3 * 2 * (1 or 2 V tiles) workgroups
+  const Case c{2, 40, 1, 2};  // 2 * 3 * 2 * (1 or 2 V tiles) tiles
   const auto s = shape_of<Config>(c);
   Rng rng(31);
   const Inputs in = make_inputs(rng, s);
   const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, 0.5, s);
-  for (int version : {1, 2, 3, 0}) {  // 0: portable
-    gdn::ChunkOOptions o;
-    o.force_portable = version == 0;
-    o.nv_version = version;
-    o.nv_upw = 2;  // version 3: 6 workgroups of 2 tiles (or 12 of 1 where V is split)
-    EXPECT_LE(relative_rms(run_kernel<Config>(ctx, in, s, 0.5f, o), want), kBudget) << "version=" << version;
-  }
+  for (const auto* v : eligible_variants<gdn::ChunkO<Config>>(ctx, problem_of<Config>(s)))
+    EXPECT_LE(relative_rms(run_kernel<Config>(ctx, in, s, 0.5f, v), want), kBudget) << "variant " << v->name;
 }
 
 }  // namespace

@@ -58,45 +58,25 @@ Inputs make_inputs(Rng& rng, const Shape5& s, std::size_t K, std::size_t V, std:
   return in;
 }
 
+// One way to run the kernel: a variant of its table and, for the bf16
+// variants, the persistent grid (0: automatic; 2: two workgroups, or one
+// pair, walk every tile).
+template <class Config>
 struct PathCase {
-  gdn::RecomputeWUOptions options;
-  const char* label;
+  const tilekernels::Variant<typename gdn::RecomputeWU<Config>::Problem>* variant;
+  std::uint32_t workgroups;
+  std::string label;
 };
 
-// The paths this device can run: portable; the bf16 tensor-core kernel where
-// the device and build have it; and where the device has the fp16
-// tensor-core path: kernel 2 (128, 256 and 512 invocations, A in one fp16
-// part and split) and the first kernel (one part and split).
+// Every variant this device can run for `s`, the bf16 ones also on a grid of 2.
 template <class Config>
-std::vector<PathCase> paths() {
-  std::vector<PathCase> out{{{true, false}, "portable"}};
-  if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 3}).path() ==
-      gdn::RecomputeWUPath::cooperative_matrix_bf16) {
-    out.push_back({{false, false, 128, true, 3}, "tc3-bf16"});
-    gdn::RecomputeWUOptions few{false, false, 128, true, 3};
-    few.bf16_workgroups = 2;  // two workgroups (joint kernel) or one pair walk every tile
-    out.push_back({few, "tc3-bf16-2wg"});
-    if (gdn::RecomputeWU<Config>(context(), few).bf16_joint()) {  // the pairs kernel as well
-      gdn::RecomputeWUOptions pairs{false, false, 128, true, 3};
-      pairs.bf16_joint = false;
-      out.push_back({pairs, "tc3-bf16-pairs"});
-      pairs.bf16_workgroups = 2;
-      out.push_back({pairs, "tc3-bf16-pairs-1pair"});
-    }
-    gdn::RecomputeWUOptions narrow = few;
-    narrow.bf16_invocations = 256;
-    if (gdn::RecomputeWU<Config>(context(), narrow).path() == gdn::RecomputeWUPath::cooperative_matrix_bf16)
-      out.push_back({narrow, "tc3-bf16-x256"});
-  }
-  if (gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 2}).path() ==
-      gdn::RecomputeWUPath::cooperative_matrix_nv) {
-    out.push_back({{false, false, 128, true, 2}, "tc2-wg128"});
-    out.push_back({{false, false, 256, true, 2}, "tc2-wg256"});
-    out.push_back({{false, false, 512, true, 2}, "tc2-wg512"});
-    out.push_back({{false, true, 128, true, 2}, "tc2-split"});
-    out.push_back({{false, false, 256, true, 1}, "tc1"});
-    out.push_back({{false, true, 256, true, 1}, "tc1-split"});
-    out.push_back({{false, true, 512, true, 2}, "tc2-split-wg512"});
+std::vector<PathCase<Config>> paths(const Shape5& s) {
+  const typename gdn::RecomputeWU<Config>::Problem p{static_cast<std::int64_t>(s.B), static_cast<std::int64_t>(s.T),
+                                                     static_cast<std::int64_t>(s.Hg), static_cast<std::int64_t>(s.H)};
+  std::vector<PathCase<Config>> out;
+  for (const auto* v : eligible_variants<gdn::RecomputeWU<Config>>(context(), p)) {
+    out.push_back({v, 0, std::string(v->name)});
+    if (v->path == Path::tensor_core_bf16) out.push_back({v, 2, std::string(v->name) + "-grid2"});
   }
   return out;
 }
@@ -128,13 +108,18 @@ class RecomputeWUTest : public DeviceTest {
     GuardedTensor u(ctx, DType::bf16, S(s.B, s.T, s.H, V));
     const auto ref = tilekernels::reference::gdn::recompute_wu(in.k, in.v, in.beta, in.g, in.A, s.B, s.T, s.Hg, s.H,
                                                                K, V, BT);
-    for (const auto& pc : paths<Config>()) {
+    const auto cases = paths<Config>(s);
+    ASSERT_FALSE(cases.empty());
+    EXPECT_EQ(cases.back().variant->path, Path::portable);
+    for (const auto& pc : cases) {
       SCOPED_TRACE(pc.label);
-      gdn::RecomputeWU<Config> kernel(ctx, pc.options);
+      const gdn::RecomputeWU<Config> kernel(ctx);
+      const typename gdn::RecomputeWU<Config>::Args args{k, v, beta, g, A, w, u};
+      const typename gdn::RecomputeWU<Config>::Plan plan{pc.variant, pc.workgroups};
       const auto run = [&] {
         w.poison();
         u.poison();
-        kernel.run({k, v, beta, g, A, w, u});
+        ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
         return Outputs{w.read_floats(), u.read_floats(), w.guards_intact(), u.guards_intact()};
       };
       check(std::string(pc.label), run, ref);
@@ -280,35 +265,10 @@ TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
   expect_error({k, null_buffer, beta, g, A, w, u}, ErrorCode::invalid_argument, "v: no buffer given");
 }
 
-TEST_F(RecomputeWUErrors, ReportsItsPath) {
-  using Config = gdn::RecomputeWUConfig<64, 128, 128>;
-  EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {true, false, 128, true}).path(), gdn::RecomputeWUPath::portable);
-  EXPECT_EQ(gdn::RecomputeWU<Config>(context(), {false, false, 128, false}).path(), gdn::RecomputeWUPath::portable);
-  // The bf16 tensor-core kernel is the default where the device and the
-  // build have it, else the fp16 one (kernel 2).
-  const gdn::RecomputeWU<Config> automatic(context());
-  const bool bf16 = TILEKERNELS_GDN_RECOMPUTE_WU_BF16 && context().info().cooperative_matrix_bf16;
-  if (context().force_portable() || (!context().info().cooperative_matrix_nv && !bf16)) {
-    EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::portable);
-  } else if (bf16) {
-    EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::cooperative_matrix_bf16);
-    EXPECT_EQ(automatic.tc_kernel(), 3u);
-  } else if (TILEKERNELS_GLSLC_HAS_GL_NV_COOPERATIVE_MATRIX) {
-    EXPECT_EQ(automatic.path(), gdn::RecomputeWUPath::cooperative_matrix_nv);
-    EXPECT_EQ(automatic.tc_kernel(), 2u);
-  }
-  // Split A with K = V = 256 does not fit kernel 2's 48 KiB: kernel 1 takes it.
-  using Wide = gdn::RecomputeWUConfig<64, 256, 256>;
-  EXPECT_EQ(gdn::RecomputeWU<Wide>(context(), {false, true, 128, true, 2}).tc_kernel(), 1u);
-  if (context().info().max_shared_memory >= 49152) {
-    EXPECT_EQ(gdn::RecomputeWU<Wide>(context(), {false, false, 128, true, 2}).tc_kernel(), 2u);
-  }
-  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 128, true, 4}), tilekernels::Error);
-  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), {false, false, 384, true, 2}), tilekernels::Error);
-  gdn::RecomputeWUOptions bad;
-  bad.bf16_invocations = 128;
-  EXPECT_THROW(gdn::RecomputeWU<Config>(context(), bad), tilekernels::Error);
-  std::printf("[recompute_wu] automatic path on this device: %s\n", gdn::path_name(automatic.path()));
+// The automatic choice is the first eligible variant of the table; a
+// Context that forces the portable path gets the portable variant.
+TEST(RecomputeWUVariantChoice, FirstEligibleOrPortable) {
+  expect_first_eligible_or_portable<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>({1, 64, 1, 1});
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.

@@ -13,10 +13,10 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
+#include <array>
 #include <cstdint>
 
-#include "tilekernels/aura/encode.hpp"
+#include "tilekernels/aura/decode_abi.h"
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/aura/decode.hpp"
 
@@ -49,39 +49,64 @@ template <class Config>
 class Decode {
  public:
   static constexpr const char* name = "aura.decode";
+  TK_DECLARE_SPEC(TK_DECODE_SPEC)
+  TK_DECLARE_PUSH(TK_DECODE_PUSH)
 
   struct Args {
     TensorRef packed, norms, rotation, codebook, output;
   };
+  struct Problem {
+    std::int64_t rows = 0;
+  };
+  static constexpr std::array<Variant<Problem>, 1> variants{{
+      {"portable", Path::portable, spirv::aura_decode, {}, Config::invocations, Config::shared_bytes},
+  }};
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+  };
 
   explicit Decode(Context& ctx) : ctx_(&ctx) {}
 
+  static constexpr std::uint64_t workspace_bytes() { return 0; }
+
   void check(const Args& a) const {
-    tilekernels::detail::expect_rank(name, "packed", a.packed, 2);
+    detail::expect_rank(name, "packed", a.packed, 2);
     const auto rows = a.packed.shape[0];
-    tilekernels::detail::expect_tensor(*ctx_, name, "packed", a.packed, DType::u32, {rows, Config::packed_words});
-    tilekernels::detail::expect_tensor(*ctx_, name, "norms", a.norms, DType::f32, {rows});
-    tilekernels::detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
-    tilekernels::detail::expect_tensor(*ctx_, name, "codebook", a.codebook, DType::f32, {Config::levels});
-    tilekernels::detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::dim});
+    detail::expect_tensor(*ctx_, name, "packed", a.packed, DType::u32, {rows, Config::packed_words});
+    detail::expect_tensor(*ctx_, name, "norms", a.norms, DType::f32, {rows});
+    detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
+    detail::expect_tensor(*ctx_, name, "codebook", a.codebook, DType::f32, {Config::levels});
+    detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::dim});
     if (static_cast<std::uint64_t>(rows) * Config::dim >= (1ull << 32))
       throw Error(ErrorCode::unsupported, std::string(name) + ": output has too many elements for 32-bit indexing");
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const {
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
+
+  Plan plan(const Args& a) const {
     check(a);
-    impl::expect_workgroup(*ctx_, name, Config::invocations, Config::shared_bytes);
+    return {&select_variant(*ctx_, name, variants, Problem{a.packed.shape[0]})};
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    const Plan p = plan(a);
     const auto rows = a.packed.shape[0];
-    PipelineKey key{spirv::aura_decode, std::size(spirv::aura_decode),
-                    {Config::invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::out_dtype),
-                     Config::row_groups},
-                    5, sizeof(impl::EncodePush), 0};
-    const Pipeline& pipeline = ctx_->pipeline(key);
-    const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
-    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.packed, a.norms, a.rotation, a.codebook, a.output}, push,
+    Spec spec;
+    spec.workgroup = Config::invocations;
+    spec.DIM = Config::dim;
+    spec.BITS = Config::bits;
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
+    spec.ROW_GROUPS = Config::row_groups;
+    Push push;
+    push.rows = static_cast<std::uint32_t>(rows);
+    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, *p.variant, spec, 5),
+                            {a.packed, a.norms, a.rotation, a.codebook, a.output}, push,
                             static_cast<std::uint64_t>((rows + Config::rows_per_group - 1) / Config::rows_per_group));
   }
 
+  // Records into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });

@@ -1,119 +1,152 @@
 // aura::HadamardEncode: the fused encode of encode.hpp with a randomised
-// Hadamard rotation applied in O(Dim log Dim) (Dim a power of two). Included
-// by encode.hpp; EncodeConfig and the shared helpers live there.
+// Hadamard rotation applied in O(Dim log Dim) (Dim a power of two); the
+// rotation is given by its signs (rotation.hpp's hadamard_signs) and the
+// codes equal Encode's with hadamard_matrix(signs) up to values within f32
+// rounding of a boundary. One kernel (shaders/aura/encode_hadamard.comp):
+// the transform in registers, Dim / 32 invocations per row, a cell-table
+// quantiser for Bits <= 4; its variants exchange values between the
+// invocations of a row through subgroup shuffles (`subgroup`: where the
+// device's subgroups are as reported and a workgroup is whole subgroups)
+// or shared memory (`portable`).
 #pragma once
 
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
 #include "tilekernels/aura/encode.hpp"
+#include "tilekernels/aura/encode_hadamard_abi.h"
 #include "tilekernels/spirv/aura/encode_hadamard.hpp"
-#include "tilekernels/spirv/aura/encode_hadamard_sg.hpp"
-#include "tilekernels/spirv/aura/encode_hadamard_sg_shuffle.hpp"
+#include "tilekernels/spirv/aura/encode_hadamard_subgroup.hpp"
 
 namespace tilekernels::aura {
 
-// Tuning of HadamardEncode; 0 fields mean automatic.
-struct HadamardEncodeOptions {
-  std::uint32_t values_per_invocation = 0;  // 8, 16, 32 or 64 (<= Dim); 0: 32
-  std::uint32_t invocations = 0;            // per workgroup, a multiple of Dim / values; 0: 256
-  bool portable = false;                    // never use subgroup operations (also Context::force_portable())
-  bool legacy = false;                      // the previous kernel (encode_hadamard.comp: shared-memory transpose)
-  std::uint32_t row_blocks = 0;             // blocks of rows per workgroup, the next one's loads in flight;
-                                            // 0: 4 (else 2) where that still leaves >= 1024 workgroups, else 1
-  bool wide_cell_entries = false;           // quantiser table as one 16-byte entry per cell (else 3 32-bit reads)
-};
-
-// Randomised-Hadamard encode (Dim a power of two): the rotation is given by
-// its signs (rotation.hpp's hadamard_signs); the codes equal Encode's with
-// hadamard_matrix(signs) up to values within f32 rounding of a boundary.
-// Default kernel: encode_hadamard_sg.comp (the transform in registers, Dim/32
-// invocations per row exchanging through subgroup shuffles where the
-// subgroup is wide enough, else shared memory; a cell-table quantiser for
-// Bits <= 4). HadamardEncodeOptions::legacy selects the previous kernel.
 template <class Config>
 class HadamardEncode {
   static_assert(std::has_single_bit(Config::dim), "HadamardEncode: Dim must be a power of two (Sylvester Hadamard matrix)");
 
  public:
   static constexpr const char* name = "aura.encode_hadamard";
+  TK_DECLARE_SPEC(TK_ENCODE_HADAMARD_SPEC)
+  TK_DECLARE_PUSH(TK_ENCODE_HADAMARD_PUSH)
 
   struct Args {
     TensorRef input, signs, boundaries, codebook, packed, norms;
   };
-
-  explicit HadamardEncode(Context& ctx, HadamardEncodeOptions options = {}) : ctx_(&ctx), options_(options) {}
-
-  void check(const Args& a) const {
-    impl::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
-    tilekernels::detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::dim});
-  }
-
-  struct Geometry {
-    std::uint32_t values = 0;       // per invocation
-    std::uint32_t rows = 0;         // per workgroup
-    std::uint32_t invocations = 0;  // per workgroup
-    std::uint32_t blocks = 1;       // blocks of `rows` rows per workgroup
-    bool shuffle = false;
+  struct Problem {
+    std::int64_t rows = 0;
   };
 
-  // The register kernel's workgroup shape; throws for options out of range.
-  Geometry geometry(std::int64_t rows = 0) const {
+  // The workgroup shape of a call.
+  struct Geometry {
+    std::uint32_t values = Config::hadamard_values;  // per invocation: 8, 16, 32 or 64, at most Dim
+    std::uint32_t invocations = 0;                    // per workgroup, a multiple of Dim / values
+    std::uint32_t blocks = 1;                         // blocks of rows per workgroup (next block's loads in flight)
+    std::uint32_t rows() const { return invocations / (Config::dim / values); }
+  };
+
+  // The automatic geometry: 32 values per invocation, 256 invocations, and
+  // 4 (else 2) blocks per workgroup where that still leaves 1024 or more
+  // workgroups (more blocks per workgroup starve the device of workgroups).
+  static Geometry geometry(std::int64_t rows) {
     Geometry g;
-    g.values = options_.values_per_invocation ? options_.values_per_invocation : Config::hadamard_values;
-    if (g.values < 8 || g.values > 64 || g.values > Config::dim || !std::has_single_bit(g.values))
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": values_per_invocation must be 8, 16, 32 or 64 and at most Dim, got " +
-                                                   std::to_string(g.values));
-    const std::uint32_t per_row = Config::dim / g.values;
-    const std::uint32_t wg = options_.invocations ? options_.invocations : std::max<std::uint32_t>(256, per_row);
-    if (wg % per_row != 0 || wg > 1024)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": invocations must be a multiple of Dim / values_per_invocation (" +
-                                                   std::to_string(per_row) + ") and at most 1024, got " + std::to_string(wg));
-    g.rows = wg / per_row;
-    g.invocations = wg;
-    // Measured on an H100 at 262144 rows (Dim 128 / 256): 4 blocks 44.0 / 87.1 us, 2 blocks 45.4 / 90.1
-    // (1 block was 56 / 106 before the fields were stored directly); at 4096 rows 4 blocks were 2x
-    // slower than 1 (too few workgroups). Row counts in between were not measured: the rule keeps at
-    // least 1024 workgroups.
-    const std::int64_t row_groups = (rows + g.rows - 1) / g.rows;
-    g.blocks = options_.row_blocks ? options_.row_blocks : (row_groups >= 4096 ? 4 : row_groups >= 2048 ? 2 : 1);
-    if (g.blocks > 64)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": row_blocks must be at most 64, got " + std::to_string(g.blocks));
-    const auto& info = ctx_->info();
-    // The shuffle variant numbers invocations by subgroup, a permutation of
-    // the workgroup when it is whole subgroups (or less than one).
-    g.shuffle = !options_.portable && !ctx_->force_portable() && info.subgroup_shuffle && info.subgroup_size > 0 &&
-                (wg % info.subgroup_size == 0 || wg < info.subgroup_size);
+    g.invocations = std::max<std::uint32_t>(256, Config::dim / g.values);
+    const std::int64_t row_groups = (rows + g.rows() - 1) / g.rows();
+    g.blocks = row_groups >= 4096 ? 4 : row_groups >= 2048 ? 2 : 1;
     return g;
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const {
-    check(a);
-    const auto rows = a.input.shape[0];
-    const float inv_sqrt = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Config::dim)));
-    if (options_.legacy) {
-      constexpr std::uint32_t wg = Config::hadamard_blocks * Config::hadamard_rows;
-      impl::expect_workgroup(*ctx_, name, wg, Config::hadamard_shared_bytes);
-      PipelineKey key{spirv::aura_encode_hadamard, std::size(spirv::aura_encode_hadamard),
-                      {wg, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype), Config::hadamard_rows,
-                       std::bit_cast<std::uint32_t>(inv_sqrt)},
-                      6, sizeof(impl::EncodePush), 0};
-      const Pipeline& pipeline = ctx_->pipeline(key);
-      const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
-      tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms},
-                              push, static_cast<std::uint64_t>((rows + Config::hadamard_rows - 1) / Config::hadamard_rows));
-      return;
-    }
-    const Geometry g = geometry(rows);
-    impl::expect_workgroup(*ctx_, name, g.invocations, Config::hadamard_sg_shared_bytes(g.values, g.rows));
-    PipelineKey key{g.shuffle ? spirv::aura_encode_hadamard_sg_shuffle : spirv::aura_encode_hadamard_sg,
-                    g.shuffle ? std::size(spirv::aura_encode_hadamard_sg_shuffle) : std::size(spirv::aura_encode_hadamard_sg),
-                    {g.invocations, Config::dim, Config::bits, static_cast<std::uint32_t>(Config::in_dtype), g.rows,
-                     std::bit_cast<std::uint32_t>(inv_sqrt), g.values, g.blocks, options_.wide_cell_entries ? 1u : 0u},
-                    6, sizeof(impl::EncodePush), 0};
-    const Pipeline& pipeline = ctx_->pipeline(key);
-    const impl::EncodePush push{0, static_cast<std::uint32_t>(rows), 0, 0};
-    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms},
-                            push, static_cast<std::uint64_t>((rows + g.rows * g.blocks - 1) / (g.rows * g.blocks)));
+  static constexpr std::uint32_t default_invocations = std::max<std::uint32_t>(256, Config::dim / Config::hadamard_values);
+  static constexpr std::uint32_t default_shared_bytes =
+      Config::hadamard_sg_shared_bytes(Config::hadamard_values, default_invocations / (Config::dim / Config::hadamard_values));
+
+  static constexpr std::array<Variant<Problem>, 2> variants{{
+      {"subgroup", Path::subgroup, spirv::aura_encode_hadamard_subgroup, {.subgroup_shuffle = true},
+       default_invocations, default_shared_bytes,
+       [](const DeviceInfo& info, const Problem&) {
+         // The shuffles number invocations by subgroup: a permutation of the
+         // workgroup only where it is whole subgroups of the reported size.
+         return info.whole_subgroups(default_invocations)
+                    ? Status::success()
+                    : Status::failure(ErrorCode::unsupported, "the device's subgroups do not tile the workgroup");
+       }},
+      {"portable", Path::portable, spirv::aura_encode_hadamard, {}, default_invocations, default_shared_bytes},
+  }};
+
+  // What record() runs; benchmarks may change the geometry.
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+    Geometry geometry;
+  };
+
+  explicit HadamardEncode(Context& ctx) : ctx_(&ctx) {}
+
+  static constexpr std::uint64_t workspace_bytes() { return 0; }
+
+  void check(const Args& a) const {
+    detail::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
+    detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::dim});
   }
 
+  // Throws unless `plan` can run `a` (a geometry changed by hand included).
+  void check(const Args& a, const Plan& plan) const {
+    check(a);
+    const Geometry& g = plan.geometry;
+    const auto bad = [&](const std::string& why) {
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": geometry: " + why);
+    };
+    if (!plan.variant) bad("the plan has no variant");
+    if (g.values < 8 || g.values > 64 || g.values > Config::dim || !std::has_single_bit(g.values))
+      bad("values must be 8, 16, 32 or 64 and at most Dim, got " + std::to_string(g.values));
+    const std::uint32_t per_row = Config::dim / g.values;
+    if (g.invocations == 0 || g.invocations % per_row != 0 || g.invocations > 1024)
+      bad("invocations must be a multiple of Dim / values (" + std::to_string(per_row) + ") and at most 1024, got " +
+          std::to_string(g.invocations));
+    if (g.blocks == 0 || g.blocks > 64) bad("blocks must be in [1, 64], got " + std::to_string(g.blocks));
+    const auto& info = ctx_->info();
+    if (g.invocations > info.max_workgroup_invocations ||
+        Config::hadamard_sg_shared_bytes(g.values, g.rows()) > info.max_shared_memory)
+      bad("the workgroup exceeds the device's limits");
+    if (plan.variant->path == Path::subgroup && !info.whole_subgroups(g.invocations))
+      bad("the subgroup variant needs a workgroup of whole subgroups");
+  }
+
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
+
+  Plan plan(const Args& a) const {
+    check(a);
+    const auto rows = a.input.shape[0];
+    return {&select_variant(*ctx_, name, variants, Problem{rows}), geometry(rows)};
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a, plan);
+    const auto rows = a.input.shape[0];
+    const Geometry& g = plan.geometry;
+    Spec spec;
+    spec.workgroup = g.invocations;
+    spec.DIM = Config::dim;
+    spec.BITS = Config::bits;
+    spec.IN_DTYPE = static_cast<std::uint32_t>(Config::in_dtype);
+    spec.ROWS = g.rows();
+    spec.INV_SQRT_DIM_BITS = std::bit_cast<std::uint32_t>(static_cast<float>(1.0 / std::sqrt(double(Config::dim))));
+    spec.V = g.values;
+    spec.ITER = g.blocks;
+    Push push;
+    push.rows = static_cast<std::uint32_t>(rows);
+    const std::uint64_t per_group = static_cast<std::uint64_t>(g.rows()) * g.blocks;
+    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 6),
+                            {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms}, push,
+                            (static_cast<std::uint64_t>(rows) + per_group - 1) / per_group);
+  }
+
+  // Records into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
@@ -121,7 +154,6 @@ class HadamardEncode {
 
  private:
   Context* ctx_;
-  HadamardEncodeOptions options_;
 };
 
 }  // namespace tilekernels::aura

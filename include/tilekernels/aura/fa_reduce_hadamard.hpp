@@ -28,26 +28,27 @@
 //
 // Geometry (shaders/aura/fa_reduce_hadamard.comp): per row, `groups` lane
 // groups of HeadDim/4 invocations, each invocation owning 4 consecutive
-// slots; group g loads blocks g, g + groups, ... (up to 8 per invocation, all
-// in flight together); small rows are packed several to a workgroup so that
-// a workgroup has at least 64 invocations. The transform runs in shared
-// memory with one barrier per pair of index bits; where the device has
-// subgroup shuffles, the index bits that fit in a subgroup are done with
+// slots; group g loads blocks g, g + groups, ... (up to 32 per invocation,
+// all in flight together); small rows are packed several to a workgroup so
+// that a workgroup has at least 64 invocations. The transform runs in
+// shared memory with one barrier per pair of index bits (`portable`); the
+// `subgroup` variant does the index bits that fit in a subgroup with
 // shuffles instead, and the block weights with subgroup reductions where a
-// subgroup holds a lane per block slot (any subgroup size;
-// FaReduceHadamardOptions::portable or TILEKERNELS_PATH=portable force the
-// shared-memory-only path).
+// subgroup holds a lane per block slot (any subgroup size, where the
+// device's subgroups are as reported and tile the workgroup).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "tilekernels/aura/fa_reduce_hadamard_abi.h"
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/aura/fa_reduce_hadamard.hpp"
-#include "tilekernels/spirv/aura/fa_reduce_hadamard_shuffle.hpp"
+#include "tilekernels/spirv/aura/fa_reduce_hadamard_subgroup.hpp"
 
 namespace tilekernels::aura {
 
@@ -86,32 +87,66 @@ struct FaReduceHadamardConfig {
                 "FaReduceHadamardConfig: shared memory exceeds the portable 32 KiB");
 };
 
-// Workgroup shape for one dispatch; 0 fields of FaReduceHadamardOptions mean
-// "automatic".
-struct FaReduceHadamardGeometry {
-  std::uint32_t groups = 1;              // lane groups per row
-  std::uint32_t blocks_per_group = 1;    // partials each invocation loads (a power of two)
-  std::uint32_t rows_per_workgroup = 1;
-  std::uint32_t invocations = 0;         // rows_per_workgroup * groups * head_dim / 4
-  bool shuffle = false;                  // the transform's low bits through subgroup shuffles
-};
-
-struct FaReduceHadamardOptions {
-  std::uint32_t lane_groups = 0;          // 0: 1 for up to 256 rows, else about nwg / 8, within the workgroup limit
-  std::uint32_t rows_per_workgroup = 0;   // 0: enough rows for >= 64 invocations
-  bool portable = false;                  // never use subgroup operations (also Context::force_portable())
-};
-
 template <class Config>
 class FaReduceHadamard {
  public:
   static constexpr const char* name = "aura.fa_reduce_hadamard";
+  TK_DECLARE_SPEC(TK_FA_REDUCE_HADAMARD_SPEC)
+  TK_DECLARE_PUSH(TK_FA_REDUCE_HADAMARD_PUSH)
 
   struct Args {
     TensorRef o_partials, m_partials, l_partials, signs, output;
   };
+  struct Problem {
+    std::int64_t rows = 0, nwg = 0;
+  };
 
-  explicit FaReduceHadamard(Context& ctx, FaReduceHadamardOptions options = {}) : ctx_(&ctx), options_(options) {}
+  // Workgroup shape for one dispatch.
+  struct Geometry {
+    std::uint32_t groups = 1;              // lane groups per row
+    std::uint32_t blocks_per_group = 1;    // partials each invocation loads (a power of two)
+    std::uint32_t rows_per_workgroup = 1;
+    std::uint32_t invocations() const { return rows_per_workgroup * groups * Config::chunks; }
+  };
+
+  // The automatic geometry of a call with `nwg` partials per row and
+  // `rows` rows (0: many): one lane group per row for up to 256 rows (one
+  // group of nwg-deep loads is the fastest there), else about nwg / 8,
+  // within the workgroup limit; enough rows per workgroup for 64
+  // invocations.
+  static Geometry geometry(const DeviceInfo& info, std::uint32_t nwg, std::uint64_t rows = 0) {
+    const std::uint32_t max_invocations = std::min(Config::max_invocations, info.max_workgroup_invocations);
+    Geometry g;
+    g.groups = rows != 0 && rows <= 256 ? 1 : std::bit_ceil((nwg + 7) / 8);
+    while (g.groups > 1 && g.groups * Config::chunks > max_invocations) g.groups /= 2;
+    g.blocks_per_group = std::bit_ceil((nwg + g.groups - 1) / g.groups);
+    g.rows_per_workgroup = std::max<std::uint32_t>(1, 64 / (g.groups * Config::chunks));
+    return g;
+  }
+
+  static constexpr std::array<Variant<Problem>, 2> variants{{
+      {"subgroup", Path::subgroup, spirv::aura_fa_reduce_hadamard_subgroup,
+       {.subgroup_shuffle = true, .subgroup_arithmetic = true}, Config::chunks, Config::shared_bytes(1, 1, 1),
+       [](const DeviceInfo& info, const Problem& p) {
+         // The shuffles number invocations by subgroup: a permutation of the
+         // workgroup only where it is whole subgroups of the reported size.
+         const auto g = geometry(info, static_cast<std::uint32_t>(p.nwg), static_cast<std::uint64_t>(p.rows));
+         return info.whole_subgroups(g.invocations())
+                    ? Status::success()
+                    : Status::failure(ErrorCode::unsupported, "the device's subgroups do not tile the workgroup");
+       }},
+      {"portable", Path::portable, spirv::aura_fa_reduce_hadamard, {}, Config::chunks, Config::shared_bytes(1, 1, 1)},
+  }};
+
+  // What record() runs; benchmarks may change the geometry.
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+    Geometry geometry;
+  };
+
+  explicit FaReduceHadamard(Context& ctx) : ctx_(&ctx) {}
+
+  static constexpr std::uint64_t workspace_bytes() { return 0; }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -127,61 +162,62 @@ class FaReduceHadamard {
     detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::head_dim});
     if (static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nwg) * Config::chunks >= (1ull << 32))
       throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
-    geometry(static_cast<std::uint32_t>(nwg), static_cast<std::uint64_t>(rows));  // throws on bad options
   }
 
-  // The geometry of a call with `nwg` partials per row and `rows` rows (0:
-  // many). Automatic lane groups: one per row for up to 256 rows (one
-  // group of nwg-deep loads was the fastest there on an H100: at nwg 32,
-  // 4.15 against 4.47 us for 4 groups at 32 rows, 9.12 against 9.39 at 256,
-  // head dim 512), else about nwg / 8.
-  FaReduceHadamardGeometry geometry(std::uint32_t nwg, std::uint64_t rows = 0) const {
+  // Throws unless `plan` can run `a` (a geometry changed by hand included).
+  void check(const Args& a, const Plan& plan) const {
+    check(a);
+    const Geometry& g = plan.geometry;
     const auto& info = ctx_->info();
+    const std::uint32_t nwg = static_cast<std::uint32_t>(a.o_partials.shape[1]);
     const std::uint32_t max_invocations = std::min(Config::max_invocations, info.max_workgroup_invocations);
     const std::uint32_t shared_limit = std::min<std::uint32_t>(32768, info.max_shared_memory);
-    FaReduceHadamardGeometry g;
-    if (options_.lane_groups) {
-      g.groups = options_.lane_groups;
-    } else {
-      g.groups = rows != 0 && rows <= 256 ? 1 : std::bit_ceil((nwg + 7) / 8);
-      while (g.groups > 1 && g.groups * Config::chunks > max_invocations) g.groups /= 2;
-    }
-    g.blocks_per_group = std::bit_ceil((nwg + g.groups - 1) / g.groups);
-    const std::uint32_t lanes = g.groups * Config::chunks;
-    g.rows_per_workgroup = options_.rows_per_workgroup ? options_.rows_per_workgroup : std::max<std::uint32_t>(1, 64 / lanes);
-    g.invocations = g.rows_per_workgroup * lanes;
     const std::uint32_t shared = Config::shared_bytes(g.rows_per_workgroup, g.groups, g.blocks_per_group);
-    if (g.invocations > max_invocations || shared > shared_limit)
+    if (!plan.variant || g.groups == 0 || g.rows_per_workgroup == 0 || g.groups * g.blocks_per_group < nwg ||
+        !std::has_single_bit(g.blocks_per_group) || g.invocations() > max_invocations || shared > shared_limit)
       throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": options give " + std::to_string(g.rows_per_workgroup) + " rows of " +
-                      std::to_string(g.groups) + " lane groups, " + std::to_string(g.invocations) +
-                      " invocations and " + std::to_string(shared) +
-                      " bytes of shared memory, over the limits " + std::to_string(max_invocations) + " and " +
-                      std::to_string(shared_limit));
-    // The shuffle variant numbers invocations by subgroup, which is a
-    // permutation of the workgroup when it is whole subgroups (or less than one).
-    g.shuffle = !options_.portable && !ctx_->force_portable() && info.subgroup_shuffle && info.subgroup_size > 0 &&
-                (g.invocations % info.subgroup_size == 0 || g.invocations < info.subgroup_size);
-    return g;
+                  std::string(name) + ": geometry of " + std::to_string(g.rows_per_workgroup) + " rows of " +
+                      std::to_string(g.groups) + " lane groups x " + std::to_string(g.blocks_per_group) + " blocks: " +
+                      std::to_string(g.invocations()) + " invocations and " + std::to_string(shared) +
+                      " bytes of shared memory (limits " + std::to_string(max_invocations) + " and " +
+                      std::to_string(shared_limit) + "), for " + std::to_string(nwg) + " partials per row");
+    if (plan.variant->path == Path::subgroup && !info.whole_subgroups(g.invocations()))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": geometry: the subgroup variant needs a workgroup "
+                                                                   "of whole subgroups");
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const {
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
+
+  Plan plan(const Args& a) const {
     check(a);
+    const Problem p{a.o_partials.shape[0], a.o_partials.shape[1]};
+    return {&select_variant(*ctx_, name, variants, p),
+            geometry(ctx_->info(), static_cast<std::uint32_t>(p.nwg), static_cast<std::uint64_t>(p.rows))};
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a, plan);
     const auto rows = static_cast<std::uint32_t>(a.o_partials.shape[0]);
-    const auto nwg = static_cast<std::uint32_t>(a.o_partials.shape[1]);
-    const FaReduceHadamardGeometry g = geometry(nwg, rows);
-    PipelineKey key{g.shuffle ? spirv::aura_fa_reduce_hadamard_shuffle : spirv::aura_fa_reduce_hadamard,
-                    g.shuffle ? std::size(spirv::aura_fa_reduce_hadamard_shuffle)
-                              : std::size(spirv::aura_fa_reduce_hadamard),
-                    {g.invocations, Config::head_dim, Config::log2_head_dim, g.groups, g.blocks_per_group,
-                     g.rows_per_workgroup, static_cast<std::uint32_t>(Config::partial_dtype),
-                     static_cast<std::uint32_t>(Config::out_dtype)},
-                    5,
-                    sizeof(Push),
-                    0};
-    const Pipeline& pipeline = ctx_->pipeline(key);
-    const Push push{0, rows, nwg, inv_sqrt_head_dim()};
-    detail::record_dispatch(*ctx_, cmd, pipeline, {a.o_partials, a.m_partials, a.l_partials, a.signs, a.output}, push,
+    const Geometry& g = plan.geometry;
+    Spec spec;
+    spec.workgroup = g.invocations();
+    spec.DIM = Config::head_dim;
+    spec.LOG_DIM = Config::log2_head_dim;
+    spec.GROUPS = g.groups;
+    spec.BPG = g.blocks_per_group;
+    spec.ROWS = g.rows_per_workgroup;
+    spec.PARTIAL_DTYPE = static_cast<std::uint32_t>(Config::partial_dtype);
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
+    Push push;
+    push.rows = rows;
+    push.nwg = static_cast<std::uint32_t>(a.o_partials.shape[1]);
+    push.inv_sqrt_dim = inv_sqrt_head_dim();
+    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 5),
+                            {a.o_partials, a.m_partials, a.l_partials, a.signs, a.output}, push,
                             (static_cast<std::uint64_t>(rows) + g.rows_per_workgroup - 1) / g.rows_per_workgroup);
   }
 
@@ -195,12 +231,7 @@ class FaReduceHadamard {
   static float inv_sqrt_head_dim() { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(Config::head_dim))); }
 
  private:
-  struct Push {
-    std::uint32_t group_offset, rows, nwg;
-    float inv_sqrt_dim;
-  };
   Context* ctx_;
-  FaReduceHadamardOptions options_;
 };
 
 }  // namespace tilekernels::aura

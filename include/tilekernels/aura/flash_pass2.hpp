@@ -74,8 +74,8 @@ class FlashPass2 {
 
   struct Args {
     TensorRef o_partials, m_partials, l_partials, output;
-    std::optional<TensorRef> lse;
-    std::optional<Workspace> workspace;
+    std::optional<TensorRef> lse = std::nullopt;
+    std::optional<Workspace> workspace = std::nullopt;
   };
 
   struct Problem {

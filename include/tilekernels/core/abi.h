@@ -10,10 +10,17 @@
 // constant and TK_DECLARE_PUSH(LIST) the push-constant block `pc`; in C++,
 // the same lists make the structs Spec and Push, whose field order is the
 // id order (checked at compile time) and whose bytes are what the pipeline
-// and vkCmdPushConstants receive. tests/core/test_abi.cpp reads every
+// and vkCmdPushConstants receive. Shared-memory sizes that the dispatcher
+// needs (to tell whether a variant fits the device) are macros of the ABI
+// header that the shader uses to size its arrays, so the two cannot differ.
+// tests/core/test_abi.cpp reads every
 // variant's SPIR-V and checks that its SpecIds and push block agree.
 #ifndef TILEKERNELS_CORE_ABI_H
 #define TILEKERNELS_CORE_ABI_H
+
+// For sizes written once in an ABI header and evaluated by both languages
+// (e.g. the shared memory of a variant, from its specialization constants).
+#define TK_ABI_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 #ifdef __cplusplus
 

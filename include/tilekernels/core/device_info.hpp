@@ -20,12 +20,21 @@ struct DeviceInfo {
   std::uint32_t vendor_id = 0;
   std::uint32_t api_version = 0;
   vk::PhysicalDeviceType type = vk::PhysicalDeviceType::eOther;
+  vk::DriverId driver_id = {};  // VkPhysicalDeviceDriverProperties::driverID (0 where unknown)
 
   std::uint32_t subgroup_size = 0;      // the default size of a compute pipeline
   std::uint32_t min_subgroup_size = 0;  // with subgroup size control, else == subgroup_size
   std::uint32_t max_subgroup_size = 0;
   bool subgroup_arithmetic = false;     // subgroupAdd etc. in compute shaders
   bool subgroup_shuffle = false;
+  // Whether compute subgroups are what subgroup_size and the shader builtins
+  // say: subgroups of subgroup_size invocations (gl_SubgroupSize), as many
+  // as gl_NumSubgroups says. False where a driver is known to break this:
+  // lavapipe with LP_NATIVE_VECTOR_WIDTH above 512 reports subgroups of
+  // width/32 invocations but runs compute shaders in subgroups of 16
+  // (bench/NOTES-lavapipe.md). Without it, no variant that depends on the
+  // subgroup size or layout is used.
+  bool subgroups_as_reported = true;
 
   std::array<std::uint32_t, 3> max_workgroup_count{};
   std::uint32_t max_workgroup_invocations = 0;
@@ -69,7 +78,17 @@ struct DeviceInfo {
   // Whether compute pipelines can run with subgroups of n invocations: the
   // default size, or one a pipeline may require (subgroup size control).
   bool allows_subgroup_size(std::uint32_t n) const noexcept {
+    if (!subgroups_as_reported) return false;
     return subgroup_size_control ? (min_subgroup_size <= n && max_subgroup_size >= n) : subgroup_size == n;
+  }
+  // Whether a workgroup of `invocations` (x only) runs as whole subgroups of
+  // subgroup_size, or as one subgroup when it is smaller, so that
+  // gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID numbers its
+  // invocations 0 .. invocations-1 (a permutation of the local index):
+  // what the variants that number invocations by subgroup rely on.
+  bool whole_subgroups(std::uint32_t invocations) const noexcept {
+    return subgroups_as_reported && subgroup_size > 0 &&
+           (invocations % subgroup_size == 0 || invocations < subgroup_size);
   }
 };
 

@@ -72,8 +72,9 @@ struct Variant {
   DeviceNeeds needs;
   std::uint32_t invocations = 0;   // workgroup size it needs (the least, for kernels that size it per call)
   std::uint32_t shared_bytes = 0;  // shared memory it needs (likewise)
-  // The shapes it handles beyond the Config's static rules; null: all.
-  Status (*applies)(const Problem&) = nullptr;
+  // The shapes (and device properties beyond `needs`) it handles beyond the
+  // Config's static rules; null: all.
+  Status (*applies)(const DeviceInfo&, const Problem&) = nullptr;
 };
 
 // Whether `v` can run `problem` on `ctx`, and if not, why.
@@ -99,7 +100,7 @@ Status eligibility(const Context& ctx, const Variant<Problem>& v, const Problem&
   if (v.shared_bytes > info.max_shared_memory)
     return no("needs " + std::to_string(v.shared_bytes) + " bytes of shared memory, the device has " +
               std::to_string(info.max_shared_memory));
-  if (v.applies) return v.applies(problem);
+  if (v.applies) return v.applies(info, problem);
   return Status::success();
 }
 

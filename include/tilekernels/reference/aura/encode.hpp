@@ -1,5 +1,5 @@
-// Double-precision CPU reference of aura::Encode / aura::HadamardEncode /
-// aura::Decode (see include/tilekernels/aura/encode.hpp for the math). Inputs
+// Double-precision CPU reference of aura::Encode / aura::HadamardEncode
+// (see include/tilekernels/aura/encode.hpp for the math). Inputs
 // are the stored values widened to float (bf16/f16 inputs already rounded).
 #pragma once
 
@@ -10,6 +10,8 @@
 #include <limits>
 #include <span>
 #include <vector>
+
+#include "tilekernels/reference/aura/packing.hpp"
 
 namespace tilekernels::reference::aura {
 
@@ -31,36 +33,6 @@ inline std::uint32_t quantize(double v, std::span<const float> boundaries) {
   return idx;
 }
 
-// Packs `bits`-bit codes of each row at bit offset d * bits of the row's
-// u32 stream (little-endian within words; a code may straddle two words).
-inline std::vector<std::uint32_t> pack(std::span<const std::uint32_t> codes, std::size_t rows, std::size_t dim,
-                                       std::uint32_t bits) {
-  const std::size_t words = (dim * bits + 31) / 32;
-  std::vector<std::uint32_t> out(rows * words, 0u);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t d = 0; d < dim; ++d) {
-      const std::uint64_t code = codes[r * dim + d] & ((1u << bits) - 1u);
-      const std::size_t bit = d * bits, w = bit / 32, shift = bit % 32;
-      const std::uint64_t placed = code << shift;
-      out[r * words + w] |= static_cast<std::uint32_t>(placed);
-      if (shift + bits > 32) out[r * words + w + 1] |= static_cast<std::uint32_t>(placed >> 32);
-    }
-  return out;
-}
-
-inline std::vector<std::uint32_t> unpack(std::span<const std::uint32_t> packed, std::size_t rows, std::size_t dim,
-                                         std::uint32_t bits) {
-  const std::size_t words = (dim * bits + 31) / 32;
-  std::vector<std::uint32_t> codes(rows * dim);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t d = 0; d < dim; ++d) {
-      const std::size_t bit = d * bits, w = bit / 32, shift = bit % 32;
-      std::uint64_t v = packed[r * words + w];
-      if (w + 1 < words) v |= static_cast<std::uint64_t>(packed[r * words + w + 1]) << 32;
-      codes[r * dim + d] = static_cast<std::uint32_t>(v >> shift) & ((1u << bits) - 1u);
-    }
-  return codes;
-}
 
 inline EncodeResult encode(std::span<const float> input, std::size_t rows, std::size_t dim, std::uint32_t bits,
                            std::span<const float> rotation, std::span<const float> boundaries,
@@ -100,22 +72,6 @@ inline double corrected_norm(std::span<const float> row, std::span<const std::ui
   for (auto c : codes) recon += double(codebook[c]) * codebook[c];
   recon = std::sqrt(recon);
   return recon > 1e-30 ? std::sqrt(sq) / recon : std::sqrt(sq);
-}
-
-// output[r, j] = norms[r] * sum_d rotation[d, j] * codebook[code(r, d)].
-inline std::vector<double> decode(std::span<const std::uint32_t> packed, std::span<const float> norms,
-                                  std::size_t rows, std::size_t dim, std::uint32_t bits,
-                                  std::span<const float> rotation, std::span<const float> codebook) {
-  const auto codes = unpack(packed, rows, dim, bits);
-  std::vector<double> out(rows * dim, 0.0);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t d = 0; d < dim; ++d) {
-      const double c = codebook[codes[r * dim + d]];
-      for (std::size_t j = 0; j < dim; ++j) out[r * dim + j] += double(rotation[d * dim + j]) * c;
-    }
-    for (std::size_t j = 0; j < dim; ++j) out[r * dim + j] *= norms[r];
-  }
-  return out;
 }
 
 }  // namespace tilekernels::reference::aura

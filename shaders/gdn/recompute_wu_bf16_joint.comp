@@ -30,10 +30,7 @@
 //   so the scratch needs no workgroup barrier of its own; lanes whose row
 //   is past T store the chunk's last row again (no branch per store).
 // Two workgroup barriers per tile: after staging, after the products.
-//
-// Measured on an H100 (A bf16, B=1 T=8192 / B=8 T=2048, Hg=16, H=32, K=V=128):
-// 99 / 193 us, 0.91 / 0.94 of the memory floor; the pairs kernel 115 /
-// 222, FLA's Triton recompute_w_u_fwd 108.5 / 198.7.
+
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -42,14 +39,12 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/recompute_wu_abi.h"
 #include "../common/convert.glsl"
 #include "../common/tile_walk.glsl"
 
-layout(local_size_x = 512) in;
-layout(constant_id = 0) const uint K = 128;
-layout(constant_id = 1) const uint V = 128;
-
-const uint BT = 64;
+TK_DECLARE_SPEC(TK_RECOMPUTE_WU_SPEC)  // the host passes BT = 64, A in bf16 and 512 invocations
+TK_DECLARE_PUSH(TK_RECOMPUTE_WU_PUSH)
 const uint WG = 512;
 const uint RT = BT / 16;           // row tiles
 const uint K8 = K / 8, V8 = V / 8;
@@ -58,24 +53,13 @@ const uint AS = BT / 8 + 1;        // uvec4 per staged A row
 const uint V_BASE = 0;
 const uint K_BASE = BT * OPV;
 const uint A_BASE = K_BASE + BT * OPK;
-const uint SMEM_VEC4 = A_BASE + BT * AS;
+const uint SMEM_VEC4 = TK_RECOMPUTE_WU_JOINT_VEC4(K, V);  // == A_BASE + BT * AS
 const uint CTV = V / 16, CTK = K / 16;
 const uint MTV = (CTV + 3) / 4, MTK = (CTK + 3) / 4;  // column tiles per subgroup
 const uint V_SWEEPS = (BT * V8 + WG - 1) / WG;
 const uint K_SWEEPS = (BT * K8 + WG - 1) / WG;
 const uint MAX_SWEEPS = 2;  // 64 * 128 / 8 / 512
 const uint MAX_MT = 2;      // 8 column tiles over 4 subgroups
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint batch;
-  uint T;
-  uint Hg;
-  uint H;
-  uint chunks;
-  uint grid;   // workgroups in the grid: the stride of each one's walk over the tiles
-  uint ratio;  // H / Hg
-} pc;
 
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
@@ -241,7 +225,7 @@ void multiply_store(Tile t) {
 
 void main() {
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
-  const TkDigits stride = tk_digits_of(pc.grid, radix);
+  const TkDigits stride = tk_digits_of(pc.stride, radix);
   TkDigits d = tk_digits_of(gl_WorkGroupID.x + pc.group_offset, radix);
   Tile t = tile_of(d);
   load_tile(t);

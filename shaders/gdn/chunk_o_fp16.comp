@@ -1,15 +1,12 @@
 #version 460
 //! requires GL_NV_cooperative_matrix
-// Gated DeltaNet chunk_fwd_o on NVIDIA tensor cores, version 3: version 2's
-// math and shared-memory layout (chunk_o_nv2.comp), with every global load
-// of a tile issued at once (one memory round trip per tile instead of one
-// per K stage), in workgroups of UPW tiles that overlap the next tile's
-// loads with this tile's arithmetic. Measured on an H100 (bench/NOTES-gdn.md):
-// UPW = 1 is the fastest; holding the next tile's registers costs more
-// occupancy than the overlap gains.
+// Gated DeltaNet chunk_fwd_o on NVIDIA tensor cores (fp16 operands, f32
+// accumulators), with every global load of a tile issued at once (one
+// memory round trip per tile). TILES_PER_GROUP tiles per workgroup (1: holding a next
+// tile's registers costs more occupancy than the overlap gains).
 //
 // - A workgroup (WR x WC subgroups, WR = BT / 16; WC = 4 gives 512
-//   invocations at BT = 64) owns UPW consecutive tiles (batch, chunk, head,
+//   invocations at BT = 64) owns TILES_PER_GROUP consecutive tiles (batch, chunk, head,
 //   V tile): the GQA heads sharing q and k run back to back.
 // - Every K stage of a tile (q, k, h), its v_new and its g live in registers
 //   (NK = K / KC stage sets). Right after a set is converted to fp16 and
@@ -19,7 +16,7 @@
 // - One shared K stage buffer; after the K loop it holds v, A and one 16x16
 //   f32 scratch tile per subgroup.
 //
-// fp16 range: as versions 1 and 2; a tile with a finite value beyond 65504
+// fp16 range: a tile with a finite value beyond 65504
 // (an input or bf16(A)) is recomputed by the scalar f32 algorithm
 // (chunk_o_scalar) and the workgroup goes on with the next tile.
 #extension GL_NV_cooperative_matrix : require
@@ -28,15 +25,13 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BT = 64;
-layout(constant_id = 2) const uint KDIM = 128;
-layout(constant_id = 3) const uint VDIM = 128;
-layout(constant_id = 4) const uint BV = 128;
-layout(constant_id = 5) const uint WG = 512;  // equal to local_size_x = 32 * WR * WC
-layout(constant_id = 6) const uint WC = 4;    // subgroups along V
-layout(constant_id = 7) const uint KC = 64;   // K columns per stage
-layout(constant_id = 8) const uint UPW = 16;  // tiles per workgroup
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/chunk_o_abi.h"
+
+TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)
+const uint WG = gl_WorkGroupSize.x;  // 32 * WR * WC
+const uint TILES_PER_GROUP = 1;                  // tiles per workgroup
+const uint KC = KSTAGE;              // K columns per shared stage
 
 #define CHUNK_O_GROUP 4u
 #include "../common/gdn_chunk_o.glsl"
@@ -58,12 +53,10 @@ const uint SS = 5;                   // f32 scratch row: 16 floats + 4 of paddin
 const uint Q_OFF = 0;
 const uint K_OFF = BT * SQ;
 const uint H_OFF = 2 * BT * SQ;
-const uint STAGE = (2 * BT + BV) * SQ;
 const uint V_OFF = 0;
 const uint A_OFF = BT * SV;
 const uint SCR_OFF = A_OFF + BT * SA;
-const uint TAIL = SCR_OFF + NW * 16 * SS;
-const uint REGION = STAGE > TAIL ? STAGE : TAIL;
+const uint REGION = TK_CHUNK_O_FP16_REGION(BT, BV, WC, KC);
 shared uvec4 smem[REGION];
 shared float gsh[BT];
 shared uint bad_flag;
@@ -146,7 +139,7 @@ void sync_subgroup() {
 }
 
 void main() {
-  const uint first = (gl_WorkGroupID.x + pc.group_offset) * UPW;
+  const uint first = (gl_WorkGroupID.x + pc.group_offset) * TILES_PER_GROUP;
   if (first >= pc.total_groups) return;  // uniform over the workgroup; total_groups counts tiles here
   const uint tid = gl_LocalInvocationID.x;
   const uint warp = tid / 32, lane = tid % 32;
@@ -172,10 +165,10 @@ void main() {
   load_v(s, tid);
   load_g(s, tid);
 
-  for (uint j = 0; j < UPW; ++j) {
+  for (uint j = 0; j < TILES_PER_GROUP; ++j) {
     const uint unit = first + j;
     if (unit >= pc.total_groups) break;  // uniform
-    const bool more = j + 1 < UPW && unit + 1 < pc.total_groups;
+    const bool more = j + 1 < TILES_PER_GROUP && unit + 1 < pc.total_groups;
     const ChunkOTile nx = chunk_o_tile(more ? unit + 1 : unit);
     const uint t0 = s.it * BT;
 

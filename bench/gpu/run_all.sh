@@ -1,12 +1,12 @@
 #!/bin/bash
-# One device call's worth of work on the lent NVIDIA machine: the test
-# suite, every headline benchmark in a fresh process, and the peer scripts.
+# Everything to run on a GPU machine in one go: the test suite, every
+# headline benchmark in a fresh process, and the peer scripts.
 # Everything is written under $OUT as it goes, so a timeout loses nothing.
-# Usage there: bash bench/gpu/session.sh DIR [BENCH_FILTER]   (DIR staged by stage.sh;
+# Usage there: bash bench/gpu/run_all.sh DIR [BENCH_FILTER]   (DIR staged by stage.sh;
 # TK_PEERS=0 skips the peers)
 # Peers need FLA for the Gated DeltaNet scripts: carry .peers/fla.
 set -uo pipefail
-dir=${1:?usage: session.sh DIR [BENCH_FILTER]}
+dir=${1:?usage: run_all.sh DIR [BENCH_FILTER]}
 filter=${2:-^BM_}
 out=${OUT:-/tmp/tk-out}
 mkdir -p "$out"

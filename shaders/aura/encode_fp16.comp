@@ -1,6 +1,5 @@
 #version 460
 //! requires GL_NV_cooperative_matrix
-//! variant emu -DTK_ENCODE_TC_EMULATE=1
 // AURA fused encode, dense rotation, on NVIDIA tensor cores
 // (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32, 16x16x16 tiles):
 // per row the L2 norm, rotated = R x / ||x||, the Lloyd-Max codes
@@ -43,33 +42,20 @@
 // Non-finite rows: a row whose norm is NaN or +Inf (NaN or Inf values, or a
 // squared norm past f32) gets code 0 for every coordinate and that norm; a
 // row whose squared norm underflows to 0 is a zero row (norm 0, the codes of 0).
-//
-// TK_ENCODE_TC_EMULATE (the "emu" variant): the products done by plain loops
-// on the staged fp16 values, subgroups taken as 32 consecutive invocations
-// and subgroup steps replaced by workgroup barriers, so that a device
-// without cooperative matrices (lavapipe) checks everything else.
-#ifndef TK_ENCODE_TC_EMULATE
+
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
-#endif
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/encode_abi.h"
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 256;
-layout(constant_id = 1) const uint DIM = 128;
-layout(constant_id = 2) const uint BITS = 4;
-layout(constant_id = 3) const uint IN_DTYPE = 2;
-layout(constant_id = 4) const uint BM = 128;     // rows per block, a multiple of 16
-layout(constant_id = 5) const uint RPS = 2;      // row tiles per subgroup, 1 or 2
-layout(constant_id = 6) const uint CPS = 4;      // column tiles per subgroup, 1..8
-layout(constant_id = 7) const uint PARTS = 3;    // fp16 parts of R: 2 or 3
-layout(constant_id = 8) const uint NBUF = 2;     // R part buffers: 1 or 2
-layout(constant_id = 9) const uint MEM_VEC4 = 1; // shared scratch, computed by the host
-layout(constant_id = 10) const uint PREFETCH = 1; // 1: the next block's rows are loaded during this block's products
+TK_DECLARE_SPEC(TK_ENCODE_SPEC)
+TK_DECLARE_PUSH(TK_ENCODE_PUSH)
+const uint WG = gl_WorkGroupSize.x;  // 256 or 512
 
 const uint NSG = WG / 32u;
 const uint LEVELS = 1u << BITS;
@@ -77,6 +63,7 @@ const uint WORDS = DIM * BITS / 32u;
 const uint LPR = DIM / 8u;            // 8-value pieces per row
 const uint XS = DIM / 8u + 1u;        // uvec4 per staged row (8 fp16 each; one of skew)
 const uint PLANES = IN_DTYPE == TK_F32 ? 2u : 1u;
+const uint MEM_VEC4 = TK_ENCODE_FP16_VEC4(DIM, PLANES, WG, BM, RPS, NBUF);  // shared scratch
 const uint X_LO = BM * XS;            // the lo plane (f32 input)
 const uint R_BASE = PLANES * BM * XS;
 const uint RBUF = 16u * XS;           // one part of 16 rows of R^T
@@ -100,12 +87,6 @@ const uint MAX_RPS = 2u;
 const uint MAX_CPS = 8u;
 const uint MAX_XSW = 8u;  // BM * LPR / WG
 const uint XSW = (BM * LPR + WG - 1u) / WG;
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint rows;
-  uint groups;  // workgroups in the whole grid: the block stride
-} pc;
 
 layout(std430, binding = 0) readonly buffer InputF { vec4 in_f32[]; };
 layout(std430, binding = 0) readonly buffer InputH { uvec4 in_16[]; };  // 8 16-bit values
@@ -210,21 +191,13 @@ uint quantise(float v, bool table, inout float part) {
   return idx;
 }
 
-#ifndef TK_ENCODE_TC_EMULATE
 #define FRAG16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define SUBGROUP_SYNC() subgroupMemoryBarrierShared(); subgroupBarrier()
-#else
-#define SUBGROUP_SYNC() barrier()
-#endif
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
-#ifndef TK_ENCODE_TC_EMULATE
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-#else
-  const uint sg = t / 32u, lane = t % 32u;
-#endif
   const uint rg = sg % RG, cg = sg / RG;
 
   // ---- once per workgroup: tables and the rotation's scale ----------------
@@ -310,14 +283,9 @@ void main() {
         if (n < XSW) load_piece(t + n * WG, row0 + pc.groups * BM, xh[n], xf0[n], xf1[n]);
 
     // ---- products over k tiles, PARTS steps each --------------------------
-#ifndef TK_ENCODE_TC_EMULATE
     FRAG32 acc[MAX_RPS * MAX_CPS];
     [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) acc[x] = FRAG32(0.0);
     FRAG16 ah[MAX_RPS], al[MAX_RPS], bf;
-#else
-    float emu[MAX_RPS * MAX_CPS * 8u];
-    [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS * 8u; ++x) emu[x] = 0.0;
-#endif
     vec4 rr[4];
     load_r(0u, t, rr);
     const uint n4 = min(t, DIM - 1u) / 4u, kq = t % 4u;
@@ -347,7 +315,6 @@ void main() {
               smem[i][(n4 % 2u) * 2u + 1u] = pk[p * 4u + c].y;
             }
           barrier();
-#ifndef TK_ENCODE_TC_EMULATE
           if (p == 0u)
             [[unroll]] for (uint i = 0; i < MAX_RPS; ++i)
               if (i < RPS) {
@@ -363,23 +330,6 @@ void main() {
               if (IN_DTYPE == TK_F32 && p < 2u) acc[x] = coopMatMulAddNV(al[i], bf, acc[x]);
             }
           }
-#else
-          [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) {
-            const uint j = x / MAX_RPS, i = x % MAX_RPS;
-            if (j < CPS && i < RPS) {
-              const uint arow = (rg * RPS + i) * 16u + lane / 2u;
-              const uint bcol = (cg * CPS + j) * 16u + (lane % 2u) * 8u;
-              for (uint kk = 0; kk < 16u; ++kk) {
-                const float a = half_at((arow * XS) * 8u + kt * 16u + kk);
-                const float al = IN_DTYPE == TK_F32 && p < 2u ? half_at((X_LO + arow * XS) * 8u + kt * 16u + kk) : 0.0;
-                [[unroll]] for (uint e = 0; e < 8u; ++e) {
-                  const float b = half_at((rb + kk * XS) * 8u + bcol + e);
-                  emu[x * 8u + e] += a * b + al * b;
-                }
-              }
-            }
-          }
-#endif
         }
       }
     }
@@ -425,13 +375,7 @@ void main() {
         SUBGROUP_SYNC();                                                                       \
       }                                                                                        \
     }
-#ifndef TK_ENCODE_TC_EMULATE
 #define TK_TC_STORE_TILE(x) coopMatStoreNV(acc[x], smem, scr, SCR, false);
-#else
-#define TK_TC_STORE_TILE(x)                                                                    \
-    [[unroll]] for (uint e = 0; e < 8u; ++e)                                                   \
-      smem[scr + r * SCR + (h * 8u + e) / 4u][(h * 8u + e) % 4u] = floatBitsToUint(emu[x * 8u + e]);
-#endif
     if (table) {
       TK_TC_EPILOGUE(true)
     } else {

@@ -24,7 +24,7 @@
 // - workgroup x = row_block * CB + cb (CB = DIM / CW), CW * KS = 256
 //   invocations; invocation (c, ks) = (t / KS, t % KS) owns coordinate
 //   cb * CW + c and the 16-byte pieces ks, ks + KS, ks + 2 KS, ... of its
-//   rotation row and of the input rows (KC / 4 of them, KC = DIM / KS), for
+//   rotation row and of the input rows (KCI / 4 of them, KCI = DIM / KS), for
 //   all RS rows: the KS invocations of a coordinate read contiguous bytes,
 //   and every rotation load is issued before anything else;
 // - the KS partial products of (row, coordinate) are summed in a fixed
@@ -38,48 +38,43 @@
 #extension GL_EXT_shader_atomic_int64 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/encode_abi.h"
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIM = 128;
-layout(constant_id = 2) const uint BITS = 4;
-layout(constant_id = 3) const uint IN_DTYPE = 2;
+TK_DECLARE_SPEC(TK_ENCODE_SPEC)  // DIM, BITS, IN_DTYPE; 256 invocations
+TK_DECLARE_PUSH(TK_ENCODE_PUSH)
 
-// Literal sizes (EncodeConfig::small_rows_per_group, small_invocations):
+// Literal sizes (EncodeConfig::few_rows_per_group, few_rows_invocations):
 // arrays and loops bounded by specialization constants are not unrolled by
 // glslc, and a register array indexed at run time may go to local memory.
 // TK_CW coordinates per workgroup and TK_KS invocations per coordinate,
 // TK_CW * TK_KS = 256: one module per pair (the variants below), used where
-// EncodeConfig::small_block_allowed (a block's codes fill whole words, each
+// EncodeConfig::few_rows_block_allowed (a block's codes fill whole words, each
 // invocation's columns are whole 16-byte pieces).
-//! variant cw16 -DTK_CW=16u -DTK_KS=16u
-//! variant cw8 -DTK_CW=8u -DTK_KS=32u
-//! variant a64 -DTK_ATOMIC64=1
-//! variant cw16_a64 -DTK_CW=16u -DTK_KS=16u -DTK_ATOMIC64=1
-//! variant cw8_a64 -DTK_CW=8u -DTK_KS=32u -DTK_ATOMIC64=1
+//! variant c16 -DTK_CW=16u -DTK_KS=16u
+//! variant c8 -DTK_CW=8u -DTK_KS=32u
+//! variant atomic64 -DTK_ATOMIC64=1
+//! variant c16_atomic64 -DTK_CW=16u -DTK_KS=16u -DTK_ATOMIC64=1
+//! variant c8_atomic64 -DTK_CW=8u -DTK_KS=32u -DTK_ATOMIC64=1
 #ifndef TK_CW
 #define TK_CW 32u
 #define TK_KS 8u
 #endif
 const uint RS = 8u;  // rows per workgroup
 const uint KS = TK_KS;  // invocations per output coordinate
-const uint MAX_KC4 = 128u / TK_KS;  // KC / 4 at DIM 512
+const uint MAX_KC4 = 128u / TK_KS;  // KCI / 4 at DIM 512
 const uint MAX_CB = 512u / TK_CW;   // CB at DIM 512
 
 const uint CW = TK_CW;      // coordinates per workgroup
 const uint CB = DIM / CW;   // workgroups per row block
 const uint BW = CW * BITS / 32u;  // packed words per row of a coordinate block
 const uint WG = CW * KS;
-const uint KC = DIM / KS;   // columns per invocation
+const uint KCI = DIM / KS;   // columns per invocation
 const uint LEVELS = 1u << BITS;
 const uint WORDS = DIM * BITS / 32u;
 const uint G = DIM / 4u;    // input vec4 per row
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint rows;
-} pc;
 
 layout(std430, binding = 0) readonly buffer InputF { vec4 in_f32[]; };
 layout(std430, binding = 0) readonly buffer InputH { uvec2 in_16[]; };
@@ -138,7 +133,7 @@ void main() {
   // coordinate read 16 * KS contiguous bytes per step.
   const uint rbase = d * (DIM / 4u) + ks;
   vec4 rv[MAX_KC4];
-  [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) rv[i] = i < KC / 4u ? rot[rbase + i * KS] : vec4(0.0);
+  [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) rv[i] = i < KCI / 4u ? rot[rbase + i * KS] : vec4(0.0);
 
   for (uint i = t; i < LEVELS; i += WG) {
     s_bound[i] = i + 1u < LEVELS ? boundaries[i] : 0.0;
@@ -170,7 +165,7 @@ void main() {
   [[unroll]] for (uint r = 0; r < RS; ++r) {
     float acc = 0.0;
     [[unroll]] for (uint i = 0; i < MAX_KC4; ++i) {
-      if (i < KC / 4u) {
+      if (i < KCI / 4u) {
         const vec4 u = s_in[r * G + i * KS + ks];
         acc = fma(rv[i].x, u.x, fma(rv[i].y, u.y, fma(rv[i].z, u.z, fma(rv[i].w, u.w, acc))));
       }

@@ -26,45 +26,28 @@
 // Two workgroup barriers in all: after the operand rows are staged (their
 // shifts are needed by A), after A is staged; a third before the scratch.
 //
-// fp16 range (no silent overflow), as in recompute_wu_nv.comp: operand row j
+// fp16 range (no silent overflow): operand row j
 // (bf16 already) is multiplied by 2^s_j so that its largest magnitude lies in
 // [2^14, 2^15) (exact); column j of A is divided by 2^s_j, then row i of A is
 // multiplied by 2^r_i so that its largest magnitude lies in [2^14, 2^15);
 // the accumulator row is multiplied by 2^-r_i before rounding to bf16. Only
-// A loses precision (fp16 keeps 11 bits; SPLIT = 1 adds a second product
-// with the residual A - fp16(A)). Shifts are clamped to [-64, 64].
-//
-// Measured on an H100 (bench/NOTES-gdn.md): 271 us at B=1, T=8192, H=32,
-// K=V=128 with 512 invocations -- 2.3x faster than the portable path, but
-// only 0.38 of the memory floor, and the time hardly moves with the bytes
-// (A in bf16 or f32), the workgroup size or the products: not yet understood.
-//
-// TK_RWU_EMULATE (a check on lavapipe, not built by default): the products
-// computed from the staged fp16 values by plain loops, subgroups taken as 32
-// consecutive invocations and subgroup steps replaced by workgroup barriers,
-// so that everything but the cooperative-matrix calls runs on a CPU device
-// with LP_NATIVE_VECTOR_WIDTH=1024 (32-wide subgroups): add
-// "//! variant emu -DTK_RWU_EMULATE=1" above and select
-// spirv::gdn_recompute_wu_tc_emu in the header's record().
-#ifndef TK_RWU_EMULATE
+// A loses precision (fp16 keeps 11 bits). Shifts are clamped to [-64, 64].
+
 #extension GL_NV_cooperative_matrix : require
-#endif
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/recompute_wu_abi.h"
 #include "../common/convert.glsl"
 
-layout(local_size_x_id = 5) in;
-layout(constant_id = 0) const uint BT = 64;
-layout(constant_id = 1) const uint K = 128;
-layout(constant_id = 2) const uint V = 128;
-layout(constant_id = 3) const uint SPLIT = 0;         // 1: A as hi + lo fp16 parts
-layout(constant_id = 4) const uint SMEM_VEC4 = 1664;  // shared uvec4s, computed by the host
-layout(constant_id = 5) const uint WG = 128;          // 128 or 256 invocations
-layout(constant_id = 6) const uint A_DTYPE = 0;       // TK_F32 or TK_BF16
-layout(constant_id = 7) const uint OPS = 17;          // uvec4 per staged operand row: max(K, V) / 8 + 1
+TK_DECLARE_SPEC(TK_RECOMPUTE_WU_SPEC)
+TK_DECLARE_PUSH(TK_RECOMPUTE_WU_PUSH)
+const uint WG = gl_WorkGroupSize.x;             // 128, 256 or 512 invocations
+const uint OPS = TK_RECOMPUTE_WU_OPS(K, V);    // uvec4 per staged operand row
+const uint SMEM_VEC4 = TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, WG);
 
 const uint NSG = WG / 32;
 const uint RT = BT / 16;              // row tiles
@@ -76,7 +59,6 @@ const uint ARS = WG / LA;             // A rows per sweep
 const uint ASW = (BT + ARS - 1) / ARS;
 const uint AS = BT / 8 + 1;           // uvec4 per staged A row (odd: no bank conflicts)
 const uint A_BASE = BT * OPS;
-const uint AL_BASE = A_BASE + BT * AS;
 const uint SCR = 5;                   // uvec4 per scratch row: 16 f32 + 4 of skew
 const uint SCR_SG = 16 * SCR;         // scratch uvec4 per subgroup
 
@@ -87,15 +69,6 @@ const uint MAX_CG = 2;    // D = 256
 const uint MAX_ASW = 4;   // BT = 64, WG = 128
 const uint MAX_RT = 4;
 const uint MAX_MT = 8;
-
-layout(push_constant) uniform Push {
-  uint group_offset;
-  uint batch;
-  uint T;
-  uint Hg;
-  uint H;
-  uint chunks;
-} pc;
 
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
@@ -266,75 +239,35 @@ void body(const bool IS_W) {
       hi *= scale;
       const uvec4 ph = uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
       smem[A_BASE + r * AS + al] = ph;
-      if (SPLIT != 0) {
-        const vec4 rl = lo - vec4(unpackHalf2x16(ph.x), unpackHalf2x16(ph.y));
-        const vec4 rh = hi - vec4(unpackHalf2x16(ph.z), unpackHalf2x16(ph.w));
-        smem[AL_BASE + r * AS + al] =
-            uvec4(packHalf2x16(rl.xy), packHalf2x16(rl.zw), packHalf2x16(rh.xy), packHalf2x16(rh.zw));
-      }
     }
   }
   barrier();
 
   // ---- products ---------------------------------------------------------
-#ifndef TK_RWU_EMULATE
   const uint sg = gl_SubgroupID;
-#else
-  const uint sg = tid / 32;
-#endif
   const uint rt = sg % RT, cs = sg / RT;
   const uint CT = D / 16;
   const uint MT = (CT + SPR - 1) / SPR;
   const uint ct0 = cs * MT;
-#ifndef TK_RWU_EMULATE
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[MAX_MT];
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) acc[m] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> am, al16, xb;
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> am, xb;
   // No runtime condition around the loads and products: a subgroup whose
   // range runs past the last column tile repeats that tile (its result is
   // not stored).
   [[unroll]] for (uint x = 0; x < MAX_RT * MAX_MT; ++x) {
     const uint kk = x / MAX_MT, m = x % MAX_MT;
-    if (kk < RT && m == 0) {
-      coopMatLoadNV(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, false);
-      if (SPLIT != 0) coopMatLoadNV(al16, smem, AL_BASE + rt * 16 * AS + kk * 2, AS, false);
-    }
+    if (kk < RT && m == 0) coopMatLoadNV(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, false);
     if (kk < RT && m < MT) {  // specialisation constants only
       coopMatLoadNV(xb, smem, kk * 16 * OPS + min(ct0 + m, CT - 1) * 2, OPS, false);
       acc[m] = coopMatMulAddNV(am, xb, acc[m]);
-      if (SPLIT != 0) acc[m] = coopMatMulAddNV(al16, xb, acc[m]);
     }
   }
-#else
-  float emu[MAX_MT * 8];
-  {
-    const uint erow = (tid % 32) / 2, ecol = (tid % 2) * 8;
-    [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
-      [[unroll]] for (uint e = 0; e < 8; ++e) emu[m * 8 + e] = 0.0;
-      if (m < MT && ct0 + m < CT) {  // emulation: branches do not matter
-        for (uint j = 0; j < BT; ++j) {
-          const uint aw = smem[A_BASE + (rt * 16 + erow) * AS + j / 8][(j % 8) / 2];
-          float a = unpackHalf2x16(aw)[j % 2];
-          if (SPLIT != 0) a += unpackHalf2x16(smem[AL_BASE + (rt * 16 + erow) * AS + j / 8][(j % 8) / 2])[j % 2];
-          [[unroll]] for (uint e = 0; e < 8; ++e) {
-            const uint col = 16 * (ct0 + m) + ecol + e;
-            emu[m * 8 + e] += a * unpackHalf2x16(smem[j * OPS + col / 8][(col % 8) / 2])[col % 2];
-          }
-        }
-      }
-    }
-  }
-#endif
   barrier();  // every subgroup is done with the staged operands: the memory becomes scratch
 
   // ---- output: one tile at a time through this subgroup's scratch --------
-#ifndef TK_RWU_EMULATE
   const uint lane = gl_SubgroupInvocationID;
 #define SCRATCH_SYNC() subgroupMemoryBarrierShared(); subgroupBarrier()
-#else  // lavapipe check of everything but the products: whole-workgroup steps
-  const uint lane = tid % 32;
-#define SCRATCH_SYNC() barrier()
-#endif
   const uint orow = lane / 2, half_ = lane % 2;  // row of the tile, 8-column half
   const uint i = rt * 16 + orow;
   const float unscale = pow2(-s_row_shift[i]);
@@ -344,14 +277,7 @@ void body(const bool IS_W) {
     if (m < MT) {  // specialisation constants only
       const bool live = ct0 + m < CT;  // uniform per subgroup
       if (live) {
-#ifndef TK_RWU_EMULATE
         coopMatStoreNV(acc[m], smem, scr, SCR, false);
-#else
-        [[unroll]] for (uint e = 0; e < 8; ++e) {
-          const uint col = (lane % 2) * 8 + e;
-          smem[scr + (lane / 2) * SCR + col / 4][col % 4] = floatBitsToUint(emu[m * 8 + e]);
-        }
-#endif
       }
       SCRATCH_SYNC();
       if (live && i < rows) {  // two lanes write one 32-byte sector of a row

@@ -1,0 +1,143 @@
+// aura::DecodeAttention, a whole decode step (every dispatch record() makes),
+// at the shapes: 32 query heads over 8 KV heads, Dim 128, 16-token
+// pages in shuffled order, bf16 q and output; batch 1 at 1K, 4K, 32K and
+// 128K keys, batch 32 at 4K keys each, q_len 4 at 32K; K4V4 Hadamard and the
+// raw bf16 cache (our uncompressed baseline). Bytes: the cache read once (codes
+// and norms of every key of every KV head), q read and the output written
+// once; the floor is those bytes over the measured copy bandwidth. Peers:
+// bench/compare/decode_attention_torch.py (PyTorch SDPA, bf16) on the same GPU.
+// Args: batch, keys per sequence, q_len, then workgroup, keys per invocation,
+// splits (0: automatic) for the sweeps.
+#include <tilekernels/aura/decode_attention.hpp>
+
+#include <numeric>
+#include <vector>
+
+#include "common.hpp"
+
+namespace {
+
+using namespace tkbench;
+namespace aura = tilekernels::aura;
+
+constexpr std::int64_t kQHeads = 32, kKvHeads = 8, kDim = 128, kPageTokens = 16;
+
+void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits) {
+  Context& ctx = context();
+  const aura::CacheFormat format{static_cast<std::uint32_t>(kDim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
+  const std::int64_t batch = state.range(0), keys = state.range(1), q_len = state.range(2);
+  const std::int64_t pages_per_seq = (keys + kPageTokens - 1) / kPageTokens, pages = batch * pages_per_seq;
+  aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16, 0, 1);
+
+  const double cache_bytes = double(batch) * keys * kKvHeads * format.bytes_per_token();
+  const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * kQHeads * kDim;
+  const int sets = rotation_sets(cache_bytes);
+
+  // Random codes and raw values (finite bf16), norms ~1: the contents do not change the work.
+  std::uint64_t seed = 1;
+  const auto next = [&] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(seed >> 32);
+  };
+  const auto side = [&](std::uint32_t bits, Tensor& store, std::optional<Tensor>& norms) {
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(store.elements() * dtype_size(store.dtype()) / 4));
+    for (auto& w : words) w = aura::CacheFormat::raw(bits) ? (next() & 0x3fff3fffu) | 0x3c003c00u : next();
+    store.upload(std::span<const std::uint32_t>(words));
+    if (norms) norms->upload_floats(std::vector<float>(static_cast<std::size_t>(norms->elements()), 1.0f));
+  };
+  struct Set {
+    Tensor k, v;
+    std::optional<Tensor> kn, vn;
+  };
+  std::vector<Set> caches;
+  for (int s = 0; s < sets; ++s) {
+    Set set{Tensor(ctx, format.store_dtype(k_bits), format.store_shape(k_bits, pages, kKvHeads)),
+            Tensor(ctx, format.store_dtype(v_bits), format.store_shape(v_bits, pages, kKvHeads)), {}, {}};
+    if (!format.k_raw()) set.kn.emplace(ctx, DType::f32, format.norm_shape(pages, kKvHeads));
+    if (!format.v_raw()) set.vn.emplace(ctx, DType::f32, format.norm_shape(pages, kKvHeads));
+    side(k_bits, set.k, set.kn);
+    side(v_bits, set.v, set.vn);
+    caches.push_back(std::move(set));
+  }
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(pages));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (std::size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[next() % i]);
+  Tensor table(ctx, DType::i32, {batch, pages_per_seq}), lens(ctx, DType::i32, {batch});
+  table.upload(std::span<const std::int32_t>(perm));
+  const std::vector<std::int32_t> host_lens(static_cast<std::size_t>(batch), static_cast<std::int32_t>(keys));
+  lens.upload(std::span<const std::int32_t>(host_lens));
+  std::vector<float> qv(static_cast<std::size_t>(batch * q_len * kQHeads * kDim));
+  for (auto& x : qv) x = static_cast<float>(next() >> 8) * 0x1p-23f - 1.0f;
+  const auto q = Tensor::from_floats(ctx, DType::bf16, {batch, q_len, kQHeads, kDim}, qv);
+  Tensor out(ctx, DType::bf16, {batch, q_len, kQHeads, kDim});
+
+  aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, out};
+  args.max_seq_len = keys;
+  const auto problem = kernel.problem(args);
+  auto geometry = kernel.geometry(problem, true);
+  if (state.range(3)) geometry.workgroup = static_cast<std::uint32_t>(state.range(3));
+  if (state.range(4)) geometry.tokens_per_invocation = static_cast<std::uint32_t>(state.range(4));
+  if (state.range(5)) geometry.splits = static_cast<std::uint32_t>(state.range(5));
+  const std::uint64_t ws_bytes = std::max<std::uint64_t>(kernel.workspace_bytes(problem, geometry), 4);
+  Tensor workspace(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
+  workspace.buffer().fill(0);  // the counters start at zero and every call leaves them so
+  args.workspace = Workspace{workspace.ref(), true};
+  std::vector<aura::DecodeAttentionArgs> per_set;
+  for (const Set& s : caches) {
+    aura::DecodeAttentionArgs a = args;
+    a.k_codes = s.k;
+    a.v_codes = s.v;
+    if (s.kn) a.k_norms = s.kn->ref();
+    if (s.vn) a.v_norms = s.vn->ref();
+    per_set.push_back(a);
+  }
+  auto plan = kernel.plan(per_set[0]);
+  plan.geometry = geometry;
+  try {
+    kernel.check(per_set[0], plan);
+  } catch (const Error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
+    kernel.record(cmd, per_set[static_cast<std::size_t>(i % sets)], plan);
+  }, bytes, 0);
+  state.counters["cache_MB"] = cache_bytes * 1e-6;
+  state.counters["wg"] = geometry.workgroup;
+  state.counters["tpi"] = geometry.tokens_per_invocation;
+  state.counters["rows"] = 4 * geometry.row_vecs;
+  state.counters["splits"] = geometry.splits;
+  state.counters["workgroups"] = double(batch * kKvHeads) * geometry.splits *
+                                 double((kQHeads / kKvHeads * q_len + 4 * geometry.row_vecs - 1) / (4 * geometry.row_vecs));
+}
+
+void BM_DecodeAttentionK4V4(benchmark::State& state) { decode_step(state, 4, 4); }
+void BM_DecodeAttentionRawBf16(benchmark::State& state) { decode_step(state, 16, 16); }
+void BM_DecodeAttentionK8V4(benchmark::State& state) { decode_step(state, 8, 4); }
+
+// The shapes with the automatic geometry.
+#define TK_DECODE_SHAPES                                                                                     \
+  Args({1, 1024, 1, 0, 0, 0})->Args({1, 4096, 1, 0, 0, 0})->Args({1, 32768, 1, 0, 0, 0})->Args({1, 131072, 1, 0, 0, 0}) \
+      ->Args({32, 4096, 1, 0, 0, 0})->Args({1, 32768, 4, 0, 0, 0})
+BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionK8V4)->Args({1, 32768, 1, 0, 0, 0})->Args({32, 4096, 1, 0, 0, 0})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+// The geometry behind the automatic choice (run with --benchmark_filter=Sweep):
+// workgroup x keys per invocation x splits at the shapes that matter.
+void BM_DecodeAttentionSweep(benchmark::State& state) { decode_step(state, 4, 4); }
+BENCHMARK(BM_DecodeAttentionSweep)
+    ->ArgsProduct({{1}, {1024}, {1}, {64}, {1}, {8, 16, 32}})
+    ->ArgsProduct({{1}, {4096}, {1}, {64, 128}, {1}, {32, 64}})
+    ->ArgsProduct({{1}, {32768}, {1}, {128}, {1, 2, 4}, {32, 64, 128}})
+    ->ArgsProduct({{1}, {131072}, {1}, {128}, {2, 4}, {64, 128}})
+    ->ArgsProduct({{32}, {4096}, {1}, {128}, {2, 4}, {1, 2, 4}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+void BM_DecodeAttentionRawBf16Sweep(benchmark::State& state) { decode_step(state, 16, 16); }
+BENCHMARK(BM_DecodeAttentionRawBf16Sweep)
+    ->ArgsProduct({{1}, {32768, 131072}, {1}, {128}, {1}, {32, 64}})
+    ->ArgsProduct({{32}, {4096}, {1}, {128}, {1}, {1, 2}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

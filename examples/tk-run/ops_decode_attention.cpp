@@ -1,0 +1,335 @@
+// tk-run ops aura.cache_write, aura.decode_attention, aura.decode_attention_partials:
+// the paged AURA KV cache and decode attention over it. The format is given
+// at run time (aura::CacheWriteKernel, aura::DecodeAttentionKernel); inputs
+// and outputs are f32 (raw bf16 cache values widened exactly), codes u32.
+#include <tilekernels/aura/cache_write.hpp>
+#include <tilekernels/aura/decode_attention.hpp>
+
+#include <cmath>
+#include <optional>
+
+#include "op.hpp"
+
+namespace {
+
+using namespace tkrun;
+using tilekernels::DType;
+using tilekernels::Tensor;
+namespace aura = tilekernels::aura;
+
+const std::vector<Param> kFormatParams{
+    {"dim", "128", "head dimension: 64, 80, 96, 128 or 256 (80 and 96 need rotation=dense unless both sides are raw)"},
+    {"k_bits", "4", "K format: 2, 3, 4, 6 or 8 bits (TurboQuant codes), or 16 for raw bf16"},
+    {"v_bits", "4", "V format, as k_bits"},
+    {"page_tokens", "16", "tokens per page: a multiple of 16 in [16, 256]"},
+    {"rotation", "hadamard", "rotation of the coded sides: hadamard (what aura.rotation kind=hadamard prints) or dense"},
+    {"k_seed", "0", "seed of K's rotation (aura.rotation seed=)"},
+    {"v_seed", "1", "seed of V's rotation"}};
+
+aura::CacheFormat format_of(const Invocation& inv) {
+  aura::CacheFormat f;
+  const auto in_range = [&](const char* name) {
+    const std::int64_t v = inv.int_param(name);
+    if (v < 0 || v > 65536) throw UsageError("parameter '" + std::string(name) + "' is out of range: " + std::to_string(v));
+    return static_cast<std::uint32_t>(v);
+  };
+  f.dim = in_range("dim");
+  f.k_bits = in_range("k_bits");
+  f.v_bits = in_range("v_bits");
+  f.page_tokens = in_range("page_tokens");
+  const std::string rot = inv.param("rotation");
+  if (rot == "hadamard") {
+    f.rotation = aura::Rotation::hadamard;
+  } else if (rot == "dense") {
+    f.rotation = aura::Rotation::dense;
+  } else {
+    throw UsageError("parameter 'rotation' must be hadamard or dense, got '" + rot + "'");
+  }
+  const std::string why = f.problem();
+  if (!why.empty()) throw UsageError("bad cache format: " + why);
+  return f;
+}
+
+std::uint64_t seed_of(const Invocation& inv, const char* name) { return static_cast<std::uint64_t>(inv.int_param(name)); }
+
+// One side of a cache on the device: codes (u32) or raw values (bf16), and norms.
+struct Side {
+  std::optional<Tensor> store, norms;
+};
+
+// The cache sides from the inputs k_codes, k_norms, v_codes, v_norms (all of
+// a side's or none), or fresh zero-filled ones of `pages` pages.
+Side load_side(tilekernels::Context& ctx, Invocation& inv, const aura::CacheFormat& f, const char* side,
+               std::uint32_t bits, std::int64_t pages, std::int64_t heads, bool fresh) {
+  const std::string codes = std::string(side) + "_codes", norms = std::string(side) + "_norms";
+  const bool raw = aura::CacheFormat::raw(bits);
+  Side s;
+  const Shape store_shape = f.store_shape(bits, pages, heads), norm_shape = f.norm_shape(pages, heads);
+  if (raw && inv.has_input(norms)) throw UsageError("input '" + norms + "' exists only for a coded side (bits < 16)");
+  if (fresh) {
+    s.store.emplace(ctx, f.store_dtype(bits), store_shape);
+    s.store->buffer().fill(0);
+    if (!raw) {
+      s.norms.emplace(ctx, DType::f32, norm_shape);
+      s.norms->buffer().fill(0);
+    }
+    return s;
+  }
+  if (raw) {
+    s.store.emplace(Tensor::from_floats(ctx, DType::bf16, store_shape, inv.floats(codes, store_shape)));
+  } else {
+    if (!inv.has_input(norms)) throw UsageError("missing input '" + norms + "' (a coded side needs its norms)");
+    s.store.emplace(ctx, DType::u32, store_shape);
+    const auto w = inv.words(codes, store_shape);
+    s.store->upload(std::span<const std::uint32_t>(w));
+    s.norms.emplace(Tensor::from_floats(ctx, DType::f32, norm_shape, inv.floats(norms, norm_shape)));
+  }
+  return s;
+}
+
+void put_side(Invocation& inv, const char* side, std::uint32_t bits, const Side& s) {
+  const std::string codes = std::string(side) + "_codes", norms = std::string(side) + "_norms";
+  if (aura::CacheFormat::raw(bits)) {
+    if (inv.wants(norms)) throw UsageError("output '" + norms + "' exists only for a coded side (bits < 16)");
+    inv.put(codes, s.store->shape(), s.store->download_floats());
+  } else {
+    inv.put_words(codes, s.store->shape(), s.store->download<std::uint32_t>());
+    inv.put(norms, s.norms->shape(), s.norms->download_floats());
+  }
+}
+
+std::optional<tilekernels::TensorRef> norms_ref(const Side& s) {
+  return s.norms ? std::optional<tilekernels::TensorRef>(s.norms->ref()) : std::nullopt;
+}
+
+void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
+  const aura::CacheFormat f = format_of(inv);
+  for (const auto& [side, bits] : {std::pair{"k", f.k_bits}, std::pair{"v", f.v_bits}})
+    if (aura::CacheFormat::raw(bits) && inv.wants(std::string(side) + "_norms"))
+      throw UsageError("output '" + std::string(side) + "_norms' exists only for a coded side (bits < 16)");
+  const Shape k_shape = inv.input_shape("k");
+  if (k_shape.size() != 3 || k_shape[2] != f.dim)
+    throw UsageError("input 'k': expected shape [num_tokens, kv_heads, " + std::to_string(f.dim) + "], got " +
+                     tilekernels::shape_string(k_shape));
+  const std::int64_t tokens = k_shape[0], heads = k_shape[1];
+  const bool fresh = !inv.has_input("k_codes") && !inv.has_input("v_codes");
+  std::int64_t pages = inv.int_param("num_pages");
+  if (fresh) {
+    if (pages <= 0) throw UsageError("parameter 'num_pages' must be > 0 for a fresh cache (or give k_codes and v_codes)");
+  } else {
+    if (!inv.has_input("k_codes") || !inv.has_input("v_codes"))
+      throw UsageError("give both inputs 'k_codes' and 'v_codes' (an existing cache), or neither (a fresh one)");
+    const Shape existing = inv.input_shape("k_codes");
+    if (existing.size() != 4 || existing[1] != heads)
+      throw UsageError("input 'k_codes': expected shape [num_pages, " + std::to_string(heads) + ", " +
+                       std::to_string(f.page_tokens) + ", ...], got " + tilekernels::shape_string(existing));
+    pages = existing[0];
+  }
+  const auto k = Tensor::from_floats(ctx, DType::f32, k_shape, inv.floats("k", k_shape));
+  const auto v = Tensor::from_floats(ctx, DType::f32, k_shape, inv.floats("v", k_shape));
+  const auto slots_words = inv.words("slot_mapping", {tokens});
+  const std::vector<std::int32_t> slots(slots_words.begin(), slots_words.end());
+  Tensor slot_tensor(ctx, DType::i32, {tokens});
+  slot_tensor.upload(std::span<const std::int32_t>(slots));
+  const Side ks = load_side(ctx, inv, f, "k", f.k_bits, pages, heads, fresh);
+  const Side vs = load_side(ctx, inv, f, "v", f.v_bits, pages, heads, fresh);
+  aura::CacheWriteKernel writer(ctx, f, DType::f32, seed_of(inv, "k_seed"), seed_of(inv, "v_seed"));
+  writer.run({k, v, slot_tensor, *ks.store, norms_ref(ks), *vs.store, norms_ref(vs), slots});
+  put_side(inv, "k", f.k_bits, ks);
+  put_side(inv, "v", f.v_bits, vs);
+}
+
+// What decode attention reads, loaded from the inputs.
+struct AttentionInputs {
+  aura::CacheFormat format;
+  std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, pages = 0, max_pages = 0;
+  std::optional<Tensor> q, block_table, seq_lens, sinks;
+  Side k, v;
+  std::vector<std::int32_t> host_lens, host_table;
+  aura::DecodeAttentionOptions options;
+};
+
+AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
+  AttentionInputs a;
+  a.format = format_of(inv);
+  const aura::CacheFormat& f = a.format;
+  const Shape q_shape = inv.input_shape("q");
+  if (q_shape.size() != 4 || q_shape[3] != f.dim)
+    throw UsageError("input 'q': expected shape [num_seqs, q_len, q_heads, " + std::to_string(f.dim) + "], got " +
+                     tilekernels::shape_string(q_shape));
+  a.num_seqs = q_shape[0];
+  a.q_len = q_shape[1];
+  a.q_heads = q_shape[2];
+  const Shape cache_shape = inv.input_shape("k_codes");
+  if (cache_shape.size() != 4)
+    throw UsageError("input 'k_codes': expected shape [num_pages, kv_heads, page_tokens, ...], got " +
+                     tilekernels::shape_string(cache_shape));
+  a.pages = cache_shape[0];
+  a.kv_heads = cache_shape[1];
+  const Shape table_shape = inv.input_shape("block_table");
+  if (table_shape.size() != 2 || table_shape[0] != a.num_seqs)
+    throw UsageError("input 'block_table': expected shape [" + std::to_string(a.num_seqs) + ", max_pages], got " +
+                     tilekernels::shape_string(table_shape));
+  a.max_pages = table_shape[1];
+  a.q.emplace(Tensor::from_floats(ctx, DType::f32, q_shape, inv.floats("q", q_shape)));
+  a.k = load_side(ctx, inv, f, "k", f.k_bits, a.pages, a.kv_heads, false);
+  a.v = load_side(ctx, inv, f, "v", f.v_bits, a.pages, a.kv_heads, false);
+  const auto table = inv.words("block_table", table_shape);
+  const auto lens = inv.words("seq_lens", {a.num_seqs});
+  a.host_table.assign(table.begin(), table.end());
+  a.host_lens.assign(lens.begin(), lens.end());
+  a.block_table.emplace(ctx, DType::i32, table_shape);
+  a.block_table->upload(std::span<const std::int32_t>(a.host_table));
+  a.seq_lens.emplace(ctx, DType::i32, Shape{a.num_seqs});
+  a.seq_lens->upload(std::span<const std::int32_t>(a.host_lens));
+  if (inv.has_input("sinks"))
+    a.sinks.emplace(Tensor::from_floats(ctx, DType::f32, {a.q_heads}, inv.floats("sinks", {a.q_heads})));
+  const double scale = inv.float_param("scale"), softcap = inv.float_param("softcap");
+  const std::int64_t window = inv.int_param("window");
+  if (window < 0 || window > (1ll << 31)) throw UsageError("parameter 'window' must be >= 0, got " + std::to_string(window));
+  if (scale != 0) a.options.scale = static_cast<float>(scale);
+  a.options.softcap = static_cast<float>(softcap);
+  a.options.window = static_cast<std::uint32_t>(window);
+  return a;
+}
+
+aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output, const Tensor& lse) {
+  aura::DecodeAttentionArgs args{*a.q, *a.k.store, norms_ref(a.k), *a.v.store, norms_ref(a.v), *a.block_table,
+                                 *a.seq_lens, output, lse.ref(),
+                                 a.sinks ? std::optional<tilekernels::TensorRef>(a.sinks->ref()) : std::nullopt};
+  args.options = a.options;
+  args.host_seq_lens = a.host_lens;
+  args.host_block_table = a.host_table;
+  return args;
+}
+
+void run_decode_attention(tilekernels::Context& ctx, Invocation& inv) {
+  const AttentionInputs a = load_attention(ctx, inv);
+  const Shape out_shape{a.num_seqs, a.q_len, a.q_heads, a.format.dim}, lse_shape{a.num_seqs, a.q_len, a.q_heads};
+  Tensor output(ctx, DType::f32, out_shape), lse(ctx, DType::f32, lse_shape);
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, seed_of(inv, "k_seed"), seed_of(inv, "v_seed"));
+  kernel.run(args_of(a, output, lse));
+  inv.put("output", out_shape, output.download_floats());
+  inv.put("lse", lse_shape, lse.download_floats());
+}
+
+// The split states pass 1 leaves before the merge, read from the workspace
+// (layout of decode_attention.hpp) into per-row arrays.
+void run_partials(tilekernels::Context& ctx, Invocation& inv) {
+  const AttentionInputs a = load_attention(ctx, inv);
+  const std::int64_t splits = inv.int_param("splits");
+  if (splits < 2 || splits > aura::DecodeAttentionKernel::max_splits)
+    throw UsageError("parameter 'splits' must be in [2, " + std::to_string(aura::DecodeAttentionKernel::max_splits) +
+                     "], got " + std::to_string(splits));
+  const std::int64_t dim = a.format.dim;
+  Tensor output(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads, dim}), lse(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads});
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, seed_of(inv, "k_seed"), seed_of(inv, "v_seed"));
+  auto args = args_of(a, output, lse);
+  const auto problem = kernel.problem(args);
+  auto geometry = kernel.geometry(problem, true);
+  geometry.splits = static_cast<std::uint32_t>(splits);
+  const auto layout = kernel.workspace_layout(problem, geometry);
+  Tensor work(ctx, DType::u32, {static_cast<std::int64_t>(layout.bytes / 4)});
+  args.workspace = tilekernels::Workspace{work.ref()};
+  auto plan = kernel.plan(args);
+  plan.geometry = geometry;
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
+  const auto words = work.download<float>();
+  const std::int64_t gqa = a.q_heads / a.kv_heads, rv = geometry.row_vecs, rows = 4 * rv;
+  const std::int64_t chunks = (gqa * a.q_len + rows - 1) / rows;
+  const std::size_t ml_at = layout.ml_at / 4;
+  std::vector<float> o(static_cast<std::size_t>(a.num_seqs * a.q_len * a.q_heads * splits * dim));
+  std::vector<float> m(static_cast<std::size_t>(a.num_seqs * a.q_len * a.q_heads * splits)), l(m.size());
+  for (std::int64_t s = 0; s < a.num_seqs; ++s)
+    for (std::int64_t h = 0; h < a.kv_heads; ++h)
+      for (std::int64_t rg = 0; rg < gqa * a.q_len; ++rg) {
+        const std::int64_t chunk = rg / rows, r = rg % rows, i = rg / gqa, qh = h * gqa + rg % gqa;
+        const std::int64_t group = (s * a.kv_heads + h) * chunks + chunk;
+        for (std::int64_t sp = 0; sp < splits; ++sp) {
+          const std::int64_t state = group * splits + sp;
+          const auto row = static_cast<std::size_t>(((s * a.q_len + i) * a.q_heads + qh) * splits + sp);
+          // vec4 j holds rows 4j .. 4j+3: float index (vec4 * 4 + r % 4)
+          m[row] = words[ml_at + static_cast<std::size_t>(((state * rv + r / 4) * 2) * 4 + r % 4)];
+          l[row] = words[ml_at + static_cast<std::size_t>(((state * rv + r / 4) * 2 + 1) * 4 + r % 4)];
+          for (std::int64_t d = 0; d < dim; ++d)
+            o[row * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)] =
+                words[static_cast<std::size_t>(((state * dim + d) * rv + r / 4) * 4 + r % 4)];
+        }
+      }
+  inv.put("o_partials", {a.num_seqs, a.q_len, a.q_heads, splits, dim}, o);
+  inv.put("m_partials", {a.num_seqs, a.q_len, a.q_heads, splits}, m);
+  inv.put("l_partials", {a.num_seqs, a.q_len, a.q_heads, splits}, l);
+}
+
+std::vector<Param> with_format(std::vector<Param> extra) {
+  std::vector<Param> p = kFormatParams;
+  p.insert(p.end(), extra.begin(), extra.end());
+  return p;
+}
+
+const std::vector<TensorSpec> kCacheInputs{
+    {"k_codes", "u32", "[num_pages, kv_heads, page_tokens, dim*k_bits/32] (k_bits=16: f32 [num_pages, kv_heads, page_tokens, dim])"},
+    {"k_norms", "f32", "[num_pages, kv_heads, page_tokens] (coded K only)", true},
+    {"v_codes", "u32", "[num_pages, kv_heads, page_tokens, dim*v_bits/32] (v_bits=16: f32 [..., dim])"},
+    {"v_norms", "f32", "[num_pages, kv_heads, page_tokens] (coded V only)", true}};
+
+std::vector<TensorSpec> attention_inputs() {
+  std::vector<TensorSpec> in{{"q", "f32", "[num_seqs, q_len, q_heads, dim]"}};
+  in.insert(in.end(), kCacheInputs.begin(), kCacheInputs.end());
+  in.push_back({"block_table", "i32", "[num_seqs, max_pages]"});
+  in.push_back({"seq_lens", "i32", "[num_seqs]"});
+  in.push_back({"sinks", "f32", "[q_heads]", true});
+  return in;
+}
+
+const std::vector<Param> kAttentionParams{
+    {"scale", "0", "softmax scale (0: 1/sqrt(dim))"},
+    {"window", "0", "sliding window: keys at positions > pos - window (0: none)"},
+    {"softcap", "0", "logit softcap cap * tanh(z / cap) (0: none)"}};
+
+const Registrar cache_write{Op{
+    "aura.cache_write",
+    "appends k, v rows to the paged cache at slot_mapping (page * page_tokens + offset; negative: skipped), encoding in "
+    "place; outputs the whole cache after the write",
+    with_format({{"num_pages", "0", "pages of a fresh (zero) cache when k_codes, v_codes are not given"}}),
+    [] {
+      std::vector<TensorSpec> in{{"k", "f32", "[num_tokens, kv_heads, dim]"},
+                                 {"v", "f32", "[num_tokens, kv_heads, dim]"},
+                                 {"slot_mapping", "i32", "[num_tokens]"}};
+      for (auto t : kCacheInputs) {
+        t.optional = true;
+        in.push_back(t);
+      }
+      return in;
+    }(),
+    {{"k_codes", "u32", "[num_pages, kv_heads, page_tokens, dim*k_bits/32] (k_bits=16: f32 [..., dim])"},
+     {"k_norms", "f32", "[num_pages, kv_heads, page_tokens] (coded K only)", true},
+     {"v_codes", "u32", "[num_pages, kv_heads, page_tokens, dim*v_bits/32] (v_bits=16: f32 [..., dim])"},
+     {"v_norms", "f32", "[num_pages, kv_heads, page_tokens] (coded V only)", true}},
+    run_cache_write}};
+
+const Registrar decode_attention{Op{
+    "aura.decode_attention",
+    "decode attention of q_len new tokens per sequence over the paged cache (causal among them, GQA, window, sinks, "
+    "softcap); lse natural log, sinks included",
+    with_format(kAttentionParams),
+    attention_inputs(),
+    {{"output", "f32", "[num_seqs, q_len, q_heads, dim]"}, {"lse", "f32", "[num_seqs, q_len, q_heads]", true}},
+    run_decode_attention}};
+
+const Registrar decode_attention_partials{Op{
+    "aura.decode_attention_partials",
+    "the split states before the merge: per row and split, o (V's rotated domain, unnormalised), m, l (l = 0: empty); "
+    "aura.flash_pass2 over [rows, splits, dim] then R_v^T gives aura.decode_attention's output",
+    with_format([] {
+      auto p = kAttentionParams;
+      p.push_back({"splits", "4", "workgroups per KV head along the keys: 2 .. 128"});
+      return p;
+    }()),
+    attention_inputs(),
+    {{"o_partials", "f32", "[num_seqs, q_len, q_heads, splits, dim]"},
+     {"m_partials", "f32", "[num_seqs, q_len, q_heads, splits]"},
+     {"l_partials", "f32", "[num_seqs, q_len, q_heads, splits]"}},
+    run_partials}};
+
+}  // namespace

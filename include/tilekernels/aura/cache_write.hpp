@@ -1,0 +1,229 @@
+// AURA cache_write: appends new K and V rows to the paged KV cache
+// (paged_cache.hpp), encoding each side in place in its own format.
+//
+//   k, v          [num_tokens, kv_heads, Dim]   In (f32, f16 or bf16)
+//   slot_mapping  [num_tokens]                  i32: page * PageTokens + offset; negative = skip (padding)
+//   k_codes, k_norms, v_codes, v_norms          the cache, layout of paged_cache.hpp (norms only for coded sides)
+//
+// A coded side stores the fused encode of encode.hpp in f32 (norm, rotation,
+// Lloyd-Max codes, norm correction), with the rotation and codebook of the
+// CacheTables built from the seeds given to the constructor; a raw side
+// stores the values rounded to the raw dtype. The codes equal the
+// double-precision reference (reference/aura/paged_cache.hpp) except where a
+// rotated value lies within f32 rounding of a boundary; norms agree to f32
+// rounding. Slots not named keep their contents.
+//
+// slot_mapping lives on the GPU, so record() cannot read it: a slot past
+// the cache (>= num_pages * PageTokens) is skipped by the kernel, which
+// never writes outside the cache; slots must be distinct (two tokens naming
+// one slot leave either's row there). Where the host has its copy
+// (Args::host_slot_mapping, which run() and tk-run pass), it is checked
+// first and a bad slot is an Error naming the token.
+//
+// One dispatch per side, independent of each other (no barrier between).
+// A decode step records cache_write, then a compute barrier, then
+// DecodeAttention over the same cache.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tilekernels/aura/cache_write_abi.h"
+#include "tilekernels/aura/paged_cache.hpp"
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/aura/cache_write.hpp"
+
+namespace tilekernels::aura {
+
+struct CacheWriteArgs {
+  TensorRef k, v, slot_mapping;
+  TensorRef k_codes;
+  std::optional<TensorRef> k_norms;
+  TensorRef v_codes;
+  std::optional<TensorRef> v_norms;
+  // Optional host copy of slot_mapping's contents: checked when given.
+  std::span<const std::int32_t> host_slot_mapping = {};
+};
+
+// The kernel for a cache format given at run time (CacheWrite<Config> is
+// the same with the format and input dtype fixed at compile time).
+class CacheWriteKernel {
+ public:
+  static constexpr const char* name = "aura.cache_write";
+  TK_DECLARE_SPEC(TK_CACHE_WRITE_SPEC)
+  TK_DECLARE_PUSH(TK_CACHE_WRITE_PUSH)
+  using Args = CacheWriteArgs;
+
+  struct Problem {
+    std::int64_t num_tokens = 0, kv_heads = 0, num_pages = 0;
+  };
+
+  static constexpr std::uint32_t invocations = 128;
+  // (token, head) rows per workgroup: every value of them in shared memory.
+  static constexpr std::uint32_t rows(const CacheFormat& f) { return 512 / f.dim; }
+  static constexpr std::uint32_t shared_bytes(const CacheFormat& f, std::uint32_t bits) {
+    const std::uint32_t n = rows(f) * f.dim;
+    const std::uint32_t levels = CacheFormat::raw(bits) ? 2 : 1u << bits;
+    return 4 * (n + (f.rotation == Rotation::dense ? n : 1) + (CacheFormat::raw(bits) ? 1 : n) + rows(f) * 16 +
+                3 * rows(f) + 2 * levels);
+  }
+
+  static constexpr std::array<Variant<Problem>, 1> variants{{
+      {"portable", Path::portable, spirv::aura_cache_write, {}, invocations, 0},
+  }};
+
+  // The rotations are seeded per side; DecodeAttention over this cache needs the same seeds.
+  CacheWriteKernel(Context& ctx, const CacheFormat& format, DType in_dtype, std::uint64_t k_seed, std::uint64_t v_seed)
+      : ctx_(&ctx), format_(validated(format, in_dtype)), in_dtype_(in_dtype), tables_(ctx, format, k_seed, v_seed) {}
+
+  const CacheFormat& format() const noexcept { return format_; }
+  const CacheTables& tables() const noexcept { return tables_; }
+
+  static Problem problem(const Args& a) { return {a.k.shape.at(0), a.k.shape.at(1), a.k_codes.shape.at(0)}; }
+
+  // Throws tilekernels::Error naming the first argument that is wrong.
+  void check(const Args& a) const {
+    using tilekernels::detail::expect_rank;
+    using tilekernels::detail::expect_tensor;
+    const CacheFormat& f = format_;
+    expect_rank(name, "k", a.k, 3);
+    const auto t = a.k.shape[0], h = a.k.shape[1];
+    expect_tensor(*ctx_, name, "k", a.k, in_dtype_, {t, h, f.dim});
+    expect_tensor(*ctx_, name, "v", a.v, in_dtype_, {t, h, f.dim});
+    expect_tensor(*ctx_, name, "slot_mapping", a.slot_mapping, DType::i32, {t});
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    const auto pages = a.k_codes.shape[0];
+    if (a.k_codes.shape[1] != h)
+      throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "k_codes") + "kv_heads " +
+                                                 std::to_string(a.k_codes.shape[1]) + " differs from k's " +
+                                                 std::to_string(h));
+    if (a.v_codes.shape[0] != pages || a.v_codes.shape[1] != h)
+      throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "v_codes") + "expected " +
+                                                 std::to_string(pages) + " pages of " + std::to_string(h) +
+                                                 " heads like k_codes, got shape " + shape_string(a.v_codes.shape));
+    const std::uint64_t capacity = static_cast<std::uint64_t>(pages) * f.page_tokens;
+    if (static_cast<std::uint64_t>(t) * static_cast<std::uint64_t>(h) >= (1ull << 31) || capacity >= (1ull << 31))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": more rows or slots than 32-bit indexing allows");
+    if (!a.host_slot_mapping.empty()) {
+      const std::string where = tilekernels::detail::where(name, "slot_mapping");
+      if (a.host_slot_mapping.size() != static_cast<std::size_t>(t))
+        throw Error(ErrorCode::shape_mismatch, where + "the host copy holds " +
+                                                   std::to_string(a.host_slot_mapping.size()) + " slots, expected " +
+                                                   std::to_string(t));
+      std::vector<bool> taken(capacity, false);
+      for (std::size_t i = 0; i < a.host_slot_mapping.size(); ++i) {
+        const std::int32_t s = a.host_slot_mapping[i];
+        if (s < 0) continue;
+        if (static_cast<std::uint64_t>(s) >= capacity)
+          throw Error(ErrorCode::invalid_argument, where + "slot " + std::to_string(s) + " of token " +
+                                                       std::to_string(i) + " is past the cache (" +
+                                                       std::to_string(capacity) + " slots)");
+        if (taken[static_cast<std::size_t>(s)])
+          throw Error(ErrorCode::invalid_argument, where + "slot " + std::to_string(s) + " is named twice (token " +
+                                                       std::to_string(i) + ")");
+        taken[static_cast<std::size_t>(s)] = true;
+      }
+    }
+  }
+
+  Status can_implement(const Args& a) const {
+    return tilekernels::detail::status_of([&] {
+      check(a);
+      select_variant(*ctx_, name, variants, problem(a));
+    });
+  }
+
+  // Records both sides' dispatches (independent of each other).
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const Variant<Problem>& v = select_variant(*ctx_, name, variants, problem(a));
+    const CacheFormat& f = format_;
+    record_side(cmd, v, a, a.k, a.k_codes, a.k_norms, f.k_bits, f.k_codebook_at(), f.k_boundaries_at(),
+                f.k_rotation_at());
+    record_side(cmd, v, a, a.v, a.v_codes, a.v_norms, f.v_bits, f.v_codebook_at(), f.v_boundaries_at(),
+                f.v_rotation_at());
+  }
+
+  // Convenience for tests and tools: records, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  static CacheFormat validated(const CacheFormat& f, DType in) {
+    f.validate(name);
+    if (in != DType::f32 && in != DType::f16 && in != DType::bf16)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": the input dtype must be f32, f16 or bf16");
+    return f;
+  }
+
+  void record_side(vk::CommandBuffer cmd, const Variant<Problem>& v, const Args& a, const TensorRef& input,
+                   const TensorRef& store, const std::optional<TensorRef>& norms, std::uint32_t bits,
+                   std::uint32_t codebook_at, std::uint32_t boundaries_at, std::uint32_t rotation_at) const {
+    const CacheFormat& f = format_;
+    const Problem p = problem(a);
+    const auto& info = ctx_->info();
+    if (shared_bytes(f, bits) > info.max_shared_memory)
+      throw Error(ErrorCode::unsupported, std::string(name) + ": needs " + std::to_string(shared_bytes(f, bits)) +
+                                              " bytes of shared memory, the device has " +
+                                              std::to_string(info.max_shared_memory));
+    Spec spec;
+    spec.workgroup = invocations;
+    spec.DIM = f.dim;
+    spec.PAGE_TOKENS = f.page_tokens;
+    spec.BITS = bits;
+    spec.ROTATION = f.rotation_code(bits);
+    spec.NORM_DTYPE = static_cast<std::uint32_t>(f.norm_dtype);
+    spec.RAW_DTYPE = static_cast<std::uint32_t>(f.raw_dtype);
+    spec.IN_DTYPE = static_cast<std::uint32_t>(in_dtype_);
+    spec.ROWS = rows(f);
+    spec.TABLE_CODEBOOK = codebook_at;
+    spec.TABLE_BOUNDARIES = boundaries_at;
+    spec.TABLE_ROTATION = rotation_at;
+    const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, v, spec, 5);
+    Push push;
+    const auto row_count = static_cast<std::uint64_t>(p.num_tokens * p.kv_heads);
+    push.rows = static_cast<std::uint32_t>(row_count);
+    push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
+    push.capacity = static_cast<std::uint32_t>(p.num_pages * f.page_tokens);
+    push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
+    // A raw side's norms binding is never accessed; the store keeps it valid.
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline,
+                                         {input, a.slot_mapping, tables_.ref(), store, norms ? *norms : store}, push,
+                                         (row_count + rows(f) - 1) / rows(f));
+  }
+
+  Context* ctx_;
+  CacheFormat format_;
+  DType in_dtype_;
+  CacheTables tables_;
+};
+
+template <class Cache, DType In = DType::bf16>
+struct CacheWriteConfig {
+  static_assert(In == DType::f32 || In == DType::f16 || In == DType::bf16,
+                "CacheWriteConfig: In must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(CacheWriteKernel::shared_bytes(Cache::format, Cache::k_bits) <= 32768 &&
+                    CacheWriteKernel::shared_bytes(Cache::format, Cache::v_bits) <= 32768,
+                "CacheWriteConfig: the kernel must fit the portable 32 KiB of shared memory");
+  using cache = Cache;
+  static constexpr DType in_dtype = In;
+};
+
+template <class Config>
+class CacheWrite : public CacheWriteKernel {
+ public:
+  using Cache = typename Config::cache;
+  CacheWrite(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
+      : CacheWriteKernel(ctx, Cache::format, Config::in_dtype, k_seed, v_seed) {}
+};
+
+}  // namespace tilekernels::aura

@@ -1,0 +1,34 @@
+// The interface of shaders/aura/cache_write.comp (see core/abi.h).
+#ifndef TILEKERNELS_AURA_CACHE_WRITE_ABI_H
+#define TILEKERNELS_AURA_CACHE_WRITE_ABI_H
+#include "tilekernels/core/abi.h"
+
+// One dispatch writes one side (K or V) of the cache. DIM: head dimension;
+// PAGE_TOKENS: slots per page; BITS: 2, 3, 4, 6, 8, or 16 for raw values;
+// ROTATION: 0 none (raw), 1 randomised Hadamard, 2 dense; NORM_DTYPE,
+// RAW_DTYPE, IN_DTYPE: DType codes; ROWS: (token, head) rows per workgroup;
+// TABLE_CODEBOOK, TABLE_BOUNDARIES, TABLE_ROTATION: float offsets of the
+// side's tables in the tables buffer (aura::CacheTableLayout).
+#define TK_CACHE_WRITE_SPEC(F) \
+  F(1, DIM, 128)               \
+  F(2, PAGE_TOKENS, 16)        \
+  F(3, BITS, 4)                \
+  F(4, ROTATION, 1)            \
+  F(5, NORM_DTYPE, 0)          \
+  F(6, RAW_DTYPE, 2)           \
+  F(7, IN_DTYPE, 2)            \
+  F(8, ROWS, 4)                \
+  F(9, TABLE_CODEBOOK, 0)      \
+  F(10, TABLE_BOUNDARIES, 0)   \
+  F(11, TABLE_ROTATION, 0)
+
+// rows: num_tokens * kv_heads; capacity: num_pages * PAGE_TOKENS slots;
+// inv_sqrt_dim: f32(1 / sqrt(DIM)), rounded on the host.
+#define TK_CACHE_WRITE_PUSH(F) \
+  F(uint, group_offset)        \
+  F(uint, rows)                \
+  F(uint, kv_heads)            \
+  F(uint, capacity)            \
+  F(float, inv_sqrt_dim)
+
+#endif

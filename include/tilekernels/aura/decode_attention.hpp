@@ -1,0 +1,511 @@
+// AURA decode attention over the paged, compressed KV cache (paged_cache.hpp):
+// one call per decode step, one dispatch.
+//
+// Shapes (row-major, last index innermost):
+//   q            [num_seqs, q_len, q_heads, Dim]   Q (f32, f16, bf16); q_len 1..16
+//   k_codes, k_norms, v_codes, v_norms             the cache (norms only for coded sides)
+//   block_table  [num_seqs, max_pages]             i32 page ids
+//   seq_lens     [num_seqs]                        i32 live lengths
+//   sinks        [q_heads]                         f32 logits, optional
+//   output       [num_seqs, q_len, q_heads, Dim]   Out (f32, f16, bf16)
+//   lse          [num_seqs, q_len, q_heads]        f32, optional (natural log, sinks included)
+// The q_len new tokens of sequence s are already in the cache: query i sits
+// at position pos = seq_lens[s] - q_len + i and sees the keys t <= pos, and
+// with Options::window = W > 0 only those with t > pos - W. Query head h
+// reads KV head h / (q_heads / kv_heads). Per query row, over its keys:
+//   z_t = scale * norm_t * <R_k q, codebook_k[codes_t]>      (raw K: scale * <q, k_t>)
+//   z_t = softcap * tanh(z_t / softcap)                       (Options::softcap > 0)
+//   l = sum_t e^(z_t) + e^(sink_h),  y = sum_t e^(z_t) norm_v,t codebook_v[codes_v,t] / l
+//   output = R_v^T y (raw V: y itself),  lse = ln l
+// with the maximum subtracted. The sink (a logit as given: not scaled or
+// capped) joins the denominator only. Empty attention (seq_len 0, or no
+// visible key) gives output 0 and lse -inf, or lse = sink with a sink.
+// reference/aura/decode_attention.hpp computes the same in double
+// (decode_attention_paged_rotated the way this kernel does).
+//
+// How (shaders/aura/decode_attention.comp): the query is rotated once per
+// workgroup (Hadamard by the fast transform, dense by R q); scores use the
+// codes directly (no key is dequantised); values are accumulated in V's
+// rotated domain, and V's rotation is undone once per output row. A
+// workgroup owns up to 8 query rows (query heads x new tokens) of one KV
+// head, so a KV head's codes are read once per step for all of its query
+// heads (once per 8 rows for larger groups). The keys are split over
+// Geometry::splits workgroups per KV head; the last of them to finish
+// merges their softmax states (the workspace holds them) and writes the
+// output: a step is one dispatch whatever the split.
+//
+// What the host cannot see: seq_lens and block_table live on the GPU. The
+// kernel clamps every seq_len to [0, max_pages * PageTokens] and every
+// block-table entry to [0, num_pages), so it never reads outside the cache
+// or the table whatever they hold; but entries for positions < seq_len
+// must be pages of the sequence (< num_pages) and seq_len >= q_len (or 0:
+// an inactive entry) for the result to mean anything. Where the host has
+// copies (Args::host_seq_lens, host_block_table: run() and tk-run pass
+// them), they are checked before recording and a bad entry is an Error
+// naming it; they (or Args::max_seq_len) also let record() size the split
+// for the real lengths instead of the capacity.
+//
+// Workspace (workspace_bytes()): splits need one (per split state: o [Dim]
+// and (m, l) per row, in f32; per KV head and row chunk an arrival counter
+// that every dispatch leaves at zero; record() zero-fills the counters
+// unless Workspace::zeroed says they are). Without one, record() runs one
+// workgroup per KV head and row chunk.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "tilekernels/aura/decode_attention_abi.h"
+#include "tilekernels/aura/paged_cache.hpp"
+#include "tilekernels/core.hpp"
+#include "tilekernels/spirv/aura/decode_attention.hpp"
+#include "tilekernels/spirv/aura/decode_attention_compact.hpp"
+#include "tilekernels/spirv/aura/decode_attention_subgroup.hpp"
+#include "tilekernels/spirv/aura/decode_attention_subgroup_compact.hpp"
+
+namespace tilekernels::aura {
+
+struct DecodeAttentionOptions {
+  std::optional<float> scale;  // default 1 / sqrt(dim); must be finite
+  std::uint32_t window = 0;    // sliding window W (keys at positions > pos - W); 0: none
+  float softcap = 0;           // cap * tanh(z / cap); 0: none
+};
+
+struct DecodeAttentionArgs {
+  TensorRef q;
+  TensorRef k_codes;
+  std::optional<TensorRef> k_norms;
+  TensorRef v_codes;
+  std::optional<TensorRef> v_norms;
+  TensorRef block_table, seq_lens, output;
+  std::optional<TensorRef> lse = {}, sinks = {};
+  DecodeAttentionOptions options = {};
+  std::optional<Workspace> workspace = {};
+  // Optional host copies of seq_lens [num_seqs] and block_table
+  // [num_seqs, max_pages] (either may be given alone): checked, and used
+  // to size the split.
+  std::span<const std::int32_t> host_seq_lens = {}, host_block_table = {};
+  // The longest seq_len of the call where the host knows it without a copy
+  // (0: unknown; the capacity max_pages * page_tokens is assumed).
+  std::int64_t max_seq_len = 0;
+};
+
+// The workgroup geometry of one call.
+struct DecodeAttentionGeometry {
+  std::uint32_t workgroup = 128;            // invocations: 64 or 128
+  std::uint32_t tokens_per_invocation = 1;  // keys each invocation scores per block: 1, 2 or 4
+  std::uint32_t row_vecs = 1;               // query rows per workgroup / 4: 1 or 2
+  std::uint32_t splits = 1;                 // workgroups per KV head and row chunk along the keys (> 1 needs the workspace)
+};
+
+struct DecodeAttentionProblem {
+  std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, max_pages = 0, num_pages = 0;
+  std::int64_t keys = 0;  // the most keys one query row may see (an upper bound)
+};
+
+// Shared memory of a decode-attention workgroup
+// (shaders/aura/decode_attention.comp): the queries, the scratch (weights,
+// value sums), the reductions, codebooks, page ids.
+constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
+                                                      std::uint32_t tokens_per_invocation, std::uint32_t row_vecs) {
+  const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
+  const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
+  return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
+         4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
+}
+
+// The kernel for a cache format and dtypes given at run time
+// (DecodeAttention<Config> is the same with them fixed at compile time).
+class DecodeAttentionKernel {
+ public:
+  static constexpr const char* name = "aura.decode_attention";
+  TK_DECLARE_SPEC(TK_DECODE_ATTENTION_SPEC)
+  TK_DECLARE_PUSH(TK_DECODE_ATTENTION_PUSH)
+  using Options = DecodeAttentionOptions;
+  using Args = DecodeAttentionArgs;
+  using Geometry = DecodeAttentionGeometry;
+  using Problem = DecodeAttentionProblem;
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+    Geometry geometry;
+  };
+  static constexpr std::uint32_t max_q_len = 16;
+  static constexpr std::uint32_t max_splits = 128;
+
+
+  // Each path comes as two modules of one shader: the long loops unrolled
+  // (GPUs), or left to the driver ("compact": CPU devices, whose compilers
+  // take tens of seconds over the unrolled module).
+  // The subgroup variants reduce with subgroup arithmetic and combine one
+  // value per subgroup (gl_SubgroupID, gl_NumSubgroups): they need the
+  // subgroups to be what the builtins say.
+  static Status module_for(const DeviceInfo& info, bool compact, bool subgroups) {
+    if (subgroups && !info.subgroups_as_reported)
+      return Status::failure(ErrorCode::unsupported, "the device's subgroups are not what its builtins report");
+    if (compact != info.is_cpu())
+      return Status::failure(ErrorCode::unsupported, compact ? "a GPU takes the unrolled module"
+                                                             : "a CPU device takes the compact module");
+    return Status::success();
+  }
+  static Status subgroup_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, true); }
+  static Status subgroup_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, true); }
+  static Status portable_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, false); }
+  static Status portable_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, false); }
+  // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
+  static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
+  static constexpr std::array<Variant<Problem>, 4> variants{{
+      {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
+       64, least_shared, &subgroup_gpu},
+      {"subgroup_compact", Path::subgroup, spirv::aura_decode_attention_subgroup_compact,
+       DeviceNeeds{.subgroup_arithmetic = true}, 64, least_shared, &subgroup_cpu},
+      {"portable", Path::portable, spirv::aura_decode_attention, {}, 64, least_shared, &portable_gpu},
+      {"portable_compact", Path::portable, spirv::aura_decode_attention_compact, {}, 64, least_shared, &portable_cpu},
+  }};
+
+  // The rotations are seeded per side and must be those of the CacheWrite
+  // that filled the cache.
+  DecodeAttentionKernel(Context& ctx, const CacheFormat& format, DType q_dtype, DType out_dtype, std::uint64_t k_seed,
+                        std::uint64_t v_seed)
+      : ctx_(&ctx), format_(validated(format, q_dtype, out_dtype)), q_dtype_(q_dtype), out_dtype_(out_dtype),
+        tables_(ctx, format, k_seed, v_seed) {}
+
+  const CacheFormat& format() const noexcept { return format_; }
+  const CacheTables& tables() const noexcept { return tables_; }
+
+  Problem problem(const Args& a) const {
+    Problem p{a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.k_codes.shape.at(1), a.block_table.shape.at(1),
+              a.k_codes.shape.at(0), 0};
+    std::int64_t longest = p.max_pages * format_.page_tokens;
+    if (!a.host_seq_lens.empty()) {
+      longest = 0;
+      for (auto len : a.host_seq_lens) longest = std::max<std::int64_t>(longest, len);
+    } else if (a.max_seq_len > 0) {
+      longest = std::min(longest, a.max_seq_len);
+    }
+    p.keys = a.options.window ? std::min<std::int64_t>(longest, a.options.window + p.q_len - 1) : longest;
+    return p;
+  }
+
+  // Throws tilekernels::Error naming the first argument that is wrong.
+  void check(const Args& a) const {
+    using tilekernels::detail::expect_rank;
+    using tilekernels::detail::expect_tensor;
+    using tilekernels::detail::where;
+    const auto fail = [](ErrorCode code, const std::string& tensor, const std::string& what) {
+      throw Error(code, where(name, tensor) + what);
+    };
+    expect_rank(name, "q", a.q, 4);
+    const auto n = a.q.shape[0], ql = a.q.shape[1], qh = a.q.shape[2];
+    const CacheFormat& f = format_;
+    expect_tensor(*ctx_, name, "q", a.q, q_dtype_, {n, ql, qh, f.dim});
+    if (ql > max_q_len)
+      fail(ErrorCode::invalid_argument, "q", "q_len must be at most " + std::to_string(max_q_len) + ", got " +
+                                                 std::to_string(ql));
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    const auto pages = a.k_codes.shape[0], kvh = a.k_codes.shape[1];
+    if (a.v_codes.shape[0] != pages || a.v_codes.shape[1] != kvh)
+      fail(ErrorCode::shape_mismatch, "v_codes", "expected " + std::to_string(pages) + " pages of " +
+                                                     std::to_string(kvh) + " heads like k_codes, got shape " +
+                                                     shape_string(a.v_codes.shape));
+    if (qh % kvh != 0)
+      fail(ErrorCode::shape_mismatch, "q", "q_heads (" + std::to_string(qh) + ") must be a multiple of kv_heads (" +
+                                               std::to_string(kvh) + ", from k_codes)");
+    expect_rank(name, "block_table", a.block_table, 2);
+    const auto max_pages = a.block_table.shape[1];
+    expect_tensor(*ctx_, name, "block_table", a.block_table, DType::i32, {n, max_pages});
+    expect_tensor(*ctx_, name, "seq_lens", a.seq_lens, DType::i32, {n});
+    expect_tensor(*ctx_, name, "output", a.output, out_dtype_, {n, ql, qh, f.dim});
+    if (a.lse) expect_tensor(*ctx_, name, "lse", *a.lse, DType::f32, {n, ql, qh});
+    if (a.sinks) expect_tensor(*ctx_, name, "sinks", *a.sinks, DType::f32, {qh});
+    const std::int64_t capacity = max_pages * f.page_tokens;
+    if (capacity >= (1ll << 24) || pages * kvh * f.page_tokens >= (1ll << 31) || n * kvh >= (1ll << 24))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": more sequences, pages or slots than 32-bit indexing allows");
+    const Options& o = a.options;
+    if (o.scale && !std::isfinite(*o.scale))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": options: scale must be finite");
+    if (!(o.softcap >= 0) || !std::isfinite(o.softcap))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": options: softcap must be finite and >= 0 (0: none)");
+    if (a.max_seq_len < 0 || a.max_seq_len > capacity)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": max_seq_len must be in [0, max_pages * page_tokens = " +
+                                                   std::to_string(capacity) + "], got " + std::to_string(a.max_seq_len));
+    if (!a.host_seq_lens.empty()) {
+      if (a.host_seq_lens.size() != static_cast<std::size_t>(n))
+        fail(ErrorCode::shape_mismatch, "seq_lens", "the host copy holds " + std::to_string(a.host_seq_lens.size()) +
+                                                        " values, expected " + std::to_string(n));
+      for (std::size_t s = 0; s < a.host_seq_lens.size(); ++s) {
+        const std::int64_t len = a.host_seq_lens[s];
+        if (len < 0 || len > capacity)
+          fail(ErrorCode::invalid_argument, "seq_lens", "seq_len " + std::to_string(len) + " of sequence " +
+                                                            std::to_string(s) + " is outside [0, max_pages * page_tokens = " +
+                                                            std::to_string(capacity) + "]");
+        if (len > 0 && len < ql)
+          fail(ErrorCode::invalid_argument, "seq_lens", "seq_len " + std::to_string(len) + " of sequence " +
+                                                            std::to_string(s) + " is below q_len " + std::to_string(ql) +
+                                                            " (the new tokens must be in the cache; 0 marks an inactive entry)");
+      }
+    }
+    if (!a.host_block_table.empty()) {
+      if (a.host_block_table.size() != static_cast<std::size_t>(n * max_pages))
+        fail(ErrorCode::shape_mismatch, "block_table", "the host copy holds " + std::to_string(a.host_block_table.size()) +
+                                                           " entries, expected " + std::to_string(n * max_pages));
+      for (std::int64_t s = 0; s < n; ++s) {
+        // Without lengths every entry must be a page; with them, those holding live positions.
+        const std::int64_t len = a.host_seq_lens.empty() ? capacity : a.host_seq_lens[static_cast<std::size_t>(s)];
+        for (std::int64_t i = 0; i * f.page_tokens < len; ++i) {
+          const std::int32_t page = a.host_block_table[static_cast<std::size_t>(s * max_pages + i)];
+          if (page < 0 || page >= pages)
+            fail(ErrorCode::invalid_argument, "block_table",
+                 "entry [" + std::to_string(s) + ", " + std::to_string(i) + "] = " + std::to_string(page) +
+                     " is not a page of the cache (" + std::to_string(pages) + " pages)");
+        }
+      }
+    }
+  }
+
+  Status can_implement(const Args& a) const {
+    return tilekernels::detail::status_of([&] { plan(a); });
+  }
+
+  // Keys each invocation scores per block (1, 2 or 4) for a workgroup size:
+  // the most whose code words (K rows, value lanes' words) stay within 32
+  // registers of each kind.
+  std::uint32_t tokens_per_invocation(std::uint32_t workgroup) const {
+    const CacheFormat& f = format_;
+    const std::uint32_t lanes = f.dim / 8, groups = workgroup / lanes;
+    const std::uint32_t lane_words = f.v_raw() ? 4 : (8 * f.v_bits) % 32 == 0 ? 8 * f.v_bits / 32 : 2;
+    for (std::uint32_t tpi : {4u, 2u}) {
+      const std::uint32_t value_keys = (workgroup * tpi + groups - 1) / groups;
+      if (tpi * f.words(f.k_bits) <= 32 && value_keys * lane_words <= 32) return tpi;
+    }
+    return 1;
+  }
+
+  // The geometry record() takes for `p`, with or without a workspace to
+  // split through. Automatic choice (measurements: bench/NOTES-aura-attention.md):
+  // about 4 workgroups per multiprocessor in all (8 on a CPU device): the
+  // largest blocks (128 invocations, as many keys each as registers allow,
+  // then 1 key, then 64 invocations) that still give every workgroup at
+  // least one block, then as many splits as reach that count, rounded so
+  // the splits get equal numbers of blocks.
+  Geometry geometry(const Problem& p, bool workspace) const {
+    Geometry g;
+    const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
+    g.row_vecs = rows <= 4 ? 1 : 2;
+    const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs));
+    const auto& info = ctx_->info();
+    const std::int64_t target = info.multiprocessors ? 4 * info.multiprocessors : info.is_cpu() ? 8 : 512;
+    const std::int64_t keys = std::max<std::int64_t>(p.keys, 1);
+    const std::array<std::array<std::uint32_t, 2>, 3> candidates{
+        {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}}};
+    std::int64_t blocks = 1;
+    for (const auto& c : candidates) {
+      g.workgroup = c[0];
+      g.tokens_per_invocation = c[1];
+      blocks = (keys + c[0] * c[1] - 1) / (c[0] * c[1]);
+      if (!workspace || units * blocks >= target) break;
+    }
+    if (workspace && units < target) {
+      std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
+      const std::int64_t per_split = (blocks + splits - 1) / splits;
+      g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
+    }
+    return g;
+  }
+
+  // Regions of the workspace for a geometry: split states' o, their (m, l),
+  // the counters. All zero bytes without splits.
+  struct WorkspaceLayout {
+    std::uint64_t o_bytes = 0, ml_at = 0, ml_bytes = 0, counters_at = 0, counter_bytes = 0, bytes = 0;
+    std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
+  };
+  WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
+    WorkspaceLayout w;
+    if (g.splits <= 1) return w;
+    const std::int64_t rows = p.q_heads / p.kv_heads * p.q_len;
+    w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
+    const std::uint64_t states = w.groups * g.splits;
+    tilekernels::detail::WorkspaceLayout layout;
+    w.o_bytes = states * format_.dim * g.row_vecs * 16;
+    layout.add(w.o_bytes);
+    w.ml_bytes = states * g.row_vecs * 32;
+    w.ml_at = layout.add(w.ml_bytes);
+    w.counter_bytes = w.groups * 4;
+    w.counters_at = layout.add(w.counter_bytes);
+    w.bytes = layout.bytes();
+    return w;
+  }
+  std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes; }
+  // Workspace bytes of the fastest geometry for these arguments (0: none needed).
+  std::uint64_t workspace_bytes(const Args& a) const {
+    check(a);
+    const Problem p = problem(a);
+    return workspace_bytes(p, geometry(p, true));
+  }
+
+  Plan plan(const Args& a) const {
+    check(a);
+    const Problem p = problem(a);
+    Plan plan{&select_variant(*ctx_, name, variants, p), {}};
+    const Geometry with = geometry(p, true);
+    const bool have = a.workspace && a.workspace->memory.size >= workspace_bytes(p, with);
+    plan.geometry = have ? with : geometry(p, false);
+    return plan;
+  }
+
+  // Throws unless `plan` can run `a` (a geometry changed by hand included).
+  void check(const Args& a, const Plan& plan) const {
+    check(a);
+    const Geometry& g = plan.geometry;
+    const auto bad = [&](const std::string& why) {
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": geometry: " + why);
+    };
+    if (!plan.variant) bad("the plan has no variant");
+    if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
+    if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
+      bad("tokens_per_invocation must be 1, 2 or 4");
+    if (g.row_vecs != 1 && g.row_vecs != 2) bad("row_vecs must be 1 or 2");
+    if (g.splits == 0 || g.splits > max_splits) bad("splits must be in [1, " + std::to_string(max_splits) + "]");
+    const auto& info = ctx_->info();
+    if (g.workgroup > info.max_workgroup_invocations ||
+        decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs) > info.max_shared_memory)
+      bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");
+    if (g.splits > 1) {
+      if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: splits need one");
+      tilekernels::detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(problem(a), g));
+    }
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  // Records `plan` (from plan(a), its geometry possibly changed).
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a, plan);
+    const Problem p = problem(a);
+    const Geometry& g = plan.geometry;
+    const std::int64_t gqa = p.q_heads / p.kv_heads;
+    const std::int64_t chunks = (gqa * p.q_len + 4 * g.row_vecs - 1) / (4 * g.row_vecs);
+    const CacheFormat& f = format_;
+    Spec spec;
+    spec.workgroup = g.workgroup;
+    spec.DIM = f.dim;
+    spec.PAGE_TOKENS = f.page_tokens;
+    spec.K_BITS = f.k_bits;
+    spec.V_BITS = f.v_bits;
+    spec.K_ROT = f.rotation_code(f.k_bits);
+    spec.V_ROT = f.rotation_code(f.v_bits);
+    spec.NORM_DTYPE = static_cast<std::uint32_t>(f.norm_dtype);
+    spec.RAW_DTYPE = static_cast<std::uint32_t>(f.raw_dtype);
+    spec.Q_DTYPE = static_cast<std::uint32_t>(q_dtype_);
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(out_dtype_);
+    spec.ROW_VECS = g.row_vecs;
+    spec.TPI = g.tokens_per_invocation;
+    spec.K_CODEBOOK_AT = f.k_codebook_at();
+    spec.V_CODEBOOK_AT = f.v_codebook_at();
+    spec.K_ROTATION_AT = f.k_rotation_at();
+    spec.V_ROTATION_AT = f.v_rotation_at();
+    const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 13);
+
+    // Bindings the shader never touches in this configuration (norms of raw
+    // sides, sinks, lse, the workspace without splits) get a tensor of the
+    // same call to stay valid: read-only ones a read-only input, written ones
+    // the output, so that synchronization validation sees no new hazard.
+    std::vector<TensorRef> bindings{a.q,
+                                    a.k_codes,
+                                    a.k_norms ? *a.k_norms : a.k_codes,
+                                    a.v_codes,
+                                    a.v_norms ? *a.v_norms : a.v_codes,
+                                    a.block_table,
+                                    a.seq_lens,
+                                    tables_.ref(),
+                                    a.sinks ? *a.sinks : tables_.ref(),
+                                    a.output,
+                                    a.lse ? *a.lse : a.output};
+    Push push;
+    if (g.splits > 1) {
+      const WorkspaceLayout w = workspace_layout(p, g);
+      const TensorRef counters = tilekernels::detail::workspace_region(*a.workspace, w.counters_at, w.counter_bytes);
+      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, 0, w.ml_at + w.ml_bytes));
+      bindings.push_back(counters);
+      push.ml_at = static_cast<std::uint32_t>(w.ml_at / 16);
+      if (!a.workspace->zeroed) tilekernels::detail::record_zero_fill(*ctx_, cmd, counters);
+    } else {
+      bindings.insert(bindings.end(), {a.output, a.output});
+    }
+    push.num_seqs = static_cast<std::uint32_t>(p.num_seqs);
+    push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
+    push.max_pages = static_cast<std::uint32_t>(p.max_pages);
+    push.num_pages = static_cast<std::uint32_t>(p.num_pages);
+    push.gqa = static_cast<std::uint32_t>(gqa);
+    push.q_len = static_cast<std::uint32_t>(p.q_len);
+    push.splits = g.splits;
+    push.flags = (a.lse ? 1u : 0u) | (a.sinks ? 2u : 0u);
+    push.window = a.options.window;
+    push.scale = a.options.scale ? *a.options.scale : static_cast<float>(1.0 / std::sqrt(double(f.dim)));
+    push.softcap = a.options.softcap;
+    push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push,
+                                         static_cast<std::uint64_t>(p.num_seqs * p.kv_heads) * g.splits,
+                                         static_cast<std::uint32_t>(chunks));
+  }
+
+  // Convenience for tests and tools: allocates the workspace the call can
+  // use, records into a fresh command buffer, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    Args with = a;
+    std::optional<Tensor> scratch;
+    if (!a.workspace) {
+      const auto bytes = workspace_bytes(a);
+      if (bytes) {
+        scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)});
+        with.workspace = Workspace{scratch->ref()};
+      }
+    }
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, with); });
+  }
+
+ private:
+  static CacheFormat validated(const CacheFormat& f, DType q, DType out) {
+    f.validate(name);
+    const auto is_float = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
+    if (!is_float(q) || !is_float(out))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": q and output dtypes must be f32, f16 or bf16");
+    return f;
+  }
+
+  Context* ctx_;
+  CacheFormat format_;
+  DType q_dtype_, out_dtype_;
+  CacheTables tables_;
+};
+
+template <class Cache, DType Q = DType::bf16, DType Out = DType::bf16>
+struct DecodeAttentionConfig {
+  static_assert(Q == DType::f32 || Q == DType::f16 || Q == DType::bf16,
+                "DecodeAttentionConfig: Q must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
+                "DecodeAttentionConfig: Out must be DType::f32, DType::f16 or DType::bf16");
+  static_assert(decode_attention_shared_bytes(Cache::format, 128, 4, 2) <= 32768,
+                "DecodeAttentionConfig: the largest geometry must fit the portable 32 KiB of shared memory");
+  using cache = Cache;
+  static constexpr DType q_dtype = Q, out_dtype = Out;
+};
+
+template <class Config>
+class DecodeAttention : public DecodeAttentionKernel {
+ public:
+  using Cache = typename Config::cache;
+  // The rotations are seeded per side and must be those of the CacheWrite
+  // that filled the cache.
+  DecodeAttention(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
+      : DecodeAttentionKernel(ctx, Cache::format, Config::q_dtype, Config::out_dtype, k_seed, v_seed) {}
+};
+
+}  // namespace tilekernels::aura

@@ -1,0 +1,54 @@
+// The interface of shaders/aura/decode_attention.comp (see core/abi.h).
+#ifndef TILEKERNELS_AURA_DECODE_ATTENTION_ABI_H
+#define TILEKERNELS_AURA_DECODE_ATTENTION_ABI_H
+#include "tilekernels/core/abi.h"
+
+// DIM, PAGE_TOKENS: the cache's; K_BITS, V_BITS: 2, 3, 4, 6, 8, or 16 for
+// raw values; K_ROT, V_ROT: 0 none (raw side), 1 randomised Hadamard, 2
+// dense; NORM_DTYPE, RAW_DTYPE, Q_DTYPE, OUT_DTYPE: DType codes; ROW_VECS:
+// query rows per workgroup / 4; TPI: keys per invocation per block;
+// K_CODEBOOK_AT ... V_ROTATION_AT: float offsets in the tables buffer
+// (aura::CacheTableLayout). What changes from call to call (group sizes,
+// new tokens, the split, options) is a push constant, so one pipeline
+// serves every length.
+#define TK_DECODE_ATTENTION_SPEC(F) \
+  F(1, DIM, 128)                    \
+  F(2, PAGE_TOKENS, 16)             \
+  F(3, K_BITS, 4)                   \
+  F(4, V_BITS, 4)                   \
+  F(5, K_ROT, 1)                    \
+  F(6, V_ROT, 1)                    \
+  F(7, NORM_DTYPE, 0)               \
+  F(8, RAW_DTYPE, 2)                \
+  F(9, Q_DTYPE, 2)                  \
+  F(10, OUT_DTYPE, 2)               \
+  F(11, ROW_VECS, 1)                \
+  F(12, TPI, 2)                     \
+  F(13, K_CODEBOOK_AT, 0)           \
+  F(14, V_CODEBOOK_AT, 0)           \
+  F(15, K_ROTATION_AT, 0)           \
+  F(16, V_ROTATION_AT, 0)
+
+// gqa: query heads per KV head; q_len: new tokens per sequence; splits:
+// workgroups per (sequence, KV head, row chunk) along the keys; flags: bit 0
+// write lse, bit 1 sinks given; window: 0 none, else keys at positions >
+// pos - window; softcap: 0 none; scale: the softmax scale; inv_sqrt_dim:
+// f32(1 / sqrt(DIM)); ml_at: vec4 offset of the (m, l) region in the
+// workspace binding.
+#define TK_DECODE_ATTENTION_PUSH(F) \
+  F(uint, group_offset)             \
+  F(uint, num_seqs)                 \
+  F(uint, kv_heads)                 \
+  F(uint, max_pages)                \
+  F(uint, num_pages)                \
+  F(uint, gqa)                      \
+  F(uint, q_len)                    \
+  F(uint, splits)                   \
+  F(uint, flags)                    \
+  F(uint, window)                   \
+  F(float, scale)                   \
+  F(float, softcap)                 \
+  F(float, inv_sqrt_dim)            \
+  F(uint, ml_at)
+
+#endif

@@ -1,0 +1,220 @@
+// The AURA paged KV cache: its compile-time format (PagedCacheConfig) and
+// the codebooks and rotations its kernels read (CacheTables).
+//
+// Per layer the cache holds K and V, each in a format of its own:
+// TurboQuant codes at 2, 3, 4, 6 or 8 bits (per token and KV head: the
+// norm-corrected L2 norm and the Lloyd-Max codes of the rotated unit vector,
+// the math of encode.hpp), or raw bf16 / f16 values (Bits = 16). So k8v4,
+// k4v3, a raw K with a 4-bit V and an uncompressed cache are one family.
+//
+// Layout (row-major, last index innermost); within a page one KV head's
+// tokens are contiguous:
+//   coded side  codes [num_pages, kv_heads, PageTokens, Dim * Bits / 32]  u32
+//                     (the code of coordinate d at bit d * Bits of the token's
+//                     little-endian word stream; 3- and 6-bit codes straddle words)
+//               norms [num_pages, kv_heads, PageTokens]                    Norm (f32 or f16)
+//   raw side    codes [num_pages, kv_heads, PageTokens, Dim]               Raw (bf16 or f16), no norms
+// A sequence's position p lives in page block_table[s, p / PageTokens], slot
+// p % PageTokens; a cache slot is page * PageTokens + slot (slot_mapping).
+// Capacity (num_pages, from the tensors' shapes) is separate from the live
+// lengths (seq_lens). The exact semantics, in double precision, are
+// include/tilekernels/reference/aura/paged_cache.hpp.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tilekernels/aura/codebook.hpp"
+#include "tilekernels/aura/rotation.hpp"
+#include "tilekernels/core.hpp"
+
+namespace tilekernels::aura {
+
+// The rotation of the coded sides: randomised Hadamard (Dim a power of two,
+// applied in O(Dim log Dim)) or a dense random orthogonal matrix. The values
+// are the ABI codes the shaders receive (0 means none: a raw side).
+enum class Rotation : std::uint32_t { hadamard = 1, dense = 2 };
+
+constexpr bool valid_cache_bits(std::uint32_t b) { return b == 2 || b == 3 || b == 4 || b == 6 || b == 8 || b == 16; }
+
+// A cache format as run-time values: what the kernels use (PagedCacheConfig
+// fixes one at compile time, CacheWriteKernel and DecodeAttentionKernel take
+// any that validate() accepts).
+struct CacheFormat {
+  std::uint32_t dim = 128, page_tokens = 16, k_bits = 4, v_bits = 4;
+  Rotation rotation = Rotation::hadamard;
+  DType norm_dtype = DType::f32, raw_dtype = DType::bf16;
+
+  static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
+  bool k_raw() const { return raw(k_bits); }
+  bool v_raw() const { return raw(v_bits); }
+  // u32 words of one token of one KV head (raw: two values per word).
+  constexpr std::uint32_t words(std::uint32_t bits) const { return raw(bits) ? dim / 2 : dim * bits / 32; }
+  // Codebook levels (0 for a raw side).
+  static constexpr std::uint32_t levels(std::uint32_t bits) { return raw(bits) ? 0 : 1u << bits; }
+  // The shaders' rotation code of a side: 0 none (raw), else Rotation.
+  constexpr std::uint32_t rotation_code(std::uint32_t bits) const {
+    return raw(bits) ? 0u : static_cast<std::uint32_t>(rotation);
+  }
+  // Floats of a side's rotation in the tables: signs [dim] or R [dim, dim].
+  constexpr std::uint32_t rotation_floats(std::uint32_t bits) const {
+    return raw(bits) ? 0 : rotation == Rotation::hadamard ? dim : dim * dim;
+  }
+  // The dtype and shape of a side's stored values and of its norms.
+  constexpr DType store_dtype(std::uint32_t bits) const { return raw(bits) ? raw_dtype : DType::u32; }
+  Shape store_shape(std::uint32_t bits, std::int64_t num_pages, std::int64_t kv_heads) const {
+    return {num_pages, kv_heads, page_tokens, raw(bits) ? dim : words(bits)};
+  }
+  Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) const { return {num_pages, kv_heads, page_tokens}; }
+  // Bytes one token of one KV head takes in the cache (K and V, norms included).
+  constexpr std::uint32_t bytes_per_token() const {
+    return static_cast<std::uint32_t>(4 * (words(k_bits) + words(v_bits)) + (raw(k_bits) ? 0 : dtype_size(norm_dtype)) +
+                                      (raw(v_bits) ? 0 : dtype_size(norm_dtype)));
+  }
+
+  // Offsets (in floats) of the tables the kernels read, in one f32 buffer:
+  // K codebook [2^k_bits], V codebook, K boundaries and V boundaries (each
+  // padded to its codebook's length, +inf last), K rotation, V rotation
+  // (signs [dim] for Hadamard, R [dim, dim] row-major for dense; nothing for
+  // a raw side). The shaders receive them as specialization constants.
+  constexpr std::uint32_t k_codebook_at() const { return 0; }
+  constexpr std::uint32_t v_codebook_at() const { return levels(k_bits); }
+  constexpr std::uint32_t k_boundaries_at() const { return v_codebook_at() + levels(v_bits); }
+  constexpr std::uint32_t v_boundaries_at() const { return k_boundaries_at() + levels(k_bits); }
+  constexpr std::uint32_t k_rotation_at() const { return v_boundaries_at() + levels(v_bits); }
+  constexpr std::uint32_t v_rotation_at() const { return k_rotation_at() + rotation_floats(k_bits); }
+  constexpr std::uint32_t table_floats() const { return v_rotation_at() + rotation_floats(v_bits) + 1; }  // never empty
+
+  // Why this is not a format the kernels take (the rules PagedCacheConfig's
+  // static_asserts state); empty when it is.
+  std::string problem() const {
+    if (dim != 64 && dim != 80 && dim != 96 && dim != 128 && dim != 256) return "dim must be 64, 80, 96, 128 or 256";
+    if (page_tokens % 16 != 0 || page_tokens < 16 || page_tokens > 256)
+      return "page_tokens must be a multiple of 16 in [16, 256]";
+    for (std::uint32_t bits : {k_bits, v_bits}) {
+      if (!valid_cache_bits(bits)) return "bits must be 2, 3, 4, 6, 8 or 16 (raw), got " + std::to_string(bits);
+      if (!raw(bits) && dim * bits % 32 != 0)
+        return "dim * bits must be a multiple of 32 (whole u32 words per token), got dim " + std::to_string(dim) +
+               " bits " + std::to_string(bits);
+    }
+    if (rotation != Rotation::hadamard && rotation != Rotation::dense) return "rotation must be hadamard or dense";
+    if (rotation == Rotation::hadamard && !std::has_single_bit(dim) && !(raw(k_bits) && raw(v_bits)))
+      return "a Hadamard rotation needs dim a power of two (use a dense rotation for 80 or 96)";
+    if (norm_dtype != DType::f32 && norm_dtype != DType::f16) return "norms must be f32 or f16";
+    if (raw_dtype != DType::bf16 && raw_dtype != DType::f16) return "raw values must be bf16 or f16";
+    return {};
+  }
+  void validate(std::string_view kernel) const {
+    const std::string why = problem();
+    if (!why.empty()) throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": cache format: " + why);
+  }
+};
+
+template <std::uint32_t Dim, std::uint32_t PageTokens, std::uint32_t KBits, std::uint32_t VBits,
+          Rotation Rot = Rotation::hadamard, DType Norm = DType::f32, DType Raw = DType::bf16>
+struct PagedCacheConfig {
+  static_assert(Dim == 64 || Dim == 80 || Dim == 96 || Dim == 128 || Dim == 256,
+                "PagedCacheConfig: Dim must be 64, 80, 96, 128 or 256");
+  static_assert(PageTokens % 16 == 0 && PageTokens >= 16 && PageTokens <= 256,
+                "PagedCacheConfig: PageTokens must be a multiple of 16 in [16, 256]");
+  static_assert(valid_cache_bits(KBits), "PagedCacheConfig: KBits must be 2, 3, 4, 6, 8 or 16 (raw)");
+  static_assert(valid_cache_bits(VBits), "PagedCacheConfig: VBits must be 2, 3, 4, 6, 8 or 16 (raw)");
+  static_assert(KBits == 16 || Dim * KBits % 32 == 0,
+                "PagedCacheConfig: Dim * KBits must be a multiple of 32 (whole u32 words per token)");
+  static_assert(VBits == 16 || Dim * VBits % 32 == 0,
+                "PagedCacheConfig: Dim * VBits must be a multiple of 32 (whole u32 words per token)");
+  static_assert(Rot != Rotation::hadamard || std::has_single_bit(Dim) || (KBits == 16 && VBits == 16),
+                "PagedCacheConfig: a Hadamard rotation needs Dim a power of two (use Rotation::dense for 80 or 96)");
+  static_assert(Norm == DType::f32 || Norm == DType::f16, "PagedCacheConfig: Norm must be DType::f32 or DType::f16");
+  static_assert(Raw == DType::bf16 || Raw == DType::f16, "PagedCacheConfig: Raw must be DType::bf16 or DType::f16");
+
+  static constexpr CacheFormat format{Dim, PageTokens, KBits, VBits, Rot, Norm, Raw};
+  static constexpr std::uint32_t dim = Dim;
+  static constexpr std::uint32_t page_tokens = PageTokens;
+  static constexpr std::uint32_t k_bits = KBits, v_bits = VBits;
+  static constexpr Rotation rotation = Rot;
+  static constexpr DType norm_dtype = Norm, raw_dtype = Raw;
+  static constexpr bool k_raw = KBits == 16, v_raw = VBits == 16;
+  static constexpr std::uint32_t k_words = format.words(KBits), v_words = format.words(VBits);
+  static constexpr std::uint32_t bytes_per_token = format.bytes_per_token();
+
+  static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
+  static constexpr std::uint32_t words(std::uint32_t bits) { return format.words(bits); }
+  static constexpr DType store_dtype(std::uint32_t bits) { return format.store_dtype(bits); }
+  static Shape store_shape(std::uint32_t bits, std::int64_t num_pages, std::int64_t kv_heads) {
+    return format.store_shape(bits, num_pages, kv_heads);
+  }
+  static Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) { return format.norm_shape(num_pages, kv_heads); }
+};
+
+// The codebooks (codebook.hpp) and rotations (rotation.hpp, seeded per side)
+// of a cache format on the device, built once. A CacheWrite and a
+// DecodeAttention of the same format and seeds read the same tables.
+class CacheTables {
+ public:
+  CacheTables(Context& ctx, const CacheFormat& format, std::uint64_t k_seed, std::uint64_t v_seed)
+      : k_seed_(k_seed), v_seed_(v_seed), tables_(ctx, DType::f32, {format.table_floats()}) {
+    format.validate("aura.cache_tables");
+    tables_.upload_floats(host_values(format, k_seed, v_seed));
+  }
+
+  // The table contents (what is uploaded), for references and tools.
+  static std::vector<float> host_values(const CacheFormat& f, std::uint64_t k_seed, std::uint64_t v_seed) {
+    std::vector<float> t(f.table_floats(), 0.0f);
+    const auto put = [&](std::uint32_t at, const std::vector<float>& values) {
+      std::copy(values.begin(), values.end(), t.begin() + at);
+    };
+    const auto side = [&](std::uint32_t bits, std::uint64_t seed, std::uint32_t cb_at, std::uint32_t b_at,
+                          std::uint32_t rot_at) {
+      if (CacheFormat::raw(bits)) return;
+      const Codebook cb = lloyd_max_codebook(f.dim, bits);
+      put(cb_at, cb.codebook);
+      put(b_at, cb.boundaries);
+      t[b_at + cb.boundaries.size()] = std::bit_cast<float>(0x7f800000u);  // +inf pads the last slot
+      put(rot_at, f.rotation == Rotation::hadamard ? hadamard_signs(f.dim, seed) : dense_rotation(f.dim, seed));
+    };
+    side(f.k_bits, k_seed, f.k_codebook_at(), f.k_boundaries_at(), f.k_rotation_at());
+    side(f.v_bits, v_seed, f.v_codebook_at(), f.v_boundaries_at(), f.v_rotation_at());
+    return t;
+  }
+
+  TensorRef ref() const { return tables_.ref(); }
+  std::uint64_t k_seed() const noexcept { return k_seed_; }
+  std::uint64_t v_seed() const noexcept { return v_seed_; }
+
+ private:
+  std::uint64_t k_seed_, v_seed_;
+  Tensor tables_;
+};
+
+}  // namespace tilekernels::aura
+
+namespace tilekernels::detail {
+
+// Checks one side of an AURA cache against its format: coded sides need codes and
+// norms, raw sides only their values (a norms tensor given for them is an error).
+inline void expect_cache_side(const Context& ctx, std::string_view kernel, const aura::CacheFormat& f, const char* side,
+                              std::uint32_t bits, const TensorRef& store, const std::optional<TensorRef>& norms) {
+  const std::string codes_name = std::string(side) + "_codes", norms_name = std::string(side) + "_norms";
+  tilekernels::detail::expect_rank(kernel, codes_name, store, 4);
+  const auto num_pages = store.shape[0], kv_heads = store.shape[1];
+  tilekernels::detail::expect_tensor(ctx, kernel, codes_name, store, f.store_dtype(bits),
+                                     f.store_shape(bits, num_pages, kv_heads));
+  if (aura::CacheFormat::raw(bits)) {
+    if (norms)
+      throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +
+                                                   "a raw side has no norms; pass none");
+    return;
+  }
+  if (!norms)
+    throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +
+                                                 "a coded side needs its norms; none given");
+  tilekernels::detail::expect_tensor(ctx, kernel, norms_name, *norms, f.norm_dtype, f.norm_shape(num_pages, kv_heads));
+}
+
+}  // namespace tilekernels::detail

@@ -1,0 +1,48 @@
+// The interface of shaders/gdn/chunk_o.comp (portable), chunk_o_fp16.comp
+// (tensor_core_fp16) and chunk_o_bf16.comp (tensor_core_bf16); see
+// core/abi.h. Each variant reads the constants it needs.
+#ifndef TILEKERNELS_GDN_CHUNK_O_ABI_H
+#define TILEKERNELS_GDN_CHUNK_O_ABI_H
+#include "tilekernels/core/abi.h"
+
+// BT: chunk length; KDIM, VDIM: head sizes; BV: columns of V per tile
+// (portable, fp16); WC: subgroups along V (fp16); KSTAGE: K columns per
+// shared stage (fp16).
+#define TK_CHUNK_O_SPEC(F) \
+  F(1, BT, 64)             \
+  F(2, KDIM, 128)          \
+  F(3, VDIM, 128)          \
+  F(4, BV, 64)             \
+  F(5, WC, 4)              \
+  F(6, KSTAGE, 64)
+
+// total_groups: tiles (B * NT * H * VDIM / BV); stride: workgroups of the
+// persistent bf16 grid; ratio: H / Hg.
+#define TK_CHUNK_O_PUSH(F) \
+  F(uint, group_offset)    \
+  F(uint, T)               \
+  F(uint, H)               \
+  F(uint, Hg)              \
+  F(uint, NT)              \
+  F(uint, total_groups)    \
+  F(float, scale)          \
+  F(uint, stride)          \
+  F(uint, ratio)           \
+  F(uint, batch)
+
+// Shared memory. portable: f32 stages of q, k (16 columns) and h, then A and g.
+#define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) (4u * ((2u * (BT) + 64u) * 17u + (BT) * ((BT) + 1u) + (BT)))
+// tensor_core_fp16, in uvec4 units: one K stage (q, k, h rows of KC fp16),
+// or v, A and a 16 x 20 f32 scratch tile per subgroup; then g and a flag.
+#define TK_CHUNK_O_FP16_REGION(BT, BV, WC, KC)                                               \
+  TK_ABI_MAX((2u * (BT) + (BV)) * ((KC) / 8u + 1u),                                          \
+             (BT) * ((BV) / 8u + 1u) + (BT) * ((BT) / 8u + 1u) + (BT) / 16u * (WC) * 16u * 5u)
+#define TK_CHUNK_O_FP16_SHARED_BYTES(BT, BV, WC, KC) (16u * TK_CHUNK_O_FP16_REGION(BT, BV, WC, KC) + 4u * (BT) + 4u)
+// tensor_core_bf16, in uvec4 units: a K step's q, k, h slices (64 columns),
+// or v, P and 16 per-subgroup output scratch tiles; then two 16 x 16 f32
+// index tiles. Plus g and exp(g) of 64 rows.
+#define TK_CHUNK_O_BF16_VEC4(BT, V) \
+  (TK_ABI_MAX((2u * (BT) + (V)) * 9u, (BT) * ((V) / 8u + 1u) + (BT) * ((BT) / 8u + 1u) + 512u) + 128u)
+#define TK_CHUNK_O_BF16_SHARED_BYTES(BT, V) (16u * TK_CHUNK_O_BF16_VEC4(BT, V) + 512u)
+
+#endif

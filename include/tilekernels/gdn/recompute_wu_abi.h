@@ -1,0 +1,50 @@
+// The interface of shaders/gdn/recompute_wu.comp (portable),
+// recompute_wu_fp16.comp (tensor_core_fp16), recompute_wu_bf16.comp
+// (tensor_core_bf16) and recompute_wu_bf16_joint.comp
+// (tensor_core_bf16_joint); see core/abi.h.
+#ifndef TILEKERNELS_GDN_RECOMPUTE_WU_ABI_H
+#define TILEKERNELS_GDN_RECOMPUTE_WU_ABI_H
+#include "tilekernels/core/abi.h"
+
+// BT: chunk length; K, V: head sizes; A_DTYPE: DType code of A (f32 or
+// bf16); SHAPE: 0, a constant of recompute_wu_bf16.comp whose code paths
+// under it are never taken, kept because the driver allocates that
+// kernel's registers best with them present.
+#define TK_RECOMPUTE_WU_SPEC(F) \
+  F(1, BT, 64)                  \
+  F(2, K, 128)                  \
+  F(3, V, 128)                  \
+  F(4, A_DTYPE, 0)              \
+  F(5, SHAPE, 0)
+
+// chunks: ceil(T / BT); stride: the persistent bf16 kernels' grid (pairs of
+// workgroups for recompute_wu_bf16, workgroups for the joint kernel);
+// ratio: H / Hg.
+#define TK_RECOMPUTE_WU_PUSH(F) \
+  F(uint, group_offset)         \
+  F(uint, batch)                \
+  F(uint, T)                    \
+  F(uint, Hg)                   \
+  F(uint, H)                    \
+  F(uint, chunks)               \
+  F(uint, stride)               \
+  F(uint, ratio)
+
+// uvec4s per staged operand row (one of skew).
+#define TK_RECOMPUTE_WU_OPS(K, V) (TK_ABI_MAX(K, V) / 8u + 1u)
+// tensor_core_fp16, uvec4 units: fp16 operand rows [BT][OPS] and A
+// [BT][BT / 8 + 1], later reused as a 16 x 20 f32 scratch tile per
+// subgroup; plus two shift tables of BT ints.
+#define TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, WG) \
+  TK_ABI_MAX((BT) * TK_RECOMPUTE_WU_OPS(K, V) + (BT) * ((BT) / 8u + 1u), (WG) / 32u * 80u)
+#define TK_RECOMPUTE_WU_FP16_SHARED_BYTES(BT, K, V, WG) (16u * TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, WG) + 8u * (BT))
+// tensor_core_bf16, uvec4 units: bf16 operand rows [BT][OPS], A [BT][BT /
+// 8 + 1] (twice for A in f32: bf16 + residual), then a [16][3] output
+// scratch per subgroup.
+#define TK_RECOMPUTE_WU_BF16_VEC4(BT, K, V, A_IS_F32, WG)                                               \
+  ((BT) * TK_RECOMPUTE_WU_OPS(K, V) + (BT) * ((BT) / 8u + 1u) * ((A_IS_F32) ? 2u : 1u) + (WG) / 32u * 48u)
+// tensor_core_bf16_joint (BT = 64), uvec4 units: v rows [64][V / 8 + 1],
+// k rows [64][K / 8 + 1], A rows [64][9].
+#define TK_RECOMPUTE_WU_JOINT_VEC4(K, V) (64u * (((K) / 8u + 1u) + ((V) / 8u + 1u) + 9u))
+
+#endif

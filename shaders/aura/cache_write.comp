@@ -1,0 +1,182 @@
+#version 460
+// AURA cache_write: appends rows to one side (K or V) of the paged cache,
+// encoding them in place (include/tilekernels/aura/cache_write.hpp).
+//
+// Row = (token, KV head) of the input [num_tokens, kv_heads, DIM]; its slot
+// is slot_mapping[token] (page * PAGE_TOKENS + offset). A coded side stores,
+// as aura::Encode computes them in f32,
+//   n = ||x||,  v = R x / n  (Hadamard: H (s * x) / (sqrt(DIM) n)),
+//   code[d] = #{ boundaries < v[d] },  norm = n / ||codebook[code]||
+// (n itself where that is below 1e-30; a non-finite n keeps n and codes 0);
+// a raw side the values rounded to RAW_DTYPE.
+//
+// Geometry (invariants the host relies on): ROWS rows per workgroup, ROWS *
+// DIM <= 512, every value in shared memory; each phase strides its items
+// over the workgroup, separated by barriers that every invocation reaches.
+// Sums over a row run in a fixed order (16 strided partial sums, then those
+// in order): results do not depend on the device or the scheduling.
+// A slot that is negative (padding) or past the cache (>= capacity) is
+// skipped: nothing outside the cache is ever written. f16 norms share a u32
+// word between two slots, which other workgroups may write at the same time:
+// each half is replaced by an atomic AND then an atomic OR that touch only
+// that half. No subgroup operation is used.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/cache_write_abi.h"
+#include "../common/convert.glsl"
+#include "../common/aura_pack.glsl"
+#include "../common/aura_cache.glsl"
+
+TK_DECLARE_SPEC(TK_CACHE_WRITE_SPEC)
+TK_DECLARE_PUSH(TK_CACHE_WRITE_PUSH)
+
+const uint WG = gl_WorkGroupSize.x;
+const bool RAW = BITS == 16u;
+const uint LEVELS = RAW ? 2u : (1u << BITS);
+const uint WORDS = RAW ? DIM / 2u : DIM * BITS / 32u;  // per row
+const uint N = ROWS * DIM;
+const uint PARTS = 16u;  // partial sums per row
+
+layout(std430, binding = 0) readonly buffer InputF { float in_f32[]; };
+layout(std430, binding = 0) readonly buffer InputH { uint in_16[]; };
+layout(std430, binding = 1) readonly buffer Slots { int slots[]; };
+layout(std430, binding = 2) readonly buffer Tables { float tables[]; };
+layout(std430, binding = 3) writeonly buffer Store { uint store[]; };
+layout(std430, binding = 4) buffer Norms { uint norms[]; };
+
+shared float s_x[N];                          // the rows; then, rotated in place (Hadamard)
+shared float s_y[ROTATION == 2u ? N : 1u];    // dense rotation: the product
+shared uint s_code[RAW ? 1u : N];
+shared float s_part[ROWS * PARTS];
+shared float s_norm[ROWS];
+shared float s_scale[ROWS];
+shared int s_slot[ROWS];
+shared float s_bound[LEVELS];  // boundaries, +inf in the last slot
+shared float s_c2[LEVELS];     // squared centroids
+
+#define X(i) s_x[i]
+
+void main() {
+  const uint inv = gl_LocalInvocationID.x;
+  const uint row0 = (gl_WorkGroupID.x + pc.group_offset) * ROWS;
+
+  if (inv < ROWS) {
+    const uint row = row0 + inv;
+    int slot = -1;
+    if (row < pc.rows) slot = slots[row / pc.kv_heads];
+    s_slot[inv] = uint(slot) < pc.capacity ? slot : -1;  // negative or past the cache: skipped
+  }
+  if (!RAW) {
+    for (uint i = inv; i < LEVELS; i += WG) {
+      s_bound[i] = tables[TABLE_BOUNDARIES + i];
+      const float c = tables[TABLE_CODEBOOK + i];
+      s_c2[i] = c * c;
+    }
+  }
+  barrier();
+
+  // Load (skipped rows read as zeros); the Hadamard signs on the way in.
+  for (uint e = inv; e < N; e += WG) {
+    const uint r = e / DIM, d = e % DIM;
+    float x = 0.0;
+    if (s_slot[r] >= 0) {
+      const uint i = (row0 + r) * DIM + d;
+      x = IN_DTYPE == TK_F32 ? in_f32[i] : tk_load16(IN_DTYPE, in_16[i >> 1], i);
+    }
+    if (ROTATION == 1u) x *= tables[TABLE_ROTATION + d];
+    s_x[e] = x;
+  }
+  barrier();
+
+  if (RAW) {
+    for (uint w = inv; w < ROWS * WORDS; w += WG) {
+      const uint r = w / WORDS, wi = w % WORDS;
+      const int slot = s_slot[r];
+      if (slot < 0) continue;
+      const uint page = uint(slot) / PAGE_TOKENS, offset = uint(slot) % PAGE_TOKENS;
+      const uint head = (row0 + r) % pc.kv_heads;
+      const uint dst = ((page * pc.kv_heads + head) * PAGE_TOKENS + offset) * WORDS + wi;
+      store[dst] = tk_narrow16(RAW_DTYPE, s_x[r * DIM + 2u * wi]) | (tk_narrow16(RAW_DTYPE, s_x[r * DIM + 2u * wi + 1u]) << 16);
+    }
+    return;
+  }
+
+  // Squared norm: PARTS strided partial sums per row (the signs do not change it).
+  for (uint p = inv; p < ROWS * PARTS; p += WG) {
+    const uint r = p / PARTS, k = p % PARTS;
+    float s = 0.0;
+    for (uint d = k; d < DIM; d += PARTS) s = fma(s_x[r * DIM + d], s_x[r * DIM + d], s);
+    s_part[p] = s;
+  }
+  barrier();  // the rows are read whole before the transform changes them
+  if (ROTATION == 1u) TK_FWHT_SHARED(X, ROWS, DIM, inv, WG)
+  if (ROTATION == 2u) {
+    for (uint e = inv; e < N; e += WG) {
+      const uint r = e / DIM, d = e % DIM;
+      float acc = 0.0;
+      for (uint j = 0; j < DIM; ++j) acc = fma(tables[TABLE_ROTATION + d * DIM + j], s_x[r * DIM + j], acc);
+      s_y[e] = acc;
+    }
+  }
+  if (inv < ROWS) {
+    float sq = 0.0;
+    for (uint k = 0; k < PARTS; ++k) sq += s_part[inv * PARTS + k];
+    const float n = sqrt(sq);
+    s_norm[inv] = n;
+    s_scale[inv] = (n > 0.0 ? 1.0 / n : 0.0) * (ROTATION == 1u ? pc.inv_sqrt_dim : 1.0);
+  }
+  barrier();
+
+  // Quantise; rows whose norm is not finite get codes 0.
+  for (uint e = inv; e < N; e += WG) {
+    const uint r = e / DIM;
+    float v;
+    if (ROTATION == 2u)
+      v = s_y[e] * s_scale[r];
+    else
+      v = s_x[e] * s_scale[r];
+    uint idx;
+    TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
+    const bool finite = (floatBitsToUint(s_norm[r]) & 0x7f800000u) != 0x7f800000u;
+    s_code[e] = finite ? idx : 0u;
+  }
+  barrier();
+  for (uint p = inv; p < ROWS * PARTS; p += WG) {
+    const uint r = p / PARTS, k = p % PARTS;
+    float s = 0.0;
+    for (uint d = k; d < DIM; d += PARTS) s += s_c2[s_code[r * DIM + d]];
+    s_part[p] = s;
+  }
+  barrier();
+
+  // Packed words, each built whole by one invocation.
+  for (uint w = inv; w < ROWS * WORDS; w += WG) {
+    const uint r = w / WORDS, wi = w % WORDS;
+    const int slot = s_slot[r];
+    if (slot < 0) continue;
+    uint word = 0u;
+    const uint d_last = min(DIM - 1u, (wi * 32u + 31u) / BITS);
+    for (uint d = wi * 32u / BITS; d <= d_last; ++d) word |= tk_aura_place(s_code[r * DIM + d], d, BITS, wi);
+    const uint page = uint(slot) / PAGE_TOKENS, offset = uint(slot) % PAGE_TOKENS;
+    const uint head = (row0 + r) % pc.kv_heads;
+    store[((page * pc.kv_heads + head) * PAGE_TOKENS + offset) * WORDS + wi] = word;
+  }
+  if (inv < ROWS && s_slot[inv] >= 0) {
+    float recon = 0.0;
+    for (uint k = 0; k < PARTS; ++k) recon += s_part[inv * PARTS + k];
+    recon = sqrt(recon);
+    const float n = s_norm[inv];
+    const float value = recon > 1e-30 ? n / recon : n;
+    const uint slot = uint(s_slot[inv]);
+    const uint page = slot / PAGE_TOKENS, offset = slot % PAGE_TOKENS;
+    const uint head = (row0 + inv) % pc.kv_heads;
+    const uint i = (page * pc.kv_heads + head) * PAGE_TOKENS + offset;
+    if (NORM_DTYPE == TK_F32) {
+      norms[i] = floatBitsToUint(value);
+    } else {
+      const uint shift = (i & 1u) * 16u;
+      atomicAnd(norms[i >> 1], ~(0xffffu << shift));
+      atomicOr(norms[i >> 1], tk_f32_to_f16(value) << shift);
+    }
+  }
+}

@@ -1,0 +1,595 @@
+#version 460
+// AURA decode attention over the paged, compressed KV cache: one dispatch
+// per step (include/tilekernels/aura/decode_attention.hpp has the math and
+// the layouts). Scores come from the rotated query and the codes,
+//   z = scale * norm_k * <R_k q, codebook_k[codes]>   (raw K: scale * <q, k>),
+// values are accumulated in V's rotated domain, p * norm_v * codebook_v[codes],
+// and V's rotation is undone once per output row.
+//
+// Geometry (invariants the host relies on):
+// - workgroup (x = (seq * kv_heads + kv_head) * splits + split, y = row
+//   chunk) owns query rows chunk * ROWS .. + ROWS of one KV head, row
+//   r = i * gqa + g (new token i, query head kv_head * gqa + g); ROWS =
+//   4 * ROW_VECS and rows past gqa * q_len are padding (masked, never
+//   written). All query heads of a KV head share each code load.
+// - the keys some row of the chunk sees, [lo, hi), are cut into blocks of
+//   BT = WG * TPI keys counted from lo; split s takes blocks
+//   [nb * s / splits, nb * (s + 1) / splits) of the nb blocks.
+// - per block, all code loads are issued first: invocation i reads whole code
+//   rows of keys i, i + WG, ... (TPI keys; 16-byte loads where a row is whole
+//   16-byte units); lane (tg, c) of the value phase reads the words of dims
+//   8c .. 8c + 7 of keys tg, tg + TG, ... (TG = WG / (DIM / 8) key groups).
+//   Then invocation i scores its keys against every row (codebook in shared
+//   memory, queries broadcast from shared memory); the block maximum per
+//   row is reduced over the workgroup (subgroup reductions in the subgroup
+//   variant, a shared-memory tree in the portable one); the weights
+//   e^(z - m) * norm_v go to shared memory; lane (tg, c) folds its keys'
+//   values into its rows x 8 dims. Three barriers per block.
+// - after the last block, the value groups' partial outputs and the
+//   invocations' sums l are added in a fixed order. splits == 1: the
+//   workgroup finishes its rows (sink, o / l, V's rotation undone, output,
+//   lse). splits > 1: it publishes its softmax state (o, m, l; rotated
+//   domain) to the workspace, counts itself in counters[group] (zero
+//   between dispatches), and the last to arrive merges the splits states,
+//   finishes the rows and resets the counter.
+// - seq_lens are clamped to [0, max_pages * PAGE_TOKENS] and block-table
+//   entries to [0, num_pages): nothing outside the cache or the table is
+//   read, whatever they hold. Keys outside a row's view are still loaded
+//   (at a clamped position), so no load waits behind a branch.
+//! variant subgroup -DTK_SUBGROUP=1
+//! variant compact -DTK_COMPACT=1
+//! variant subgroup_compact -DTK_SUBGROUP=1 -DTK_COMPACT=1
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#ifdef TK_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#include "tilekernels/aura/decode_attention_abi.h"
+#include "../common/convert.glsl"
+#include "../common/softmax_state.glsl"
+#include "../common/aura_cache.glsl"
+
+TK_DECLARE_SPEC(TK_DECODE_ATTENTION_SPEC)
+TK_DECLARE_PUSH(TK_DECODE_ATTENTION_PUSH)
+
+// The long loops (over a key's code chunks, over a value lane's keys) are
+// unrolled so that their loads issue together; the compact modules leave
+// them to the driver (for CPU devices, whose compilers take tens of seconds
+// over the unrolled code).
+#ifdef TK_COMPACT
+#define TK_UNROLL_LONG
+#else
+#define TK_UNROLL_LONG [[unroll]]
+#endif
+
+const uint WG = gl_WorkGroupSize.x;
+const uint RV = ROW_VECS;
+const uint ROWS = 4u * RV;
+const uint BT = WG * TPI;  // keys per block
+const bool K_RAW = K_BITS == 16u;
+const bool V_RAW = V_BITS == 16u;
+const uint KW = K_RAW ? DIM / 2u : DIM * K_BITS / 32u;  // words per key row
+const uint VW = V_RAW ? DIM / 2u : DIM * V_BITS / 32u;
+const uint K_MASK = (1u << (K_RAW ? 1u : K_BITS)) - 1u;
+const uint K_LEVELS = K_RAW ? 1u : 1u << K_BITS;
+const uint V_LEVELS = V_RAW ? 1u : 1u << V_BITS;
+// K code rows are read KCW words at a time, a chunk holding whole codes
+// (KDC dims): 16-byte loads where the row is whole 16-byte units.
+const bool K_THIRDS = K_BITS == 3u || K_BITS == 6u;  // whole codes every 3 words
+const uint K_WHOLE = KW % 4u == 0u ? 4u : (KW % 2u == 0u ? 2u : 1u);
+const uint KCW = K_THIRDS ? 3u : K_WHOLE;
+const uint KDC = KCW * 32u / K_BITS;  // raw: two values per word
+const uint LPT = DIM / 8u;              // value lanes per key
+const uint TG = WG / LPT;               // value key groups
+const uint VJ = (BT + TG - 1u) / TG;    // keys per value lane per block
+// Words a value lane loads per key: 8 dims of 4-, 8- or 16-bit values are
+// whole words at a fixed offset; other widths take the two words holding
+// their 8 * V_BITS bits.
+const bool V_ALIGNED = (8u * V_BITS) % 32u == 0u;
+const uint VWL = V_ALIGNED ? 8u * V_BITS / 32u : 2u;
+const uint PAGES = BT / PAGE_TOKENS + 2u;  // table entries one block can touch
+const uint PAIRS = (DIM / 2u + WG - 1u) / WG;  // output dim pairs per invocation
+// States whose o loads are in flight together in the merge (<= 16 vec4 per invocation).
+const uint MERGE_BATCH = 8u / (RV * PAIRS);  // RV * PAIRS <= 8
+
+layout(std430, binding = 0) readonly buffer QF { float q_f32[]; };
+layout(std430, binding = 0) readonly buffer QH { uint q_16[]; };
+layout(std430, binding = 1) readonly buffer KWords { uint k_words[]; };
+layout(std430, binding = 1) readonly buffer KWords2 { uvec2 k_words2[]; };
+layout(std430, binding = 1) readonly buffer KWords4 { uvec4 k_words4[]; };
+layout(std430, binding = 2) readonly buffer KNorms { uint k_norms[]; };
+layout(std430, binding = 3) readonly buffer VWords { uint v_words[]; };
+layout(std430, binding = 3) readonly buffer VWords2 { uvec2 v_words2[]; };
+layout(std430, binding = 3) readonly buffer VWords4 { uvec4 v_words4[]; };
+layout(std430, binding = 4) readonly buffer VNorms { uint v_norms[]; };
+layout(std430, binding = 5) readonly buffer BlockTable { int block_table[]; };
+layout(std430, binding = 6) readonly buffer SeqLens { int seq_lens[]; };
+layout(std430, binding = 7) readonly buffer Tables { float tables[]; };
+layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };
+layout(std430, binding = 9) writeonly buffer OutF { float out_f32[]; };
+layout(std430, binding = 9) writeonly buffer OutH { uint out_16[]; };
+layout(std430, binding = 10) writeonly buffer Lse { float lse_out[]; };
+// Workspace (splits > 1): per state (group * splits + split) o [DIM] x RV
+// vec4, and at ml_at (m, l) x RV vec4; per group an arrival counter.
+layout(std430, binding = 11) coherent buffer Work { vec4 work[]; };
+layout(std430, binding = 12) coherent buffer Counters { uint counters[]; };
+
+shared vec4 s_q[DIM * RV];       // s_q[d * RV + v]: rows 4v .. 4v+3 of the scaled, rotated queries at dim d
+shared vec4 s_scratch[WG * 8u];  // the block's weights [BT][RV]; the rows as floats; the value groups' sums
+shared vec4 s_red[(WG + WG / 8u) * RV];  // workgroup reductions
+shared float s_cbk[K_LEVELS];
+shared float s_cbv[V_LEVELS];
+shared uint s_page[2u * PAGES];  // two blocks' page ids (clamped)
+shared bool s_last;
+
+#define SF(i) s_scratch[(i) >> 2][(i) & 3u]
+#define NEG_INF4 vec4(TK_NEG_INF)
+
+float load_q(uint i) { return Q_DTYPE == TK_F32 ? q_f32[i] : tk_load16(Q_DTYPE, q_16[i >> 1], i); }
+
+// The cache row (page * kv_heads + kv_head) * PAGE_TOKENS + slot of position
+// t, the block's page ids in s_page[buf ..] starting at table index fp.
+uint cache_row(uint t, uint fp, uint buf, uint kvh) {
+  return (s_page[buf + t / PAGE_TOKENS - fp] * pc.kv_heads + kvh) * PAGE_TOKENS + t % PAGE_TOKENS;
+}
+
+uint load_page(uint seq, uint index) {
+  const int p = block_table[seq * pc.max_pages + min(index, pc.max_pages - 1u)];
+  return uint(clamp(p, 0, int(pc.num_pages) - 1));
+}
+
+// The workgroup's maximum (or sum) of every invocation's v, returned to all.
+void wg_reduce(inout vec4 v[RV], bool is_max) {
+  const uint inv = gl_LocalInvocationID.x;
+#ifdef TK_SUBGROUP
+  [[unroll]] for (uint r = 0; r < RV; ++r) v[r] = is_max ? subgroupMax(v[r]) : subgroupAdd(v[r]);
+  if (subgroupElect()) {
+    [[unroll]] for (uint r = 0; r < RV; ++r) s_red[gl_SubgroupID * RV + r] = v[r];
+  }
+  barrier();
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    vec4 a = s_red[r];
+    for (uint s = 1; s < gl_NumSubgroups; ++s) a = is_max ? max(a, s_red[s * RV + r]) : a + s_red[s * RV + r];
+    v[r] = a;
+  }
+#else
+  // Two levels: eight invocations' values per group, then the WG / 8 groups'.
+  [[unroll]] for (uint r = 0; r < RV; ++r) s_red[inv * RV + r] = v[r];
+  barrier();
+  if (inv < WG / 8u)
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      vec4 a = s_red[8u * inv * RV + r];
+      [[unroll]] for (uint i = 1u; i < 8u; ++i) {
+        const vec4 b = s_red[(8u * inv + i) * RV + r];
+        a = is_max ? max(a, b) : a + b;
+      }
+      s_red[(WG + inv) * RV + r] = a;
+    }
+  barrier();
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    vec4 a = s_red[WG * RV + r];
+    for (uint g = 1u; g < WG / 8u; ++g) a = is_max ? max(a, s_red[(WG + g) * RV + r]) : a + s_red[(WG + g) * RV + r];
+    v[r] = a;
+  }
+#endif
+}
+
+// Softmax-state helpers of softmax_state.glsl, for 4 rows at once.
+vec4 max4(vec4 m_acc, vec4 m, vec4 l) {
+  return vec4(tk_softmax_max(m_acc.x, m.x, l.x), tk_softmax_max(m_acc.y, m.y, l.y), tk_softmax_max(m_acc.z, m.z, l.z),
+              tk_softmax_max(m_acc.w, m.w, l.w));
+}
+vec4 weight4(vec4 m, vec4 l, vec4 m_new) {
+  return vec4(tk_softmax_weight(m.x, l.x, m_new.x), tk_softmax_weight(m.y, l.y, m_new.y),
+              tk_softmax_weight(m.z, l.z, m_new.z), tk_softmax_weight(m.w, l.w, m_new.w));
+}
+vec4 rescale4(vec4 m_acc, vec4 m_new) {
+  return vec4(tk_softmax_rescale(m_acc.x, m_new.x), tk_softmax_rescale(m_acc.y, m_new.y),
+              tk_softmax_rescale(m_acc.z, m_new.z), tk_softmax_rescale(m_acc.w, m_new.w));
+}
+
+// o / l per row; 0 where l == 0.
+vec4 output4(vec4 o, vec4 l) {
+  return vec4(tk_softmax_output(vec4(o.x), l.x).x, tk_softmax_output(vec4(o.y), l.y).x,
+              tk_softmax_output(vec4(o.z), l.z).x, tk_softmax_output(vec4(o.w), l.w).x);
+}
+
+// cap * tanh(z / cap) without overflow: 1 - 2 / (e^(2|x|) + 1) saturates to 1.
+vec4 softcap4(vec4 z, float cap) {
+  const vec4 x = z / cap;
+  const vec4 t = 1.0 - 2.0 / (exp(2.0 * abs(x)) + 1.0);
+  return cap * sign(x) * t;
+}
+
+// The 8 value dims 8c .. 8c+7 of one key from its lane words w[0 .. VWL).
+void value_dims(uint c, uint w0, uint w1, uint w2, uint w3, out float val[8]) {
+  if (V_RAW) {
+    const uint w[4] = uint[4](w0, w1, w2, w3);
+    [[unroll]] for (uint e = 0; e < 8u; ++e) val[e] = tk_raw_value(RAW_DTYPE, w[e / 2u], e % 2u);
+  } else if (V_ALIGNED) {
+    [[unroll]] for (uint e = 0; e < 8u; ++e) {
+      const uint bit = e * V_BITS;
+      const uint word = bit < 32u ? w0 : w1;
+      val[e] = s_cbv[(word >> (bit & 31u)) & (V_LEVELS - 1u)];
+    }
+  } else {
+    const uint off = (8u * c * V_BITS) & 31u;
+    [[unroll]] for (uint e = 0; e < 8u; ++e) val[e] = s_cbv[tk_code_window64(w0, w1, off + e * V_BITS, V_BITS)];
+  }
+}
+
+void main() {
+  const uint inv = gl_LocalInvocationID.x;
+  const uint x = gl_WorkGroupID.x + pc.group_offset;
+  const uint unit = x / pc.splits, split = x % pc.splits;
+  const uint seq = unit / pc.kv_heads, kvh = unit % pc.kv_heads;
+  const uint chunk = gl_WorkGroupID.y;
+  const uint group = unit * gl_NumWorkGroups.y + chunk;
+  const uint q_heads = pc.kv_heads * pc.gqa;
+  const uint row0 = chunk * ROWS;
+  const int len = clamp(seq_lens[seq], 0, int(pc.max_pages * PAGE_TOKENS));
+
+  // Each row's visible keys [first, end): causal among the q_len new tokens,
+  // within the window; empty for padding rows.
+  ivec4 first[RV], end[RV];
+  int lo = len, hi = 0;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    const uint rg = row0 + r;
+    int f = 0, e = 0;
+    if (rg < pc.gqa * pc.q_len) {
+      const int pos1 = len - int(pc.q_len) + int(rg / pc.gqa) + 1;
+      e = clamp(pos1, 0, len);
+      f = pc.window != 0u ? clamp(pos1 - int(pc.window), 0, e) : 0;
+    }
+    first[r / 4u][r % 4u] = f;
+    end[r / 4u][r % 4u] = e;
+    if (f < e) {
+      lo = min(lo, f);
+      hi = max(hi, e);
+    }
+  }
+  if (lo >= hi) lo = hi = 0;
+  const uint nb = (uint(hi - lo) + BT - 1u) / BT;
+  const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
+
+  if (!K_RAW)
+    for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tables[K_CODEBOOK_AT + i];
+  if (!V_RAW)
+    for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tables[V_CODEBOOK_AT + i];
+  if (b0 < b1 && inv < PAGES) s_page[inv] = load_page(seq, (uint(lo) + b0 * BT) / PAGE_TOKENS + inv);
+
+  // The queries, rotated once (Hadamard: signs, transform, 1/sqrt(DIM);
+  // dense: R q) and scaled by `scale`, into s_q.
+  for (uint e = inv; e < ROWS * DIM; e += WG) {
+    const uint r = e / DIM, d = e % DIM, rg = row0 + r;
+    float v = 0.0;
+    if (rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
+    if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
+    SF(e) = v;
+  }
+  barrier();
+  if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
+  const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
+  for (uint e = inv; e < ROWS * DIM; e += WG) {
+    const uint d = e / ROWS, r = e % ROWS;
+    float v = 0.0;
+    if (K_ROT == 2u) {
+      for (uint j = 0; j < DIM; ++j) v = fma(tables[K_ROTATION_AT + d * DIM + j], SF(r * DIM + j), v);
+    } else {
+      v = SF(r * DIM + d);
+    }
+    s_q[d * RV + r / 4u][r % 4u] = v * q_scale;
+  }
+  barrier();
+
+  vec4 m_run[RV], l_own[RV];
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    m_run[r] = NEG_INF4;
+    l_own[r] = vec4(0.0);
+  }
+  const uint tg = inv / LPT, c = inv % LPT;
+  const bool v_lane = tg < TG;
+  vec4 o_acc[RV * 8u];  // value lanes: rows 4v .. 4v+3 at dim 8c + e in o_acc[v * 8 + e]
+  [[unroll]] for (uint i = 0; i < RV * 8u; ++i) o_acc[i] = vec4(0.0);
+
+  for (uint b = b0; b < b1; ++b) {
+    const uint buf = ((b - b0) & 1u) * PAGES;
+    const uint t_base = uint(lo) + b * BT;
+    const uint t_last = min(t_base + BT, uint(hi)) - 1u;
+    const uint fp = t_base / PAGE_TOKENS;
+    // The next block's page ids travel with this block's loads.
+    uint next_page = 0u;
+    if (b + 1u < b1 && inv < PAGES) next_page = load_page(seq, (t_base + BT) / PAGE_TOKENS + inv);
+    uint krow[TPI];
+    float kn[TPI], vn[TPI];
+    [[unroll]] for (uint k = 0; k < TPI; ++k) {
+      krow[k] = cache_row(min(t_base + inv + k * WG, t_last), fp, buf, kvh);
+      kn[k] = K_RAW ? 1.0 : TK_LOAD_NORM(NORM_DTYPE, k_norms, krow[k]);
+      vn[k] = V_RAW ? 1.0 : TK_LOAD_NORM(NORM_DTYPE, v_norms, krow[k]);
+    }
+
+    // Scores of my keys against every row, code rows taken KCW words (whole
+    // codes, KDC dims) at a time.
+    vec4 z[TPI * RV];
+    [[unroll]] for (uint i = 0; i < TPI * RV; ++i) z[i] = vec4(0.0);
+    TK_UNROLL_LONG for (uint ch = 0; ch < KW / KCW; ++ch) {
+      uint w[TPI * KCW];
+      [[unroll]] for (uint k = 0; k < TPI; ++k) {
+        const uint at = krow[k] * KW + ch * KCW;
+        if (KCW == 4u) {
+          const uvec4 v = k_words4[at / 4u];
+          w[k * KCW] = v.x;
+          w[k * KCW + 1u] = v.y;
+          w[k * KCW + 2u] = v.z;
+          w[k * KCW + 3u] = v.w;
+        } else if (KCW == 2u) {
+          const uvec2 v = k_words2[at / 2u];
+          w[k * KCW] = v.x;
+          w[k * KCW + 1u] = v.y;
+        } else {
+          [[unroll]] for (uint i = 0; i < KCW; ++i) w[k * KCW + i] = k_words[at + i];
+        }
+      }
+      [[unroll]] for (uint e = 0; e < KDC; ++e) {
+        vec4 qd[RV];
+        [[unroll]] for (uint r = 0; r < RV; ++r) qd[r] = s_q[(ch * KDC + e) * RV + r];
+        [[unroll]] for (uint k = 0; k < TPI; ++k) {
+          float kv;
+          if (K_RAW) {
+            kv = tk_raw_value(RAW_DTYPE, w[k * KCW + e / 2u], e % 2u);
+          } else {
+            const uint bit = e * K_BITS, wi = bit >> 5, o = bit & 31u;
+            uint code;
+            if (o + K_BITS <= 32u)
+              code = (w[k * KCW + wi] >> o) & K_MASK;
+            else  // a chunk holds whole codes: the next word is in it
+              code = tk_code_window(w[k * KCW + wi], w[k * KCW + min(wi + 1u, KCW - 1u)], o, K_BITS);
+            kv = s_cbk[code];
+          }
+          [[unroll]] for (uint r = 0; r < RV; ++r) z[k * RV + r] = fma(vec4(kv), qd[r], z[k * RV + r]);
+        }
+      }
+    }
+    vec4 m_blk[RV];
+    [[unroll]] for (uint r = 0; r < RV; ++r) m_blk[r] = NEG_INF4;
+    [[unroll]] for (uint k = 0; k < TPI; ++k) {
+      const int t = int(t_base + inv + k * WG);
+      [[unroll]] for (uint r = 0; r < RV; ++r) {
+        vec4 s = z[k * RV + r] * kn[k];
+        if (pc.softcap > 0.0) s = softcap4(s, pc.softcap);
+        const bvec4 seen = bvec4(uvec4(greaterThanEqual(ivec4(t), first[r])) & uvec4(lessThan(ivec4(t), end[r])));
+        s = mix(NEG_INF4, s, seen);
+        z[k * RV + r] = s;
+        m_blk[r] = max(m_blk[r], s);
+      }
+    }
+    wg_reduce(m_blk, true);
+    vec4 alpha[RV];
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      const vec4 m_new = max(m_run[r], m_blk[r]);
+      alpha[r] = rescale4(m_run[r], m_new);
+      m_run[r] = m_new;
+      l_own[r] *= alpha[r];
+    }
+    [[unroll]] for (uint k = 0; k < TPI; ++k) {
+      const uint tl = inv + k * WG;
+      [[unroll]] for (uint r = 0; r < RV; ++r) {
+        const vec4 s = z[k * RV + r];
+        const vec4 p = mix(exp(s - m_run[r]), vec4(0.0), equal(s, NEG_INF4));
+        l_own[r] += p;
+        s_scratch[tl * RV + r] = p * vn[k];
+      }
+    }
+    barrier();
+
+    // Values: my lane's 8 dims of my key group's keys (keys past the block,
+    // where TG does not divide BT, are loaded at a clamped position and
+    // weighted 0).
+    if (v_lane) {
+      [[unroll]] for (uint r = 0; r < RV; ++r)
+        [[unroll]] for (uint e = 0; e < 8u; ++e) o_acc[r * 8u + e] *= alpha[r];
+      TK_UNROLL_LONG for (uint j = 0; j < VJ; ++j) {
+        const uint tl = tg + j * TG;
+        const uint row = cache_row(min(t_base + tl, t_last), fp, buf, kvh);
+        uint w0 = 0u, w1 = 0u, w2 = 0u, w3 = 0u;
+        if (V_RAW) {
+          const uvec4 v = v_words4[row * (VW / 4u) + c];
+          w0 = v.x;
+          w1 = v.y;
+          w2 = v.z;
+          w3 = v.w;
+        } else if (V_ALIGNED && VWL == 2u) {
+          const uvec2 v = v_words2[row * (VW / 2u) + c];
+          w0 = v.x;
+          w1 = v.y;
+        } else if (V_ALIGNED) {
+          w0 = v_words[row * VW + c];
+        } else {
+          const uint wi = (8u * c * V_BITS) >> 5;
+          w0 = v_words[row * VW + wi];
+          w1 = v_words[row * VW + min(wi + 1u, VW - 1u)];
+        }
+        float val[8];
+        value_dims(c, w0, w1, w2, w3, val);
+        const bool in_block = tl < BT;
+        [[unroll]] for (uint r = 0; r < RV; ++r) {
+          const vec4 wt = in_block ? s_scratch[min(tl, BT - 1u) * RV + r] : vec4(0.0);
+          [[unroll]] for (uint e = 0; e < 8u; ++e) o_acc[r * 8u + e] = fma(wt, vec4(val[e]), o_acc[r * 8u + e]);
+        }
+      }
+    }
+    if (b + 1u < b1 && inv < PAGES) s_page[(PAGES - buf) + inv] = next_page;
+    barrier();
+  }
+
+  // The workgroup's state: l summed over the invocations, o over the value
+  // key groups (in group order); invocation i keeps dims 2p, 2p+1 of p = i,
+  // i + WG, ... in o_fin[(v * PAIRS + n) * 2 + h].
+  wg_reduce(l_own, false);
+  vec4 o_fin[RV * PAIRS * 2u];
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    if (v_lane)
+      [[unroll]] for (uint e = 0; e < 8u; ++e) s_scratch[inv * 8u + e] = o_acc[r * 8u + e];
+    barrier();
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = min(inv + n * WG, DIM / 2u - 1u);
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {
+        const uint d = 2u * p + h;
+        vec4 s = vec4(0.0);
+        for (uint g = 0; g < TG; ++g) s += s_scratch[(g * LPT + d / 8u) * 8u + d % 8u];
+        o_fin[(r * PAIRS + n) * 2u + h] = s;
+      }
+    }
+    barrier();
+  }
+  vec4 m_fin[RV], l_fin[RV];
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    m_fin[r] = m_run[r];
+    l_fin[r] = l_own[r];
+  }
+
+  if (pc.splits > 1u) {
+    const uint state = group * pc.splits + split;
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = inv + n * WG;
+      if (p < DIM / 2u)
+        [[unroll]] for (uint h = 0; h < 2u; ++h)
+          [[unroll]] for (uint r = 0; r < RV; ++r) work[(state * DIM + 2u * p + h) * RV + r] = o_fin[(r * PAIRS + n) * 2u + h];
+    }
+    if (inv == 0u)
+      [[unroll]] for (uint r = 0; r < RV; ++r) {
+        work[pc.ml_at + (state * RV + r) * 2u] = m_fin[r];
+        work[pc.ml_at + (state * RV + r) * 2u + 1u] = l_fin[r];
+      }
+    memoryBarrierBuffer();
+    barrier();
+    if (inv == 0u) s_last = atomicAdd(counters[group], 1u) == pc.splits - 1u;
+    barrier();
+    if (!s_last) return;
+    memoryBarrierBuffer();
+    // The merge. Every state's (m, l) staged in shared memory; the maximum
+    // over the non-empty ones; each state's weight computed once; then the
+    // o sums, MERGE_BATCH states' loads in flight together.
+    const uint first_state = group * pc.splits;
+    for (uint s = inv; s < pc.splits; s += WG)
+      [[unroll]] for (uint r = 0; r < RV; ++r) {
+        s_scratch[(s * RV + r) * 2u] = work[pc.ml_at + ((first_state + s) * RV + r) * 2u];
+        s_scratch[(s * RV + r) * 2u + 1u] = work[pc.ml_at + ((first_state + s) * RV + r) * 2u + 1u];
+      }
+    barrier();
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      vec4 m = NEG_INF4;
+      for (uint s = 0; s < pc.splits; ++s) m = max4(m, s_scratch[(s * RV + r) * 2u], s_scratch[(s * RV + r) * 2u + 1u]);
+      m_fin[r] = m;
+    }
+    barrier();
+    for (uint s = inv; s < pc.splits; s += WG)
+      [[unroll]] for (uint r = 0; r < RV; ++r)
+        s_scratch[(s * RV + r) * 2u] = weight4(s_scratch[(s * RV + r) * 2u], s_scratch[(s * RV + r) * 2u + 1u], m_fin[r]);
+    barrier();
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      vec4 l = vec4(0.0);
+      for (uint s = 0; s < pc.splits; ++s) l += s_scratch[(s * RV + r) * 2u] * s_scratch[(s * RV + r) * 2u + 1u];
+      l_fin[r] = l;
+    }
+    [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
+    for (uint s0 = 0; s0 < pc.splits; s0 += MERGE_BATCH) {
+      vec4 os[MERGE_BATCH * RV * PAIRS * 2u];
+      [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
+        const uint s = min(s0 + u, pc.splits - 1u);  // past the end: loaded, never used
+        [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+          const uint p = min(inv + n * WG, DIM / 2u - 1u);
+          [[unroll]] for (uint h = 0; h < 2u; ++h)
+            [[unroll]] for (uint r = 0; r < RV; ++r)
+              os[((u * RV + r) * PAIRS + n) * 2u + h] = work[((first_state + s) * DIM + 2u * p + h) * RV + r];
+        }
+      }
+      [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
+        if (s0 + u >= pc.splits) break;
+        [[unroll]] for (uint r = 0; r < RV; ++r) {
+          const uint at = ((s0 + u) * RV + r) * 2u;
+          const vec4 w = s_scratch[at];
+          const bvec4 full = notEqual(s_scratch[at + 1u], vec4(0.0));  // empty states' o is never read
+          [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i)
+            o_fin[r * PAIRS * 2u + i] += mix(vec4(0.0), w * os[(u * RV + r) * PAIRS * 2u + i], full);
+        }
+      }
+    }
+    if (inv == 0u) counters[group] = 0u;
+    barrier();  // the weights in s_scratch are read before it holds rows again
+  }
+
+  // Finish the rows: the sink joins the denominator (a state m = sink,
+  // l = 1, o = 0), then o / l and lse in the rotated domain.
+  vec4 lse[RV];
+  [[unroll]] for (uint r = 0; r < RV; ++r) {
+    vec4 keep = vec4(1.0);
+    if ((pc.flags & 2u) != 0u) {
+      [[unroll]] for (uint k = 0; k < 4u; ++k) {
+        const uint rg = row0 + 4u * r + k;
+        if (rg < pc.gqa * pc.q_len) {
+          const float sink = sinks[kvh * pc.gqa + rg % pc.gqa];
+          if (sink != TK_NEG_INF) {
+            const float m_new = tk_softmax_max(tk_softmax_max(TK_NEG_INF, m_fin[r][k], l_fin[r][k]), sink, 1.0);
+            keep[k] = tk_softmax_weight(m_fin[r][k], l_fin[r][k], m_new);
+            l_fin[r][k] = l_fin[r][k] * keep[k] + exp(sink - m_new);
+            m_fin[r][k] = m_new;
+          }
+        }
+      }
+    }
+    [[unroll]] for (uint k = 0; k < 4u; ++k) lse[r][k] = tk_softmax_lse(m_fin[r][k], l_fin[r][k]);
+    [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) {
+      const vec4 o = o_fin[r * PAIRS * 2u + i] * keep;
+      o_fin[r * PAIRS * 2u + i] = output4(o, l_fin[r]);
+    }
+  }
+
+  // V's rotation undone: Hadamard x = s * (H y) / sqrt(DIM); dense x = R^T y.
+  if (V_ROT != 0u) {
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = inv + n * WG;
+      if (p < DIM / 2u)
+        [[unroll]] for (uint h = 0; h < 2u; ++h)
+          [[unroll]] for (uint r = 0; r < ROWS; ++r) SF(r * DIM + 2u * p + h) = o_fin[((r / 4u) * PAIRS + n) * 2u + h][r % 4u];
+    }
+    barrier();
+    if (V_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = min(inv + n * WG, DIM / 2u - 1u);
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {
+        const uint d = 2u * p + h;
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+          float v;
+          if (V_ROT == 1u) {
+            v = SF(r * DIM + d) * tables[V_ROTATION_AT + d] * pc.inv_sqrt_dim;
+          } else {
+            v = 0.0;
+            for (uint j = 0; j < DIM; ++j) v = fma(tables[V_ROTATION_AT + j * DIM + d], SF(r * DIM + j), v);
+          }
+          o_fin[((r / 4u) * PAIRS + n) * 2u + h][r % 4u] = v;
+        }
+      }
+    }
+  }
+
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    const uint rg = row0 + r;
+    if (rg >= pc.gqa * pc.q_len) continue;
+    const uint out_row = (seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa;
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = inv + n * WG;
+      if (p >= DIM / 2u) continue;
+      const float a = o_fin[((r / 4u) * PAIRS + n) * 2u][r % 4u], b = o_fin[((r / 4u) * PAIRS + n) * 2u + 1u][r % 4u];
+      const uint o = out_row * DIM + 2u * p;
+      if (OUT_DTYPE == TK_F32) {
+        out_f32[o] = a;
+        out_f32[o + 1u] = b;
+      } else {
+        out_16[o >> 1] = tk_narrow16(OUT_DTYPE, a) | (tk_narrow16(OUT_DTYPE, b) << 16);
+      }
+    }
+    if ((pc.flags & 1u) != 0u && inv == r) lse_out[out_row] = lse[r / 4u][r % 4u];
+  }
+}

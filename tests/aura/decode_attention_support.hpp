@@ -1,0 +1,206 @@
+// Test harness for aura::DecodeAttention: a batch of sequences written into a
+// paged cache on the GPU by aura::CacheWrite (pages shuffled), queries, the
+// kernel run twice (bit for bit), and the double-precision reference over
+// the cache the GPU wrote (so the kernel's own error is measured, not the
+// quantisation's); and the exact attention over the original K/V for
+// quality figures.
+#pragma once
+
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "paged_cache_support.hpp"
+
+namespace tktest::aura_cache {
+
+struct AttentionCase {
+  std::vector<std::int32_t> lens;
+  std::int64_t q_len = 1, q_heads = 8, kv_heads = 2;
+  std::uint32_t window = 0;
+  float softcap = 0;
+  std::optional<float> scale;
+  bool sinks = false;
+  bool workspace = true;
+  std::uint64_t seed = 1;
+  // Geometry by hand (workgroup, tokens per invocation, row vecs, splits); 0s: automatic.
+  std::array<std::uint32_t, 4> geometry{0, 0, 0, 0};
+  // 0: the subgroup path, 1: the portable path (the module the device takes;
+  // the automatic choice where the device has none of that path); -1: automatic
+  int variant = -1;
+  double key_mean = 0;  // added to every key coordinate (real keys are not centred)
+  float q_scale = 1;    // queries ~ N(0, q_scale^2)
+  // Changes q [num_seqs, q_len, q_heads, dim] and k, v [num_seqs, max_len,
+  // kv_heads, dim] before they are written (e.g. to plant a key).
+  std::function<void(std::vector<float>& q, std::vector<float>& k, std::vector<float>& v, std::size_t max_len)> edit;
+  // Append each sequence's q_len new tokens in the same command buffer as
+  // the attention (a whole decode step: cache_write, barrier, attention).
+  bool step = false;
+  bool reference = true;  // compute the double-precision reference
+};
+
+struct AttentionRun {
+  std::vector<float> output, lse;
+  ref::AttentionResult reference;  // over the cache the GPU wrote
+  std::vector<float> q, k, v;      // original values: k, v [num_seqs, max_len, kv_heads, dim]
+  std::size_t max_len = 0;
+  ref::DecodeShape shape;
+  ref::AttentionOptions options;
+  std::vector<std::int32_t> seq_lens;
+};
+
+template <class Config>
+AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
+  using Cache = typename Config::cache;
+  using Writer = aura::CacheWrite<aura::CacheWriteConfig<Cache, DType::f32>>;
+  using Kernel = aura::DecodeAttention<Config>;
+  constexpr std::uint64_t k_seed = 21, v_seed = 22;
+  Rng rng(c.seed);
+  const std::size_t D = Cache::dim, n = c.lens.size(), kvh = static_cast<std::size_t>(c.kv_heads);
+  const Layout layout = make_layout(rng, c.lens, Cache::page_tokens);
+  AttentionRun r;
+  r.seq_lens = c.lens;
+  for (auto len : c.lens) r.max_len = std::max<std::size_t>(r.max_len, static_cast<std::size_t>(len));
+  r.max_len = std::max<std::size_t>(r.max_len, 1);
+  // Queries, then K/V of every position (keys with a mean, values centred).
+  r.shape = {n, static_cast<std::size_t>(c.q_len), static_cast<std::size_t>(c.q_heads), kvh, D};
+  r.q = rng.normals(n * static_cast<std::size_t>(c.q_len * c.q_heads) * D, c.q_scale);
+  const std::size_t row = kvh * D;
+  r.k.assign(n * r.max_len * row, 0.0f);
+  r.v.assign(n * r.max_len * row, 0.0f);
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t p = 0; p < static_cast<std::size_t>(c.lens[s]); ++p)
+      for (std::size_t i = 0; i < row; ++i) {
+        r.k[(s * r.max_len + p) * row + i] = rng.normal() + static_cast<float>(c.key_mean);
+        r.v[(s * r.max_len + p) * row + i] = rng.normal();
+      }
+  if (c.edit) c.edit(r.q, r.k, r.v, r.max_len);
+  r.q = rounded(Config::q_dtype, r.q);
+  // The rows to append: every position, or with `step` all but the new
+  // tokens first and those inside the recorded step.
+  struct Append {
+    std::vector<float> k, v;
+    std::vector<std::int32_t> slots;
+  } before, during;
+  for (std::size_t s = 0; s < n; ++s)
+    for (std::size_t p = 0; p < static_cast<std::size_t>(c.lens[s]); ++p) {
+      Append& a = c.step && p + static_cast<std::size_t>(c.q_len) >= static_cast<std::size_t>(c.lens[s]) ? during : before;
+      const auto at = static_cast<std::ptrdiff_t>((s * r.max_len + p) * row);
+      a.k.insert(a.k.end(), r.k.begin() + at, r.k.begin() + at + static_cast<std::ptrdiff_t>(row));
+      a.v.insert(a.v.end(), r.v.begin() + at, r.v.begin() + at + static_cast<std::ptrdiff_t>(row));
+      a.slots.push_back(layout.slot(s, p, Cache::page_tokens));
+    }
+  GpuCache<Cache> cache(ctx, c.kv_heads, layout.num_pages);
+  Writer writer(ctx, k_seed, v_seed);
+  struct AppendTensors {
+    std::optional<Tensor> k, v, slots;
+  };
+  const auto upload = [&](const Append& a, AppendTensors& t) {
+    const auto count = static_cast<std::int64_t>(a.slots.size());
+    t.k.emplace(Tensor::from_floats(ctx, DType::f32, {count, c.kv_heads, Cache::dim}, a.k));
+    t.v.emplace(Tensor::from_floats(ctx, DType::f32, {count, c.kv_heads, Cache::dim}, a.v));
+    t.slots.emplace(ctx, DType::i32, Shape{count});
+    t.slots->upload(std::span<const std::int32_t>(a.slots));
+  };
+  AppendTensors first, second;
+  if (!before.slots.empty()) {
+    upload(before, first);
+    writer.run({*first.k, *first.v, *first.slots, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
+                before.slots});
+  }
+  if (!during.slots.empty()) upload(during, second);
+
+  if (c.sinks) {
+    r.options.sinks.resize(static_cast<std::size_t>(c.q_heads));
+    for (auto& s : r.options.sinks) s = rng.uniform(-2.0f, 4.0f);
+    r.options.sinks[0] = -std::numeric_limits<float>::infinity();  // same as none
+  }
+  r.options.window = c.window;
+  r.options.softcap = c.softcap;
+  if (c.scale) r.options.scale = *c.scale;
+
+  const auto S = [](auto... d) { return Shape{static_cast<std::int64_t>(d)...}; };
+  const auto q = Tensor::from_floats(ctx, Config::q_dtype, S(n, c.q_len, c.q_heads, D), r.q);
+  Tensor block_table(ctx, DType::i32, S(n, layout.max_pages)), seq_lens(ctx, DType::i32, S(n));
+  block_table.upload(std::span<const std::int32_t>(layout.block_table));
+  seq_lens.upload(std::span<const std::int32_t>(layout.seq_lens));
+  std::optional<Tensor> sinks;
+  if (c.sinks) sinks.emplace(Tensor::from_floats(ctx, DType::f32, S(c.q_heads), r.options.sinks));
+  GuardedTensor out(ctx, Config::out_dtype, S(n, c.q_len, c.q_heads, D)), lse(ctx, DType::f32, S(n, c.q_len, c.q_heads));
+
+  Kernel kernel(ctx, k_seed, v_seed);
+  typename Kernel::Args args{q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), block_table,
+                             seq_lens, out, lse.ref(), sinks ? std::optional<TensorRef>(sinks->ref()) : std::nullopt};
+  args.options.window = c.window;
+  args.options.softcap = c.softcap;
+  args.options.scale = c.scale;
+  args.host_seq_lens = layout.seq_lens;
+  args.host_block_table = layout.block_table;
+  auto plan = kernel.plan(args);
+  if (c.geometry[0]) {
+    plan.geometry = {c.geometry[0], c.geometry[1], c.geometry[2], c.geometry[3]};
+  } else if (c.workspace) {
+    plan.geometry = kernel.geometry(kernel.problem(args), true);
+  }
+  if (c.variant >= 0) {
+    const Path want = c.variant == 0 ? Path::subgroup : Path::portable;
+    for (const auto& v : Kernel::variants)
+      if (v.path == want && eligibility(ctx, v, kernel.problem(args))) {
+        plan.variant = &v;
+        break;
+      }
+  }
+  std::optional<GuardedTensor> ws;
+  const auto ws_bytes = kernel.workspace_bytes(kernel.problem(args), plan.geometry);
+  if (ws_bytes) {
+    ws.emplace(ctx, DType::u32, S(ws_bytes / 4));
+    args.workspace = Workspace{ws->ref()};
+  }
+  const auto record = [&] {
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+      if (second.k) {
+        writer.record(cmd, {*second.k, *second.v, *second.slots, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
+                            cache.v_norms_ref()});
+        compute_barrier(ctx, cmd);
+      }
+      kernel.record(cmd, args, plan);
+    });
+  };
+  record();
+  r.output = out.read_floats();
+  r.lse = lse.read_floats();
+  // Again, with the counters declared zero (the first run must have left them so): bit for bit.
+  out.poison();
+  lse.poison();
+  if (ws) args.workspace->zeroed = true;
+  record();
+  const auto again = out.read_floats(), lse_again = lse.read_floats();
+  EXPECT_EQ(0, std::memcmp(again.data(), r.output.data(), again.size() * 4)) << "output moved between runs";
+  EXPECT_EQ(0, std::memcmp(lse_again.data(), r.lse.data(), r.lse.size() * 4)) << "lse moved between runs";
+  if (ws) {
+    EXPECT_TRUE(ws->guards_intact()) << "the kernel wrote outside its workspace";
+  }
+
+  if (!c.reference) return r;
+  ref::PagedCache host(reference_format<Cache>(static_cast<std::uint32_t>(c.kv_heads),
+                                               static_cast<std::uint32_t>(layout.num_pages), k_seed, v_seed));
+  cache.read_into(host);
+  r.reference = ref::decode_attention_paged_rotated(r.q, host, layout.block_table,
+                                                    static_cast<std::size_t>(layout.max_pages), layout.seq_lens,
+                                                    r.shape, r.options);
+  return r;
+}
+
+inline double output_budget(DType out) { return out == DType::f32 ? 1e-5 : 5e-3; }
+
+// Checks a run against its reference: output within the dtype's budget, lse
+// within 1e-5 (relative RMS; -inf where the reference has it).
+template <class Config>
+void expect_matches(const AttentionRun& r) {
+  EXPECT_LE(relative_rms(r.output, r.reference.output), output_budget(Config::out_dtype)) << "output relative RMS";
+  EXPECT_LE(relative_rms(r.lse, r.reference.lse), 1e-5) << "lse relative RMS";
+}
+
+}  // namespace tktest::aura_cache

@@ -1,0 +1,252 @@
+// aura::DecodeAttention against the double-precision reference over the
+// cache the GPU wrote (reference/aura/decode_attention.hpp): lengths around
+// page and block edges in one batch, pages shuffled, every geometry knob,
+// both variants, GQA 1 / 4 / 8 with 1, 4 and 16 new tokens, windows, sinks,
+// softcap, empty attention, the grid split, and the checks before
+// recording. Formats, quality and whole decode steps are in
+// test_decode_attention_formats.cpp.
+#include "decode_attention_support.hpp"
+
+namespace {
+
+using namespace tktest;
+using namespace tktest::aura_cache;
+
+using K4V4 = aura::PagedCacheConfig<128, 16, 4, 4>;
+using Attention = aura::DecodeAttentionConfig<K4V4, DType::bf16, DType::f32>;
+using Kernel = aura::DecodeAttention<Attention>;
+
+class DecodeAttentionTest : public DeviceTest {};
+
+TEST_F(DecodeAttentionTest, LengthsAroundPageAndBlockEdges) {
+  // One batch: sequences of 1, 15, 16, 17, 1000 and 4097 keys over shuffled
+  // pages; one workgroup per KV head (no workspace), the automatic split,
+  // and geometries by hand, on each variant.
+  const std::vector<std::int32_t> lens{1, 15, 16, 17, 1000, 4097};
+  // (variant, workgroup, keys per invocation, row vecs, splits); 0: automatic.
+  const std::array<std::uint32_t, 5> runs[] = {{0, 0, 0, 0, 0}, {0, 64, 1, 1, 5}, {0, 128, 2, 2, 3}, {1, 64, 4, 2, 2}};
+  std::uint64_t seed = 1;
+  {
+    for (const auto& run : runs) {
+      const std::array<std::uint32_t, 4> g{run[1], run[2], run[3], run[4]};
+      const int variant = static_cast<int>(run[0]);
+      AttentionCase c;
+      c.lens = lens;
+      c.seed = seed++;
+      c.geometry = g;
+      c.variant = variant;
+      c.key_mean = 0.5;
+      SCOPED_TRACE("variant " + std::to_string(variant) + " geometry " + std::to_string(g[0]) + "/" +
+                   std::to_string(g[1]) + "/" + std::to_string(g[2]) + "/" + std::to_string(g[3]));
+      expect_matches<Attention>(run_attention<Attention>(c));
+    }
+  }
+  AttentionCase unsplit;
+  unsplit.lens = lens;
+  unsplit.workspace = false;
+  expect_matches<Attention>(run_attention<Attention>(unsplit));
+}
+
+TEST_F(DecodeAttentionTest, GroupsAndNewTokens) {
+  // (q_heads, kv_heads, q_len): GQA 1, 4 and 8 with 1, 4 and 16 new tokens
+  // (up to 128 query rows of a KV head: 16 row chunks).
+  const std::int64_t shapes[][3] = {{2, 2, 1}, {2, 2, 4}, {8, 2, 4}, {8, 2, 16}, {8, 1, 1}, {8, 1, 4}, {16, 2, 16}};
+  std::uint64_t seed = 100;
+  for (const auto& sh : shapes) {
+    for (bool split : {false, true}) {
+      AttentionCase c;
+      c.lens = {37, 300};
+      c.q_heads = sh[0];
+      c.kv_heads = sh[1];
+      c.q_len = sh[2];
+      c.seed = seed++;
+      if (split) c.geometry = sh[2] * sh[0] / sh[1] > 4 ? std::array<std::uint32_t, 4>{128, 2, 2, 3} : std::array<std::uint32_t, 4>{64, 1, 1, 3};
+      c.workspace = split;
+      SCOPED_TRACE("q_heads " + std::to_string(sh[0]) + " kv_heads " + std::to_string(sh[1]) + " q_len " +
+                   std::to_string(sh[2]) + (split ? " split" : ""));
+      expect_matches<Attention>(run_attention<Attention>(c));
+    }
+  }
+}
+
+TEST_F(DecodeAttentionTest, WindowSinksSoftcapScale) {
+  std::uint64_t seed = 200;
+  for (std::uint32_t window : {1u, 7u, 100u})
+    for (int variant : {0, 1}) {
+      AttentionCase c;
+      c.lens = {4, 50, 333};
+      c.q_len = 4;
+      c.window = window;
+      c.sinks = true;
+      c.softcap = 3.0f;
+      c.scale = 0.3f;
+      c.variant = variant;
+      c.seed = seed++;
+      c.geometry = variant == 0 ? std::array<std::uint32_t, 4>{128, 2, 2, 2} : std::array<std::uint32_t, 4>{64, 4, 2, 2};
+      SCOPED_TRACE("window " + std::to_string(window) + " variant " + std::to_string(variant));
+      expect_matches<Attention>(run_attention<Attention>(c));
+    }
+}
+
+TEST_F(DecodeAttentionTest, EmptyAttention) {
+  // Inactive entries (seq_len 0) next to live ones: zeros and lse -inf, or
+  // lse = sink with a sink; a split over nothing as well.
+  for (bool sinks : {false, true})
+    for (std::uint32_t splits : {1u, 4u}) {
+      AttentionCase c;
+      c.lens = {0, 5, 0};
+      c.sinks = sinks;
+      c.geometry = {64, 1, 1, splits};
+      c.seed = 300 + splits;
+      const auto r = run_attention<Attention>(c);
+      expect_matches<Attention>(r);
+      const std::size_t per_seq = static_cast<std::size_t>(c.q_len * c.q_heads);
+      for (std::size_t i = 0; i < per_seq; ++i) {
+        const float want_lse = sinks && i > 0 ? r.options.sinks[i] : -std::numeric_limits<float>::infinity();
+        EXPECT_EQ(r.lse[i], want_lse) << "row " << i;
+        for (std::size_t d = 0; d < 128; ++d) ASSERT_EQ(r.output[i * 128 + d], 0.0f) << "row " << i;
+      }
+    }
+}
+
+TEST_F(DecodeAttentionTest, LongSequence) {
+  AttentionCase c;
+  c.lens = {20000};
+  c.kv_heads = 1;
+  c.q_heads = 4;
+  c.seed = 400;
+  c.geometry = {128, 2, 1, 64};
+  expect_matches<Attention>(run_attention<Attention>(c));
+}
+
+// More workgroups than one dispatch may have: the dispatcher slices the
+// grid, and the split states still meet in one merge.
+TEST(DecodeAttentionSplit, GridLargerThanOneDispatch) {
+  ContextOptions options;
+  options.max_groups_per_dispatch = 7;
+  options.validation = false;
+  Context ctx(options);
+  AttentionCase c;
+  c.lens = {100, 250};
+  c.geometry = {64, 1, 1, 4};  // 2 sequences x 2 KV heads x 4 splits = 16 workgroups
+  c.seed = 500;
+  expect_matches<Attention>(run_attention<Attention>(c, ctx));
+}
+
+class DecodeAttentionErrors : public DeviceTest {};
+
+TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
+  Context& ctx = context();
+  Kernel kernel(ctx, 1, 2);
+  Tensor q(ctx, DType::bf16, {2, 1, 8, 128}), k(ctx, DType::u32, {6, 2, 16, 16}), kn(ctx, DType::f32, {6, 2, 16});
+  Tensor v(ctx, DType::u32, {6, 2, 16, 16}), vn(ctx, DType::f32, {6, 2, 16});
+  Tensor table(ctx, DType::i32, {2, 3}), lens(ctx, DType::i32, {2}), out(ctx, DType::f32, {2, 1, 8, 128});
+  Tensor lse(ctx, DType::f32, {2, 1, 8}), sinks(ctx, DType::f32, {8});
+  Tensor q_f32(ctx, DType::f32, {2, 1, 8, 128}), q_long(ctx, DType::bf16, {2, 17, 8, 128}), q_odd(ctx, DType::bf16, {2, 1, 5, 128});
+  Tensor kn_wrong(ctx, DType::f32, {6, 2, 8}), table_u32(ctx, DType::u32, {2, 3}), sinks_short(ctx, DType::f32, {4});
+  const std::vector<std::int32_t> host_lens{48, 5}, too_long{49, 5}, short_len{48, 0}, below_qlen{48, 5};
+  const std::vector<std::int32_t> host_table{0, 1, 2, 3, -1, -1}, bad_table{0, 1, 6, 3, -1, -1};
+  using Args = Kernel::Args;
+  Args ok{q, k, kn.ref(), v, vn.ref(), table, lens, out, lse.ref(), sinks.ref()};
+  ok.host_seq_lens = host_lens;
+  ok.host_block_table = host_table;
+  EXPECT_TRUE(kernel.can_implement(ok)) << kernel.can_implement(ok).message;
+  const auto expect_error = [&](const Args& a, ErrorCode code, const std::string& needle) {
+    expect_check_error(kernel, a, code, needle);
+  };
+  Args a = ok;
+  a.q = q_f32;
+  expect_error(a, ErrorCode::dtype_mismatch, "q: expected dtype bf16, got f32");
+  a = ok;
+  a.q = q_long;
+  a.output = q_long;  // checked after q
+  expect_error(a, ErrorCode::invalid_argument, "q: q_len must be at most 16, got 17");
+  a = ok;
+  a.q = q_odd;
+  expect_error(a, ErrorCode::shape_mismatch, "q: q_heads (5) must be a multiple of kv_heads (2");
+  a = ok;
+  TensorRef empty = q.ref();
+  empty.shape = {0, 1, 8, 128};
+  a.q = empty;
+  expect_error(a, ErrorCode::shape_mismatch, "q: every dimension must be > 0");  // an empty sequence list
+  a = ok;
+  a.k_norms = kn_wrong.ref();
+  expect_error(a, ErrorCode::shape_mismatch, "k_norms: expected shape [6, 2, 16], got [6, 2, 8]");
+  a = ok;
+  a.v_norms.reset();
+  expect_error(a, ErrorCode::invalid_argument, "v_norms: a coded side needs its norms");
+  a = ok;
+  a.block_table = table_u32;
+  expect_error(a, ErrorCode::dtype_mismatch, "block_table: expected dtype i32, got u32");
+  a = ok;
+  a.sinks = sinks_short.ref();
+  expect_error(a, ErrorCode::shape_mismatch, "sinks: expected shape [8], got [4]");
+  a = ok;
+  a.lse = sinks.ref();
+  expect_error(a, ErrorCode::shape_mismatch, "lse: expected shape [2, 1, 8]");
+  a = ok;
+  a.host_seq_lens = too_long;
+  expect_error(a, ErrorCode::invalid_argument, "seq_lens: seq_len 49 of sequence 0 is outside [0, max_pages * page_tokens = 48]");
+  a = ok;
+  a.host_block_table = bad_table;
+  expect_error(a, ErrorCode::invalid_argument, "block_table: entry [0, 2] = 6 is not a page of the cache (6 pages)");
+  a = ok;
+  a.host_seq_lens = short_len;  // 0: an inactive entry, fine
+  EXPECT_TRUE(kernel.can_implement(a));
+  a = ok;
+  a.options.softcap = -1.0f;
+  expect_error(a, ErrorCode::invalid_argument, "softcap must be finite and >= 0");
+  a = ok;
+  a.options.scale = std::numeric_limits<float>::infinity();
+  expect_error(a, ErrorCode::invalid_argument, "scale must be finite");
+  a = ok;
+  a.max_seq_len = 1000;
+  expect_error(a, ErrorCode::invalid_argument, "max_seq_len must be in [0, max_pages * page_tokens = 48]");
+  (void)below_qlen;
+
+  // Geometries changed by hand are checked before recording.
+  const auto expect_geometry_error = [&](auto change, const std::string& needle) {
+    auto plan = kernel.plan(ok);
+    change(plan.geometry);
+    try {
+      kernel.check(ok, plan);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_geometry_error([](Kernel::Geometry& g) { g.workgroup = 96; }, "workgroup must be 64 or 128");
+  expect_geometry_error([](Kernel::Geometry& g) { g.tokens_per_invocation = 3; }, "tokens_per_invocation must be 1, 2 or 4");
+  expect_geometry_error([](Kernel::Geometry& g) { g.row_vecs = 3; }, "row_vecs must be 1 or 2");
+  expect_geometry_error([](Kernel::Geometry& g) { g.splits = 129; }, "splits must be in [1, 128]");
+  expect_geometry_error([](Kernel::Geometry& g) { g.splits = 2; }, "workspace: splits need one");
+  const Status bad = kernel.can_implement([&] {
+    Args b = ok;
+    b.seq_lens = table;
+    return b;
+  }());
+  EXPECT_FALSE(bad);
+  EXPECT_NE(bad.message.find("seq_lens"), std::string::npos) << bad.message;
+}
+
+// seq_lens and block_table live on the GPU: whatever they hold, the kernel
+// reads nothing outside the cache and the table (lengths and page ids are
+// clamped): the call completes and writes only its output.
+TEST_F(DecodeAttentionErrors, GarbageLengthsAndPagesStayInside) {
+  Context& ctx = context();
+  Kernel kernel(ctx, 1, 2);
+  Rng rng(7);
+  const auto qv = rng.normals(2 * 8 * 128);
+  const auto q = Tensor::from_floats(ctx, DType::bf16, {2, 1, 8, 128}, qv);
+  GpuCache<K4V4> cache(ctx, 2, 3);
+  Tensor table(ctx, DType::i32, {2, 2}), lens(ctx, DType::i32, {2});
+  const std::vector<std::int32_t> garbage_table{-7, 1 << 30, 2, 99}, garbage_lens{1 << 30, -5};
+  table.upload(std::span<const std::int32_t>(garbage_table));
+  lens.upload(std::span<const std::int32_t>(garbage_lens));
+  GuardedTensor out(ctx, DType::f32, {2, 1, 8, 128});
+  kernel.run({q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), table, lens, out});
+  EXPECT_TRUE(out.guards_intact());
+  EXPECT_TRUE(cache.k_codes.guards_intact());
+}
+
+}  // namespace

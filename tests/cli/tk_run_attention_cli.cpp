@@ -1,0 +1,201 @@
+// tk-run end to end for the paged AURA cache: aura.cache_write into a fresh
+// cache, aura.decode_attention over it against the double reference over
+// the cache tk-run wrote, aura.decode_attention_partials merged on the host
+// into the same output, and bad input refused with one line. TK_RUN is the
+// path of the tk-run binary.
+#include <gtest/gtest.h>
+
+#include <tilekernels/core/dtype.hpp>
+#include <tilekernels/reference/aura/decode_attention.hpp>
+#include <tilekernels/reference/softmax_state.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../examples/tk-run/npy.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ref = tilekernels::reference::aura;
+
+class TkRunAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tk_run_attention_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  struct Result {
+    int code;
+    std::string err;
+  };
+  Result run(const std::string& args) const {
+    const std::string cmd = std::string(TK_RUN) + " " + args + " > " + path("stdout.txt") + " 2> " + path("stderr.txt");
+    const int status = std::system(cmd.c_str());
+    std::ifstream f(path("stderr.txt"));
+    std::stringstream s;
+    s << f.rdbuf();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
+  }
+
+  void write(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<float>& x) {
+    tkrun::write_npy(path(name), shape, &x, nullptr);
+  }
+  void write_ints(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<std::int32_t>& x) {
+    const std::vector<std::uint32_t> w(x.begin(), x.end());
+    tkrun::write_npy(path(name), shape, nullptr, &w);
+  }
+
+  fs::path dir_;
+};
+
+// Seeded values in [-2, 2).
+std::vector<float> values(std::size_t n, std::uint64_t seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>((seed >> 40) * (1.0 / (1ull << 24))) * 4.0f - 2.0f;
+  }
+  return v;
+}
+
+TEST_F(TkRunAttention, CacheWriteThenAttentionMatchesTheReference) {
+  // Dim 128, K4V3, 16-token pages; two sequences of 37 and 20 keys over
+  // shuffled pages; 8 query heads over 2 KV heads, 2 new tokens.
+  const std::int64_t dim = 128, heads = 2, q_heads = 8, q_len = 2, pages = 6, max_pages = 3;
+  const std::vector<std::int32_t> lens{37, 20};
+  const std::vector<std::int32_t> table{4, 0, 2, 5, 1, -1};
+  std::vector<std::int32_t> slots;
+  for (std::size_t s = 0; s < lens.size(); ++s)
+    for (std::int32_t p = 0; p < lens[s]; ++p) slots.push_back(table[s * max_pages + p / 16] * 16 + p % 16);
+  slots.push_back(-1);  // a padding row
+  const auto tokens = static_cast<std::int64_t>(slots.size());
+  const auto k = values(static_cast<std::size_t>(tokens * heads * dim), 1), v = values(k.size(), 2);
+  write("k.npy", {tokens, heads, dim}, k);
+  write("v.npy", {tokens, heads, dim}, v);
+  write_ints("slots.npy", {tokens}, slots);
+  const std::string format = "dim=128 k_bits=4 v_bits=3 page_tokens=16 k_seed=5 v_seed=6";
+  const std::string cache_out = " --out k_codes=" + path("kc.npy") + " --out k_norms=" + path("kn.npy") +
+                                " --out v_codes=" + path("vc.npy") + " --out v_norms=" + path("vn.npy");
+  const Result w = run("aura.cache_write " + format + " num_pages=6 --in k=" + path("k.npy") + " --in v=" +
+                       path("v.npy") + " --in slot_mapping=" + path("slots.npy") + cache_out);
+  ASSERT_EQ(w.code, 0) << w.err;
+
+  // The reference cache holds what tk-run wrote; its codes must agree with
+  // the reference encode of the same rows (boundary cases aside).
+  ref::PagedCacheFormat f;
+  f.dim = 128;
+  f.page_tokens = 16;
+  f.kv_heads = heads;
+  f.num_pages = pages;
+  f.k = {4, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::hadamard, 5};
+  f.v = {3, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::hadamard, 6};
+  ref::PagedCache want(f), got(f);
+  ref::cache_write(want, k, v, slots);
+  got.k.codes = tkrun::read_npy(path("kc.npy")).words;
+  got.v.codes = tkrun::read_npy(path("vc.npy")).words;
+  got.k.norms = tkrun::read_npy(path("kn.npy")).floats;
+  got.v.norms = tkrun::read_npy(path("vn.npy")).floats;
+  ASSERT_EQ(got.k.codes.size(), want.k.codes.size());
+  ASSERT_EQ(got.v.norms.size(), want.v.norms.size());
+  std::size_t differ = 0;
+  for (auto s : slots) {
+    if (s < 0) continue;
+    for (std::size_t h = 0; h < heads; ++h) {
+      const auto page = static_cast<std::size_t>(s) / 16, slot = static_cast<std::size_t>(s) % 16;
+      const auto a = ref::token_codes(want, ref::Side::k, page, h, slot), b = ref::token_codes(got, ref::Side::k, page, h, slot);
+      for (std::size_t d = 0; d < 128; ++d) differ += a[d] != b[d];
+    }
+  }
+  EXPECT_LE(differ, 3u) << "K codes differing from the reference encode";
+
+  const auto q = values(static_cast<std::size_t>(2 * q_len * q_heads * dim), 3);
+  const std::vector<float> sinks{0.5f, -1.0f, 2.0f, 0.0f, 1.0f, -3.0f, 0.25f, 4.0f};
+  write("q.npy", {2, q_len, q_heads, dim}, q);
+  write_ints("table.npy", {2, max_pages}, table);
+  write_ints("lens.npy", {2}, lens);
+  write("sinks.npy", {q_heads}, sinks);
+  const std::string attention_in = " --in q=" + path("q.npy") + " --in k_codes=" + path("kc.npy") + " --in k_norms=" +
+                                   path("kn.npy") + " --in v_codes=" + path("vc.npy") + " --in v_norms=" +
+                                   path("vn.npy") + " --in block_table=" + path("table.npy") + " --in seq_lens=" +
+                                   path("lens.npy") + " --in sinks=" + path("sinks.npy");
+  const std::string options = " window=30 softcap=20";
+  const Result a = run("aura.decode_attention " + format + options + attention_in + " --out output=" + path("out.npy") +
+                       " --out lse=" + path("lse.npy"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const ref::DecodeShape shape{2, q_len, q_heads, heads, 128};
+  ref::AttentionOptions opt;
+  opt.window = 30;
+  opt.softcap = 20;
+  opt.sinks = sinks;
+  const auto expect = ref::decode_attention_paged_rotated(q, got, table, max_pages, lens, shape, opt);
+  const auto out = tkrun::read_npy(path("out.npy")).floats, lse = tkrun::read_npy(path("lse.npy")).floats;
+  ASSERT_EQ(out.size(), expect.output.size());
+  double e2 = 0, r2 = 0, lse_err = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    e2 += (out[i] - expect.output[i]) * (out[i] - expect.output[i]);
+    r2 += expect.output[i] * expect.output[i];
+  }
+  for (std::size_t i = 0; i < lse.size(); ++i) lse_err = std::max(lse_err, std::abs(lse[i] - expect.lse[i]));
+  EXPECT_LE(std::sqrt(e2 / r2), 1e-5) << "output relative RMS";
+  EXPECT_LE(lse_err, 1e-4);
+
+  // The partials, merged as softmax states and un-rotated on the host, give
+  // the same output (sinks join the denominator only).
+  const Result p = run("aura.decode_attention_partials " + format + options + " splits=3" + attention_in +
+                       " --out o_partials=" + path("o.npy") + " --out m_partials=" + path("m.npy") +
+                       " --out l_partials=" + path("l.npy"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto o = tkrun::read_npy(path("o.npy")), m = tkrun::read_npy(path("m.npy")), l = tkrun::read_npy(path("l.npy"));
+  ASSERT_EQ(o.shape, (std::vector<std::int64_t>{2, q_len, q_heads, 3, dim}));
+  double p2 = 0;
+  for (std::size_t row = 0; row < static_cast<std::size_t>(2 * q_len * q_heads); ++row) {
+    tilekernels::reference::SoftmaxState state(128);
+    for (std::size_t s = 0; s < 3; ++s)
+      state.merge(std::span<const float>(o.floats.data() + (row * 3 + s) * 128, 128), m.floats[row * 3 + s],
+                  l.floats[row * 3 + s]);
+    const std::vector<double> zero(128, 0.0);
+    state.merge(std::span<const double>(zero), sinks[row % q_heads], 1.0);
+    const auto y = state.output();
+    const auto x = ref::unrotate(got, ref::Side::v, y);
+    for (std::size_t d = 0; d < 128; ++d) p2 += (x[d] - out[row * 128 + d]) * (x[d] - out[row * 128 + d]);
+  }
+  EXPECT_LE(std::sqrt(p2 / r2), 1e-5) << "merged partials against the output";
+}
+
+TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
+  write("k.npy", {3, 1, 64}, values(192, 1));
+  write_ints("slots.npy", {3}, {0, 1, 40});
+  const std::string in = " --in k=" + path("k.npy") + " --in v=" + path("k.npy") + " --in slot_mapping=" + path("slots.npy");
+  const std::string out = " --out k_codes=" + path("out.npy");
+  const auto refused = [&](const std::string& args, const std::string& needle) {
+    SCOPED_TRACE(args);
+    const Result r = run(args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line expected: " << r.err;
+    EXPECT_FALSE(fs::exists(path("out.npy"))) << "an output file was written";
+  };
+  refused("aura.cache_write dim=64 num_pages=2" + in + out, "slot 40 of token 2 is past the cache (32 slots)");
+  refused("aura.cache_write dim=80 num_pages=2" + in + out, "a Hadamard rotation needs dim a power of two");
+  refused("aura.cache_write dim=64 k_bits=5 num_pages=2" + in + out, "bits must be 2, 3, 4, 6, 8 or 16");
+  refused("aura.cache_write dim=64" + in + out, "'num_pages' must be > 0 for a fresh cache");
+  refused("aura.cache_write dim=128 num_pages=2" + in + out, "input 'k': expected shape [num_tokens, kv_heads, 128]");
+  refused("aura.cache_write dim=64 k_bits=16 num_pages=3" + in + " --out k_norms=" + path("out.npy"),
+          "output 'k_norms' exists only for a coded side");
+}
+
+}  // namespace
