@@ -96,7 +96,7 @@ class StateRecurrence {
     std::int64_t N = 0, H = 0;
   };
 
-  static Status tc_applies(const Problem&) {
+  static Status tc_applies(const DeviceInfo&, const Problem&) {
     if (!Config::tc_fits(16)) return Status::failure(ErrorCode::unsupported, "K = 256 or BT > K: no tiling fits");
     return Status::success();
   }
