@@ -62,6 +62,10 @@ struct ChunkForwardConfig {
   using Output = ChunkOConfig<BT, K, V>;
 };
 
+// The stages of one forward, in recording order (record()'s marker sees
+// each one after its commands; index and l2norm only where they run).
+enum class ChunkForwardStage { index, l2norm, kkt_solve, recompute_wu, state_recurrence, chunk_o, count };
+
 template <class Config>
 class ChunkForward {
  public:
@@ -120,6 +124,14 @@ class ChunkForward {
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
+    check_problem(a);
+    if (!a.workspace)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: none given (workspace_bytes() says how much)");
+    detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(a));
+  }
+
+  // check() less the workspace: every tensor, option and cu_seqlens.
+  void check_problem(const Args& a) const {
     detail::expect_rank(name, "q", a.q, 4);
     detail::expect_rank(name, "v", a.v, 4);
     const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
@@ -145,9 +157,6 @@ class ChunkForward {
       detail::expect_tensor(*ctx_, name, "A_log", *a.A_log, DType::f32, {H});
       if (a.dt_bias) detail::expect_tensor(*ctx_, name, "dt_bias", *a.dt_bias, DType::f32, {H});
     }
-    if (!a.workspace)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: none given (workspace_bytes() says how much)");
-    detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(a));
     if (!ch.aligned()) {  // the per-sequence views of RecomputeWU and ChunkO
       const auto align = std::max<std::uint64_t>(ctx_->info().min_storage_buffer_offset_alignment, 1);
       ch.for_each_sequence([&](std::int64_t n, std::int64_t bos, std::int64_t len, std::int64_t first) {
@@ -173,6 +182,13 @@ class ChunkForward {
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const {
+    record(cmd, a, [](vk::CommandBuffer, ChunkForwardStage) {});
+  }
+
+  // The same, calling mark(cmd, stage) after each stage's commands and
+  // before the barrier that follows them (for timestamps between stages).
+  template <class Mark>
+  void record(vk::CommandBuffer cmd, const Args& a, Mark&& mark) const {
     check(a);
     const Chunking ch = chunking(a);
     const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
@@ -188,12 +204,14 @@ class ChunkForward {
     if (ch.varlen()) {
       index = region(l.index, DType::u32, {static_cast<std::int64_t>(ch.index_bytes() / 4)});
       ch.record_index(*ctx_, cmd, *index);
+      mark(cmd, ChunkForwardStage::index);
     }
     TensorRef q = a.q, k = a.k;
     if (a.options.qk_l2norm) {
       q = region(l.q, DType::bf16, a.q.shape);
       k = region(l.k, DType::bf16, a.k.shape);
       l2_.record(cmd, {a.q, a.k, q, k});
+      mark(cmd, ChunkForwardStage::l2norm);
       compute_barrier(*ctx_, cmd);
     }
     const TensorRef g = region(l.g, DType::f32, {S, H}), beta = region(l.beta, DType::f32, {S, H});
@@ -205,6 +223,7 @@ class ChunkForward {
     ka.g_cumsum = g, ka.beta_out = beta, ka.A = A, ka.options = a.options;
     ka.cu_seqlens_host = a.cu_seqlens_host, ka.index = index;
     kkt_.record(cmd, ka);
+    mark(cmd, ChunkForwardStage::kkt_solve);
     compute_barrier(*ctx_, cmd);
 
     for_each_piece(a, ch, [&](const Piece& p) {
@@ -214,6 +233,7 @@ class ChunkForward {
       wa.w = p.slots(w, H * K * 2, {H, K}), wa.u = p.slots(u, H * V * 2, {H, V});
       wu_.record(cmd, wa);
     });
+    mark(cmd, ChunkForwardStage::recompute_wu);
     compute_barrier(*ctx_, cmd);
 
     typename StateRecurrence<typename Config::State>::Args sa;
@@ -221,6 +241,7 @@ class ChunkForward {
     sa.final_state = a.final_state, sa.state_layout = a.options.state_layout;
     sa.cu_seqlens_host = a.cu_seqlens_host, sa.index = index;
     state_.record(cmd, sa);
+    mark(cmd, ChunkForwardStage::state_recurrence);
     compute_barrier(*ctx_, cmd);
 
     const float scale = a.scale != 0 ? a.scale : 1.0f / std::sqrt(float(K));
@@ -232,6 +253,7 @@ class ChunkForward {
       oa.scale = scale;
       out_.record(cmd, oa);
     });
+    mark(cmd, ChunkForwardStage::chunk_o);
   }
 
   // Convenience for tests and tools: allocates the workspace, records into
@@ -240,6 +262,7 @@ class ChunkForward {
     Args with = a;
     std::optional<Tensor> scratch;
     if (!a.workspace) {
+      check_problem(a);  // the workspace is sized from the shapes
       scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(workspace_bytes(a) / 4 + 1)});
       with.workspace = Workspace{scratch->ref()};
     }
