@@ -131,16 +131,73 @@ TEST_F(ChunkForwardTest, ChecksArguments) {
   Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4)});
   args.workspace = Workspace{ws.ref()};
   EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
-  Tensor bad_state(ctx, DType::f32, {1, 2, 64, 32});
-  args.final_state = bad_state.ref();
+  const Kernel::Args good = args;
+
+  // Each tensor: a wrong dtype or shape is named.
+  Tensor q_f32(ctx, DType::f32, {1, 10, 1, 64}), k_short(ctx, DType::bf16, {1, 9, 1, 64});
+  Tensor v_f32(ctx, DType::f32, {1, 10, 2, 64}), g_4d(ctx, DType::f32, {1, 10, 2, 1});
+  Tensor o_wide(ctx, DType::bf16, {1, 10, 2, 128}), v_3heads(ctx, DType::bf16, {1, 10, 3, 64});
+  Tensor q_2heads(ctx, DType::bf16, {1, 10, 2, 64});
+  args.q = q_f32;
+  expect_check_error(fwd, args, ErrorCode::dtype_mismatch, "gdn.chunk_forward: q: expected dtype bf16");
+  args = good, args.k = k_short;
+  expect_check_error(fwd, args, ErrorCode::shape_mismatch, "k: expected shape [1, 10, 1, 64]");
+  args = good, args.v = v_f32;
+  expect_check_error(fwd, args, ErrorCode::dtype_mismatch, "v: expected dtype bf16");
+  args = good, args.g = g_4d;
+  expect_check_error(fwd, args, ErrorCode::shape_mismatch, "g: expected shape [1, 10, 2]");
+  args = good, args.beta = q;
+  expect_check_error(fwd, args, ErrorCode::dtype_mismatch, "beta: expected dtype f32");
+  args = good, args.o = o_wide;
+  expect_check_error(fwd, args, ErrorCode::shape_mismatch, "o: expected shape [1, 10, 2, 64]");
+  args = good, args.q = q_2heads, args.k = q_2heads, args.v = v_3heads, args.o = v_3heads;
+  expect_check_error(fwd, args, ErrorCode::shape_mismatch, "H = 3 heads is not a multiple of Hg = 2");
+
+  // States: their shape follows the layout.
+  Tensor bad_state(ctx, DType::f32, {1, 2, 64, 32}), state_bf16(ctx, DType::bf16, {1, 2, 64, 64});
+  args = good, args.final_state = bad_state.ref();
   expect_check_error(fwd, args, ErrorCode::shape_mismatch, "final_state: expected shape [1, 2, 64, 64]");
-  args.final_state.reset();
+  args = good, args.initial_state = state_bf16.ref();
+  expect_check_error(fwd, args, ErrorCode::dtype_mismatch, "initial_state: expected dtype f32");
+
+  // Options that need more.
+  args = good, args.options.gate_in_kernel = true;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "A_log: gate_in_kernel needs it");
+  Tensor a_log_short(ctx, DType::f32, {1});
+  args.A_log = a_log_short.ref();
+  expect_check_error(fwd, args, ErrorCode::shape_mismatch, "A_log: expected shape [2]");
+  args = good, args.options.allow_neg_eigval = true;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "allow_neg_eigval needs beta_sigmoid");
+
+  // cu_seqlens: a partition of the tokens of one row, host and device copies agreeing.
+  args = good;
   const std::vector<std::int32_t> cu{0, 3, 10};
   args.cu_seqlens_host = cu;
   expect_check_error(fwd, args, ErrorCode::buffer_too_small, "workspace");
+  Tensor ws_varlen(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4)});
+  args.workspace = Workspace{ws_varlen.ref()};
+  EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
   Tensor cu_dev(ctx, DType::i32, {2});
   args.cu_seqlens = cu_dev.ref();
   expect_check_error(fwd, args, ErrorCode::shape_mismatch, "cu_seqlens: expected shape [3]");
+  args.cu_seqlens.reset();
+  const std::vector<std::int32_t> decreasing{0, 6, 4, 10}, short_end{0, 3, 9}, late_start{1, 3, 10};
+  args.cu_seqlens_host = decreasing;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: must not decrease");
+  args.cu_seqlens_host = short_end;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: must end at T = 10");
+  args.cu_seqlens_host = late_start;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: must start at 0");
+  Tensor q2(ctx, DType::bf16, {2, 5, 1, 64}), v2(ctx, DType::bf16, {2, 5, 2, 64}), g2(ctx, DType::f32, {2, 5, 2});
+  args = good, args.q = q2, args.k = q2, args.v = v2, args.o = v2, args.g = g2, args.beta = g2;
+  const std::vector<std::int32_t> two_rows{0, 5};
+  args.cu_seqlens_host = two_rows;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: needs B = 1");
+
+  // run() checks before it sizes a workspace from the shapes.
+  Tensor q_2d(ctx, DType::bf16, {10, 64});
+  args = good, args.workspace.reset(), args.q = q_2d;
+  EXPECT_THROW(fwd.run(args), Error);
 }
 
 }  // namespace
