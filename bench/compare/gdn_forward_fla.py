@@ -5,9 +5,11 @@ output_final_state=True) and fused_recurrent_gated_delta_rule (decode: one
 new token per sequence, f32 state) on this GPU.
 
 FLA is not installed on the GPU machine: carry a checkout (never committed)
-as .peers/flash-linear-attention, or point FLA_PATH / --fla at the folder
-that holds its `fla/` package:
-    python3 bench/compare/gdn_forward_fla.py [--fla .peers/flash-linear-attention]
+as .peers/fla or .peers/flash-linear-attention (found there and put first on
+sys.path), or point FLA_PATH / --fla at the folder that holds its `fla/`
+package:
+    python3 bench/compare/gdn_forward_fla.py [--fla .peers/fla]
+The shapes are those of bench/bench_gdn_forward.cpp (BM_GdnChunkForward/*).
 
 Three GPU times per call, after a warm-up that also runs Triton's autotuner:
   kernels  sum of the CUDA kernel times per call from torch.profiler (no
@@ -38,7 +40,7 @@ BT = 64
 
 
 def find_fla(arg):
-    candidates = [arg, os.environ.get("FLA_PATH"), ".peers/flash-linear-attention", ".peers/fla", ".peers/rwu"]
+    candidates = [arg, os.environ.get("FLA_PATH"), ".peers/fla", ".peers/flash-linear-attention", ".peers/rwu"]
     for root in candidates + [".peers"]:
         if root and os.path.isdir(os.path.join(root, "fla")):
             return os.path.abspath(root)
@@ -157,7 +159,7 @@ def main():
     args = ap.parse_args()
     root = find_fla(args.fla)
     if root is None:
-        print("[fla gdn forward] FLA not found: carry .peers/flash-linear-attention or set FLA_PATH")
+        print("[fla gdn forward] FLA not found: carry .peers/fla or set FLA_PATH")
         return 1
     if not args.dispatch:
         os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"  # read when fla.ops.backends is imported
