@@ -33,7 +33,7 @@ double measure_copy(Context& ctx) {
   Tensor src(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
   Tensor dst(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
   src.buffer().fill(0x3f800000u);
-  const Pipeline& p = ctx.pipeline({spirv::bench_copy, std::size(spirv::bench_copy), {}, 2, sizeof(CopyPush), 0});
+  const Pipeline& p = ctx.pipeline({spirv::bench_copy.data(), spirv::bench_copy.size(), {}, 2, sizeof(CopyPush), 0});
   const std::uint32_t count = static_cast<std::uint32_t>(bytes / 16);
   const std::uint32_t groups = std::min<std::uint32_t>(65535, count / 256);
   const double s = gpu_seconds_per_call(ctx, [&](vk::CommandBuffer cmd, int) {
@@ -46,7 +46,7 @@ double measure_fma(Context& ctx) {
   const std::uint32_t groups = ctx.info().is_cpu() ? 64 : 8192;
   const std::uint32_t iterations = ctx.info().is_cpu() ? 256 : 4096;
   Tensor out(ctx, DType::f32, {static_cast<std::int64_t>(groups) * 256});
-  const Pipeline& p = ctx.pipeline({spirv::bench_fma, std::size(spirv::bench_fma), {}, 1, sizeof(FmaPush), 0});
+  const Pipeline& p = ctx.pipeline({spirv::bench_fma.data(), spirv::bench_fma.size(), {}, 1, sizeof(FmaPush), 0});
   const double s = gpu_seconds_per_call(ctx, [&](vk::CommandBuffer cmd, int) {
     detail::record_dispatch(ctx, cmd, p, {out.ref()}, FmaPush{0, iterations}, groups);
   }, 5, 1);
@@ -68,7 +68,7 @@ void BM_CopyBytes(benchmark::State& state) {
     dst.emplace_back(ctx, DType::u32, Shape{words});
     src.back().buffer().fill(0x3f800000u);
   }
-  const Pipeline& p = ctx.pipeline({spirv::bench_copy, std::size(spirv::bench_copy), {}, 2, sizeof(CopyPush), 0});
+  const Pipeline& p = ctx.pipeline({spirv::bench_copy.data(), spirv::bench_copy.size(), {}, 2, sizeof(CopyPush), 0});
   const auto count = static_cast<std::uint32_t>(words / 4);
   const std::uint32_t groups = std::clamp<std::uint32_t>((count + 255) / 256, 1, 65535);
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
