@@ -115,7 +115,7 @@ const Registrar recurrent_step{Op{
      {"A_log", "f32", "[H]  (gate_in_kernel)", true},
      {"dt_bias", "f32", "[H]  (gate_in_kernel, optional)", true}},
     {{"o", "dtype", "[B, T, H, V]"},
-     {"final_state", "f32", "like initial_state: the state after the last token", true},
+     {"final_state", "f32", "[N, H, K, V]  (like initial_state): the state after each sequence's last token", true},
      {"token_states", "f32", "[B, T, H, K, V]  (or [.., V, K]): the state after each token", true}},
     run_recurrent_step}};
 
