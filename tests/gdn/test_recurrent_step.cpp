@@ -16,6 +16,7 @@
 // 4e-3 and 5e-4.
 #include <tilekernels/gdn/recurrent_step.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gdn_cases.hpp"
@@ -139,7 +140,7 @@ struct StepCase {
   static void run_all(const Case& c, DType dt = DType::bf16, bool token_states = true) {
     for (const auto& v : Kernel::variants)
       if (eligibility(context(), v, typename Kernel::Problem{}) &&
-          Kernel(context()).whole_subgroups(v, 8, gdn::RecurrentStepConfig<K, V>::default_kpi))
+          Kernel(context()).can_run(v, 8, gdn::RecurrentStepConfig<K, V>::default_kpi))
         run(c, dt, token_states, &v);
   }
 };
@@ -190,7 +191,7 @@ TEST_F(RecurrentStepTest, Geometries) {
   for (const auto& v : C::Kernel::variants) {
     if (!eligibility(context(), v, C::Kernel::Problem{})) continue;
     for (auto [bv, kpi] : geometries) {
-      if (!C::Kernel(context()).whole_subgroups(v, bv, kpi)) continue;
+      if (!C::Kernel(context()).can_run(v, bv, kpi)) continue;
       C::run(c, DType::bf16, true, &v, bv, kpi);
       C::run(d, DType::bf16, false, &v, bv, kpi);
     }
@@ -201,6 +202,16 @@ TEST_F(RecurrentStepTest, HeadSizes) {
   StepCase<128, 128>::run_all(step_case(1, 5, 1, 2, 128, 128, {0, 1, 5}, kOptionSets[6], 2500));
   StepCase<256, 256>::run_all(step_case(1, 2, 1, 1, 256, 256, {}, kPlain, 2501));
   StepCase<128, 64>::run_all(step_case(2, 3, 1, 2, 128, 64, {}, kOptionSets[5], 2502), DType::f32);
+}
+
+// Zero rows with qk_l2norm: the norm's 1e-6 keeps 1 / sqrt(|x|^2 + 1e-6)
+// finite, so a zero k adds nothing to the state and a zero q reads 0,
+// never NaN.
+TEST_F(RecurrentStepTest, ZeroRowsWithL2Norm) {
+  Case c = step_case(1, 4, 1, 2, 64, 64, {}, kOptionSets[1], 2600);
+  std::fill(c.k.begin() + 64, c.k.begin() + 128, 0.0f);   // token 1's k
+  std::fill(c.q.begin() + 128, c.q.begin() + 192, 0.0f);  // token 2's q
+  StepCase<64, 64>::run_all(c);
 }
 
 TEST_F(RecurrentStepTest, ChecksArguments) {

@@ -206,7 +206,7 @@ class RecurrentStep {
     std::string why;
     for (const auto& v : variants) {
       Status s = eligibility(*ctx_, v, p);
-      if (s && !whole_subgroups(v, plan.bv, plan.kpi))
+      if (s && !can_run(v, plan.bv, plan.kpi))
         s = Status::failure(ErrorCode::unsupported, "the workgroup is not whole subgroups");
       if (s) {
         plan.variant = &v;
@@ -231,7 +231,7 @@ class RecurrentStep {
     if (Config::invocations(plan.bv, plan.kpi) > info.max_workgroup_invocations ||
         Config::shared_bytes(plan.bv, plan.kpi) > info.max_shared_memory)
       bad("the workgroup exceeds the device's limits");
-    if (!whole_subgroups(*plan.variant, plan.bv, plan.kpi)) bad("the subgroup variant needs a workgroup of whole subgroups");
+    if (!can_run(*plan.variant, plan.bv, plan.kpi)) bad("the subgroup variant needs a workgroup of whole subgroups");
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
@@ -275,14 +275,15 @@ class RecurrentStep {
     ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a, p); });
   }
 
-  // The subgroup module numbers invocations by subgroup: a permutation of
-  // the workgroup when it is whole subgroups of the device's size, or
-  // smaller than one subgroup, and the subgroups are what the builtins say
-  // (lavapipe reports width / 32 lanes but runs compute shaders in
-  // subgroups of 16 above that; tested: RecurrentStepTest.Geometries at
-  // LP_NATIVE_VECTOR_WIDTH=1024 fails with it).
-  // Whether variant `v` can run workgroups of geometry (bv, kpi) here.
-  bool whole_subgroups(const Variant<Problem>& v, std::uint32_t bv, std::uint32_t kpi) const {
+  // Whether variant `v` can run workgroups of geometry (bv, kpi) on this
+  // device. The subgroup module numbers invocations by subgroup: a
+  // permutation of the workgroup when it is whole subgroups of the
+  // device's size, or smaller than one subgroup, and the subgroups are what
+  // the builtins say (lavapipe reports width / 32 lanes but runs compute
+  // shaders in subgroups of 16 above that: RecurrentStepTest.Geometries at
+  // LP_NATIVE_VECTOR_WIDTH=1024 fails with it). Main's
+  // DeviceInfo::whole_subgroups() says the same once merged.
+  bool can_run(const Variant<Problem>& v, std::uint32_t bv, std::uint32_t kpi) const {
     if (v.path != Path::subgroup) return true;
     const auto& info = ctx_->info();
     const auto sg = info.subgroup_size;
