@@ -4,7 +4,7 @@
 // v's dtype. Every eligible variant runs every case; the state is copied
 // into a guarded buffer (sentinels around it) and updated in place there;
 // o and the per-token states start as NaN inside sentinels; each case runs
-// twice, bit for bit the same.
+// twice, bit for bit the same, on the synchronization-validation Context.
 //
 // Budgets (relative RMS): the f32 state, per-token states and f32 o 1e-5
 // (DESIGN.md's f32 bar). A step's error is a few f32 roundings per
@@ -64,7 +64,7 @@ struct StepCase {
   // Runs `c` with q, k, v in `dt`; `variant`, `bv`, `kpi` replace the plan's where given.
   static void run(const Case& c, DType dt, bool token_states, const Var* variant = nullptr, std::uint32_t bv = 0,
                   std::uint32_t kpi = 0) {
-    Context& ctx = context();
+    Context& ctx = sync_context();  // the state's copy and the step depend on each other
     const ref::GatedDeltaRuleProblem& p = c.p;
     const std::int64_t B = std::int64_t(p.B), T = std::int64_t(p.T), Hg = std::int64_t(p.Hg), H = std::int64_t(p.H);
     const std::int64_t N = std::int64_t(p.N());
