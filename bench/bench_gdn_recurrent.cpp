@@ -6,8 +6,9 @@
 // batch 32) plus q, k, v, g, beta read and o written once. States and
 // inputs rotate among copies so that the state is not served from the
 // cache between calls. The other entries vary the geometry (bv state
-// columns per workgroup, kpi state rows per invocation), the variant, T
-// (speculative decoding) and the per-token states.
+// columns per workgroup, kpi state rows per invocation, ql column quads on
+// adjacent lanes), the variant, T (speculative decoding) and the per-token
+// states.
 #include <tilekernels/gdn/recurrent_step.hpp>
 
 #include <cmath>
@@ -48,9 +49,9 @@ Set make_set(Context& ctx, std::int64_t batch, std::int64_t T, std::int64_t Hg, 
              Tensor(ctx, DType::bf16, {batch, T, H, V})};
 }
 
-// bv, kpi: 0 takes plan()'s; portable: the portable variant.
+// bv, kpi, ql: 0 takes plan()'s; portable: the portable variant.
 void run(benchmark::State& state, std::int64_t batch, std::int64_t T, std::uint32_t bv, std::uint32_t kpi,
-         bool portable, bool token_states) {
+         std::uint32_t ql, bool portable, bool token_states) {
   Context& ctx = context();
   const std::int64_t Hg = 16, H = 32, K = 128, V = 128;
   if (ctx.info().is_cpu() && batch > 4) {
@@ -76,6 +77,7 @@ void run(benchmark::State& state, std::int64_t batch, std::int64_t T, std::uint3
   if (portable) plan.variant = &Kernel::variants.back();
   if (bv) plan.bv = bv;
   if (kpi) plan.kpi = kpi;
+  if (ql) plan.ql = ql;
   try {
     step.check(args[0], plan);
   } catch (const Error& e) {
@@ -87,21 +89,26 @@ void run(benchmark::State& state, std::int64_t batch, std::int64_t T, std::uint3
       bytes, Kernel::flops(batch * T, H));
   state.counters["bv"] = plan.bv;
   state.counters["kpi"] = plan.kpi;
+  state.counters["ql"] = plan.ql;
   state.counters["workgroups"] = double(batch * H * (V / plan.bv));
   state.SetLabel(std::string(plan.variant->name));
 }
 
-void BM_GdnRecurrentStep(benchmark::State& state) { run(state, state.range(0), 1, 0, 0, false, false); }
+void BM_GdnRecurrentStep(benchmark::State& state) { run(state, state.range(0), 1, 0, 0, 0, false, false); }
 BENCHMARK(BM_GdnRecurrentStep)->ArgName("batch")->Arg(1)->Arg(32)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
+// ql: column quads on adjacent lanes (8: a subgroup reads whole 128-byte
+// rows, the sums over K then cross subgroups through shared memory).
 void BM_GdnRecurrentStepGeometry(benchmark::State& state) {
-  run(state, state.range(0), 1, std::uint32_t(state.range(1)), std::uint32_t(state.range(2)), state.range(3) != 0, false);
+  run(state, state.range(0), 1, std::uint32_t(state.range(1)), std::uint32_t(state.range(2)),
+      std::uint32_t(state.range(3)), state.range(4) != 0, false);
 }
 BENCHMARK(BM_GdnRecurrentStepGeometry)
-    ->ArgNames({"batch", "bv", "kpi", "portable"})
-    ->ArgsProduct({{1, 32}, {8, 16, 32, 64}, {4, 8, 16}, {0}})
-    ->Args({1, 0, 0, 1})
-    ->Args({32, 0, 0, 1})
+    ->ArgNames({"batch", "bv", "kpi", "ql", "portable"})
+    ->ArgsProduct({{1, 32}, {8, 16, 32, 64}, {4, 8, 16}, {1}, {0}})
+    ->ArgsProduct({{32}, {32, 64}, {8, 16}, {2, 4, 8}, {0}})
+    ->Args({1, 0, 0, 0, 1})
+    ->Args({32, 0, 0, 0, 1})
     ->UseManualTime()
     ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
@@ -109,7 +116,7 @@ BENCHMARK(BM_GdnRecurrentStepGeometry)
 // Speculative decoding: T tokens per sequence, with and without the
 // per-token states (which add T states of writes).
 void BM_GdnRecurrentStepTokens(benchmark::State& state) {
-  run(state, state.range(0), state.range(1), 0, 0, false, state.range(2) != 0);
+  run(state, state.range(0), state.range(1), 0, 0, 0, false, state.range(2) != 0);
 }
 BENCHMARK(BM_GdnRecurrentStepTokens)
     ->ArgNames({"batch", "T", "token_states"})

@@ -15,19 +15,20 @@
 //
 // Geometry (the host relies on it): one workgroup per (sequence, value
 // head, BV columns of V), x = ((n H + h) (V / BV) + slice), of
-// R Q invocations, R = KDIM / KPI, Q = BV / 4. Lane t = rg + R quad holds
-// the rows rg KPI .. rg KPI + KPI - 1 of the four columns 4 quad .. + 3 of
-// the slice (one vec4 per row): the state moves in 16-byte pieces, and
-// the R lanes of a column quad are adjacent, so that a row group's sums
-// over K are a reduction over R consecutive lanes.
+// R Q invocations, R = KDIM / KPI, Q = BV / 4. Lane t = ql + QL (rg + R qh)
+// holds the rows rg KPI .. rg KPI + KPI - 1 of the four columns 4 quad ..
+// + 3 of the slice, quad = ql + QL qh (one vec4 per row): the state moves
+// in 16-byte pieces, QL quads of a row (16 QL bytes) on adjacent lanes, and
+// the R lanes of a column quad lie QL apart, so that the sums over K are a
+// reduction over lanes whose indices differ in the rg bits only.
 //
 // One reduction per token: S^T k, S^T q (of the decayed state), |k|^2,
 // |q|^2 and k.q, from which o follows without a second one:
 //   o = (S_decayed^T q + v' (k.q)) scale   (q, k normalised where asked).
 // The portable module sums the R lanes' partials through shared memory in
 // a fixed order; the subgroup module (TK_SUBGROUP) first butterflies them
-// with subgroup shuffles over min(R, subgroup size) lanes and goes through
-// shared memory only for what spans subgroups. Every lane of a quad ends
+// with subgroup shuffles over the row groups a subgroup holds and goes
+// through shared memory only for what spans subgroups. Every lane of a quad ends
 // with the same bits. The subgroup module numbers lanes by subgroup
 // (t = subgroup * size + invocation), a permutation of the workgroup when
 // it is whole subgroups (or one smaller subgroup); the host uses it only then.
@@ -64,7 +65,7 @@ layout(std430, binding = 9) writeonly buffer O { uint o_w[]; };
 layout(std430, binding = 10) writeonly buffer TokenStates { vec4 ts4[]; };
 
 const uint R = KDIM / KPI;  // lanes per column quad
-const uint Q = BV / 4;      // column quads per workgroup
+const uint Q = BV / 4;      // column quads per workgroup (a multiple of QL)
 const uint WG = R * Q;
 const uint SLICES = VDIM / BV;
 const bool VK = (OPTIONS & TK_GDN_OPT_STATE_VK) != 0u;
@@ -108,7 +109,7 @@ void main() {
   const uint x = gl_WorkGroupID.x + pc.group_offset;
   const uint slice = x % SLICES, nh = x / SLICES, h = nh % pc.H, n = nh / pc.H;
   const uint kh = h / pc.ratio;
-  const uint rg = lane % R, quad = lane / R;
+  const uint rg = (lane / QL) % R, quad = lane % QL + QL * (lane / (QL * R));
   const uint k0 = rg * KPI, vq = slice * Q + quad;  // rows k0.., columns 4 vq ..
 
   uint bos = n * pc.T, len = pc.T;
@@ -168,18 +169,18 @@ void main() {
     uint span = 1;  // lanes of the quad whose partials each lane now holds summed
 #ifdef TK_SUBGROUP
     [[unroll]] for (uint m = 1; m < R; m <<= 1) {
-      if (m >= gl_SubgroupSize) break;  // uniform
-      pk += subgroupShuffleXor(pk, m);
-      pq += subgroupShuffleXor(pq, m);
-      ps += subgroupShuffleXor(ps, m);
+      if (QL * m >= gl_SubgroupSize) break;  // uniform
+      pk += subgroupShuffleXor(pk, QL * m);
+      pq += subgroupShuffleXor(pq, QL * m);
+      ps += subgroupShuffleXor(ps, QL * m);
     }
-    span = min(R, gl_SubgroupSize);
+    span = min(R, max(gl_SubgroupSize / QL, 1u));
 #endif
     if (span < R) {  // uniform
       const uint buf = t & 1u;
       if (rg % span == 0u) {
-        red_k[buf * WG + lane] = pk;
-        red_q[buf * WG + lane] = pq;
+        red_k[buf * WG + quad * R + rg] = pk;
+        red_q[buf * WG + quad * R + rg] = pq;
         if (quad == 0u) red_s[buf * R + rg] = vec4(ps, 0.0);
       }
       barrier();

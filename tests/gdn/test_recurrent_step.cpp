@@ -63,7 +63,7 @@ struct StepCase {
 
   // Runs `c` with q, k, v in `dt`; `variant`, `bv`, `kpi` replace the plan's where given.
   static void run(const Case& c, DType dt, bool token_states, const Var* variant = nullptr, std::uint32_t bv = 0,
-                  std::uint32_t kpi = 0) {
+                  std::uint32_t kpi = 0, std::uint32_t ql = 0) {
     Context& ctx = sync_context();  // the state's copy and the step depend on each other
     const ref::GatedDeltaRuleProblem& p = c.p;
     const std::int64_t B = std::int64_t(p.B), T = std::int64_t(p.T), Hg = std::int64_t(p.Hg), H = std::int64_t(p.H);
@@ -101,8 +101,10 @@ struct StepCase {
     if (variant) plan.variant = variant;
     if (bv) plan.bv = bv;
     if (kpi) plan.kpi = kpi;
+    if (ql) plan.ql = ql;
     SCOPED_TRACE(std::string(c.o.name) + " " + std::string(dtype_name(dt)) + " variant " +
-                 std::string(plan.variant->name) + " bv " + std::to_string(plan.bv) + " kpi " + std::to_string(plan.kpi));
+                 std::string(plan.variant->name) + " bv " + std::to_string(plan.bv) + " kpi " +
+                 std::to_string(plan.kpi) + " ql " + std::to_string(plan.ql));
     const auto record = [&](vk::CommandBuffer cmd) {
       copy_into(ctx, cmd, h0, state);
       step.record(cmd, args, plan);
@@ -120,10 +122,10 @@ struct StepCase {
       e_ts = relative_rms(got_ts, r.token_states);
       EXPECT_LE(e_ts, kBudgetF32) << "token states";
     }
-    std::printf("[gdn step] %-18s %-4s %-8s bv=%-2u kpi=%-2u N=%zu T=%zu Hg=%zu H=%zu K=%u V=%u: o %.2e state %.2e "
-                "token states %.2e\n",
+    std::printf("[gdn step] %-18s %-4s %-8s bv=%-2u kpi=%-2u ql=%u N=%zu T=%zu Hg=%zu H=%zu K=%u V=%u: o %.2e "
+                "state %.2e token states %.2e\n",
                 c.o.name, std::string(dtype_name(dt)).c_str(), std::string(plan.variant->name).c_str(), plan.bv,
-                plan.kpi, p.N(), p.T, p.Hg, p.H, K, V, e_o, e_s, ts ? e_ts : 0.0);
+                plan.kpi, plan.ql, p.N(), p.T, p.Hg, p.H, K, V, e_o, e_s, ts ? e_ts : 0.0);
 
     o.poison();
     state.poison();
@@ -181,19 +183,24 @@ TEST_F(RecurrentStepTest, DTypes) {
   }
 }
 
-// Slices and rows per invocation, including sums over K that span
-// several subgroups (K / kpi lanes > the subgroup) and fit in one.
+// Slices, rows per invocation and quads on adjacent lanes, including sums
+// over K that span several subgroups (K / kpi lanes, ql apart, beyond the
+// subgroup) and fit in one.
 TEST_F(RecurrentStepTest, Geometries) {
   using C = StepCase<64, 64>;
   const Case c = step_case(1, 6, 1, 2, 64, 64, {0, 2, 6}, kOptionSets[5], 2400);  // [V, K]
   const Case d = step_case(1, 6, 1, 2, 64, 64, {0, 2, 6}, kPlain, 2401);
-  const std::pair<std::uint32_t, std::uint32_t> geometries[] = {{8, 4}, {8, 16}, {16, 8}, {32, 4}, {64, 8}, {64, 16}};
+  struct Geometry {
+    std::uint32_t bv, kpi, ql;
+  };
+  const Geometry geometries[] = {{8, 4, 1},  {8, 16, 1}, {16, 8, 1}, {32, 4, 1}, {64, 8, 1},
+                                 {64, 16, 1}, {8, 8, 2},  {32, 8, 8}, {64, 4, 4}, {16, 16, 4}};
   for (const auto& v : C::Kernel::variants) {
     if (!eligibility(context(), v, C::Kernel::Problem{})) continue;
-    for (auto [bv, kpi] : geometries) {
-      if (!C::Kernel(context()).can_run(v, bv, kpi)) continue;
-      C::run(c, DType::bf16, true, &v, bv, kpi);
-      C::run(d, DType::bf16, false, &v, bv, kpi);
+    for (const Geometry& g : geometries) {
+      if (!C::Kernel(context()).can_run(v, g.bv, g.kpi)) continue;
+      C::run(c, DType::bf16, true, &v, g.bv, g.kpi, g.ql);
+      C::run(d, DType::bf16, false, &v, g.bv, g.kpi, g.ql);
     }
   }
 }
@@ -290,6 +297,8 @@ TEST_F(RecurrentStepTest, ChecksArguments) {
   plan.bv = 24;
   EXPECT_THROW(step.check(args, plan), Error);
   plan.bv = 8, plan.kpi = 2;
+  EXPECT_THROW(step.check(args, plan), Error);
+  plan.kpi = 8, plan.ql = 4;  // more quads than bv / 4
   EXPECT_THROW(step.check(args, plan), Error);
 }
 

@@ -117,6 +117,11 @@ class RecurrentStep {
     const Variant<Problem>* variant = nullptr;
     std::uint32_t bv = 0;   // state columns per workgroup: 8, 16, 32 or 64
     std::uint32_t kpi = 0;  // state rows per invocation: 4, 8 or 16
+    // Column quads on adjacent lanes (1, 2, 4 or 8, at most bv / 4): the
+    // bytes of one row that a subgroup reads together are 16 ql (times the
+    // quads the subgroup holds beyond that); the sums over K then span
+    // fewer lanes of a subgroup and more subgroups.
+    std::uint32_t ql = 1;
   };
 
   explicit RecurrentStep(Context& ctx) : ctx_(&ctx) {}
@@ -217,7 +222,7 @@ class RecurrentStep {
     throw Error(ErrorCode::unsupported, std::string(name) + ": no variant runs this call on '" + ctx_->info().name + "'" + why);
   }
 
-  // Throws unless `plan` (its bv and kpi possibly changed by hand) can run `a`.
+  // Throws unless `plan` (its geometry possibly changed by hand) can run `a`.
   void check(const Args& a, const Plan& plan) const {
     check(a);
     const auto bad = [&](const std::string& why) {
@@ -227,6 +232,8 @@ class RecurrentStep {
     if (!Config::fits(plan.bv, plan.kpi))
       bad("bv = " + std::to_string(plan.bv) + ", kpi = " + std::to_string(plan.kpi) + " does not fit K = " +
           std::to_string(K) + ", V = " + std::to_string(V) + " (bv 8..64 dividing V, kpi 4, 8 or 16, <= 256 invocations)");
+    if ((plan.ql != 1 && plan.ql != 2 && plan.ql != 4 && plan.ql != 8) || plan.ql > plan.bv / 4)
+      bad("ql = " + std::to_string(plan.ql) + " must be 1, 2, 4 or 8 and at most bv / 4 = " + std::to_string(plan.bv / 4));
     const auto& info = ctx_->info();
     if (Config::invocations(plan.bv, plan.kpi) > info.max_workgroup_invocations ||
         Config::shared_bytes(plan.bv, plan.kpi) > info.max_shared_memory)
@@ -246,6 +253,7 @@ class RecurrentStep {
     spec.VDIM = V;
     spec.BV = plan.bv;
     spec.KPI = plan.kpi;
+    spec.QL = plan.ql;
     spec.QK_DTYPE = static_cast<std::uint32_t>(a.q.dtype);
     spec.V_DTYPE = static_cast<std::uint32_t>(a.v.dtype);
     spec.OPTIONS = (detail::option_bits(a.options, a.dt_bias.has_value()) &
