@@ -9,4 +9,5 @@
 #include "tilekernels/gdn/kkt_solve.hpp"
 #include "tilekernels/gdn/l2norm.hpp"
 #include "tilekernels/gdn/recompute_wu.hpp"
+#include "tilekernels/gdn/recurrent_step.hpp"
 #include "tilekernels/gdn/state_recurrence.hpp"
