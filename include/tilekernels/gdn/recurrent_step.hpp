@@ -284,20 +284,12 @@ class RecurrentStep {
   }
 
   // Whether variant `v` can run workgroups of geometry (bv, kpi) on this
-  // device. The subgroup module numbers invocations by subgroup: a
-  // permutation of the workgroup when it is whole subgroups of the
-  // device's size, or smaller than one subgroup, and the subgroups are what
-  // the builtins say (lavapipe reports width / 32 lanes but runs compute
-  // shaders in subgroups of 16 above that: RecurrentStepTest.Geometries at
-  // LP_NATIVE_VECTOR_WIDTH=1024 fails with it). Main's
-  // DeviceInfo::whole_subgroups() says the same once merged.
+  // device: the subgroup module numbers invocations by subgroup, which
+  // needs the workgroup to be whole subgroups as the builtins report them
+  // (DeviceInfo::whole_subgroups; lavapipe above LP_NATIVE_VECTOR_WIDTH=512
+  // is not).
   bool can_run(const Variant<Problem>& v, std::uint32_t bv, std::uint32_t kpi) const {
-    if (v.path != Path::subgroup) return true;
-    const auto& info = ctx_->info();
-    const auto sg = info.subgroup_size;
-    if (info.name.find("llvmpipe") != std::string::npos && sg > 16) return false;
-    const auto n = Config::invocations(bv, kpi);
-    return sg > 0 && (n % sg == 0 || n < sg);
+    return v.path != Path::subgroup || ctx_->info().whole_subgroups(Config::invocations(bv, kpi));
   }
 
   // Bytes moved when every tensor is read or written once (the state twice)
