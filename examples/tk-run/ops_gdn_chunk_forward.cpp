@@ -1,0 +1,113 @@
+// tk-run op gdn.chunk_forward: the whole chunked Gated DeltaNet forward
+// (gdn::ChunkForward), with FLA's chunk_gated_delta_rule arguments.
+#include <tilekernels/gdn/chunk_forward.hpp>
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "op.hpp"
+
+namespace {
+
+using namespace tkrun;
+using tilekernels::DType;
+using tilekernels::Tensor;
+namespace gdn = tilekernels::gdn;
+
+bool flag_param(const Invocation& inv, const std::string& name) {
+  const std::string v = inv.param(name);
+  if (v == "0") return false;
+  if (v == "1") return true;
+  throw UsageError("parameter '" + name + "' must be 0 or 1, got '" + v + "'");
+}
+
+void run_chunk_forward(tilekernels::Context& ctx, Invocation& inv) {
+  const std::int64_t bt = inv.int_param("bt");
+  gdn::GdnOptions options;
+  options.qk_l2norm = flag_param(inv, "qk_l2norm");
+  options.gate_in_kernel = flag_param(inv, "gate_in_kernel");
+  options.beta_sigmoid = flag_param(inv, "beta_sigmoid");
+  options.allow_neg_eigval = flag_param(inv, "allow_neg_eigval");
+  const std::string layout = inv.param("state_layout");
+  if (layout != "kv" && layout != "vk") throw UsageError("parameter 'state_layout' must be kv or vk, got '" + layout + "'");
+  options.state_layout = layout == "kv" ? gdn::StateLayout::kv : gdn::StateLayout::vk;
+
+  const Tensor q = inv.tensor(ctx, "q", DType::bf16), k = inv.tensor(ctx, "k", DType::bf16);
+  const Tensor v = inv.tensor(ctx, "v", DType::bf16);
+  const Tensor g = inv.tensor(ctx, "g", DType::f32), beta = inv.tensor(ctx, "beta", DType::f32);
+  if (q.shape().size() != 4 || v.shape().size() != 4)
+    throw UsageError("inputs 'q' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
+  const std::int64_t B = q.shape()[0], T = q.shape()[1], H = v.shape()[2], K = q.shape()[3], V = v.shape()[3];
+
+  std::optional<Tensor> h0, a_log, dt_bias, cu;
+  std::vector<std::int32_t> cu_host;
+  if (inv.has_input("cu_seqlens")) {
+    const Shape s = inv.input_shape("cu_seqlens");
+    if (s.size() != 1) throw UsageError("input 'cu_seqlens' must have 1 dimension ([N + 1])");
+    for (std::uint32_t w : inv.words("cu_seqlens", s)) cu_host.push_back(static_cast<std::int32_t>(w));
+    cu.emplace(inv.tensor(ctx, "cu_seqlens", DType::i32));
+  }
+  if (inv.has_input("initial_state")) h0.emplace(inv.tensor(ctx, "initial_state", DType::f32));
+  if (inv.has_input("A_log")) a_log.emplace(inv.tensor(ctx, "A_log", DType::f32));
+  if (inv.has_input("dt_bias")) dt_bias.emplace(inv.tensor(ctx, "dt_bias", DType::f32));
+  if (!options.gate_in_kernel && (a_log || dt_bias))
+    throw UsageError("inputs 'A_log' and 'dt_bias' are used only with gate_in_kernel=1");
+
+  const std::int64_t N = cu_host.empty() ? B : std::int64_t(cu_host.size()) - 1;
+  const Shape state_shape = options.state_layout == gdn::StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
+  const Shape o_shape{B, T, H, V};
+  Tensor o(ctx, DType::bf16, o_shape);
+  std::optional<Tensor> ht;
+  if (inv.wants("final_state")) ht.emplace(ctx, DType::f32, state_shape);
+
+  const std::string scale_text = inv.param("scale");
+  const double scale = scale_text == "auto" ? 1.0 / std::sqrt(static_cast<double>(K)) : inv.float_param("scale");
+  if (!(scale > 0) || !std::isfinite(scale)) throw UsageError("parameter 'scale' must be a positive number");
+
+  with_value<16, 32, 64>("bt", bt, [&](auto bt_c) {
+    with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
+      with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
+        using Kernel = gdn::ChunkForward<
+            gdn::ChunkForwardConfig<decltype(bt_c)::value, decltype(k_c)::value, decltype(v_c)::value>>;
+        typename Kernel::Args a;
+        a.q = q, a.k = k, a.v = v, a.g = g, a.beta = beta, a.o = o;
+        if (h0) a.initial_state = h0->ref();
+        if (ht) a.final_state = ht->ref();
+        if (a_log) a.A_log = a_log->ref();
+        if (dt_bias) a.dt_bias = dt_bias->ref();
+        if (cu) a.cu_seqlens = cu->ref();
+        a.cu_seqlens_host = cu_host;
+        a.options = options;
+        a.scale = static_cast<float>(scale);
+        Kernel(ctx).run(a);
+      });
+    });
+  });
+  inv.put("o", o_shape, o.download_floats());
+  if (ht) inv.put("final_state", state_shape, ht->download_floats());
+}
+
+const Registrar chunk_forward{Op{
+    "gdn.chunk_forward",
+    "Gated DeltaNet chunked forward, every stage in one recording: o and the final state (FLA chunk_gated_delta_rule)",
+    {{"bt", "64", "chunk length BT: 16, 32 or 64"},
+     {"scale", "auto", "query scale; auto: 1/sqrt(K)"},
+     {"qk_l2norm", "0", "1: L2-normalise q and k rows first (use_qk_l2norm_in_kernel)"},
+     {"gate_in_kernel", "0", "1: g is the raw gate, decay = -exp(A_log) softplus(g + dt_bias) (use_gate_in_kernel)"},
+     {"beta_sigmoid", "0", "1: beta holds logits, sigmoid applied (use_beta_sigmoid_in_kernel)"},
+     {"allow_neg_eigval", "0", "1: beta doubled after the sigmoid (needs beta_sigmoid=1)"},
+     {"state_layout", "kv", "initial/final state layout: kv ([N, H, K, V]) or vk ([N, H, V, K])"}},
+    {{"q", "bf16", "[B, T, Hg, K]  (K in 64, 128, 256)"},
+     {"k", "bf16", "[B, T, Hg, K]"},
+     {"v", "bf16", "[B, T, H, V]  (V in 64, 128, 256; H a multiple of Hg)"},
+     {"g", "f32", "[B, T, H]  (per-token log decay, natural log; the raw gate with gate_in_kernel=1)"},
+     {"beta", "f32", "[B, T, H]  (logits with beta_sigmoid=1)"},
+     {"initial_state", "f32", "[N, H, K, V]  ([N, H, V, K] with state_layout=vk)", true},
+     {"cu_seqlens", "i32", "[N + 1]  (B = 1: offsets of the concatenated sequences)", true},
+     {"A_log", "f32", "[H]  (gate_in_kernel=1)", true},
+     {"dt_bias", "f32", "[H]  (gate_in_kernel=1)", true}},
+    {{"o", "bf16", "[B, T, H, V]"}, {"final_state", "f32", "[N, H, K, V]  ([N, H, V, K] with state_layout=vk)", true}},
+    run_chunk_forward}};
+
+}  // namespace

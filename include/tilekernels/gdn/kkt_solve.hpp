@@ -1,0 +1,183 @@
+// Gated DeltaNet, first stage of the chunked forward: per chunk and value
+// head, the gate (optionally computed in the kernel), its chunk-local
+// cumulative sum, beta (optionally a sigmoid of logits) and the solved
+// intra-chunk block
+//   A = (I + M)^-1,  M[i][j] = beta_i (k_i . k_j) exp(g_i - g_j) for j < i, else 0,
+// FLA's chunk_local_cumsum and chunk_gated_delta_rule_fwd_intra in one
+// kernel. g stays in natural log (FLA stores g / ln 2).
+//
+// Layout (row-major, last index innermost; slots: gdn/chunking.hpp):
+//   k        [B, T, Hg, K] bf16  (the L2-normalised copy where the forward normalises)
+//   g, beta  [B, T, H]     f32   raw per-token log decay (or gate input) and beta (or logits)
+//   A_log, dt_bias [H]     f32   with GdnOptions::gate_in_kernel (dt_bias optional)
+//   g_cumsum [slots, H]    f32   out: cumulative log decay within each chunk
+//   beta_out [slots, H]    f32   out: beta as the later stages read it
+//   A        [slots, H, BT] bf16 out: unit lower triangular, zero above the
+//                               diagonal and in padding rows
+// Rounding (FLA's points): g and beta in f32, M and the solve in f32, A
+// rounded to bf16 (nearest even).
+//
+// Paths: tensor_core_bf16 (k k^T on VK_KHR_cooperative_matrix bf16 tiles,
+// subgroups of 32) and portable (scalar f32, no subgroup operation, 28.3
+// KiB of shared memory at BT = 64).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/gdn/chunking.hpp"
+#include "tilekernels/gdn/kkt_solve_abi.h"
+#include "tilekernels/spirv/gdn/chunk_kkt_solve.hpp"
+#include "tilekernels/spirv/gdn/chunk_kkt_solve_bf16.hpp"
+
+namespace tilekernels::gdn {
+
+template <std::uint32_t BT_ = 64, std::uint32_t K_ = 128>
+struct KKTSolveConfig {
+  static_assert(BT_ == 16 || BT_ == 32 || BT_ == 64,
+                "KKTSolveConfig: BT must be 16, 32 or 64 (whole 16-row blocks, at most 4 per chunk)");
+  static_assert(K_ == 64 || K_ == 128 || K_ == 256, "KKTSolveConfig: K must be 64, 128 or 256");
+  static constexpr std::uint32_t BT = BT_, K = K_;
+  static constexpr std::uint32_t workgroup = 256;
+
+  // Shared memory (mirrors chunk_kkt_solve.glsl): M [BT][BT + 4] f32, the k
+  // slice [BT][64 + 8] bf16 or the solved blocks (16 x 17 f32 each), g and
+  // beta; the tensor-core kernel adds two 16 x 16 index tiles.
+  static constexpr std::uint32_t rt = BT / 16, blocks = rt * (rt + 1) / 2;
+  static constexpr std::uint32_t kc = K < 64 ? K : 64;
+  static constexpr std::uint32_t kx_vec4 =
+      std::max<std::uint32_t>(BT * (kc / 8 + 1), (blocks * 16 * 17 + 3) / 4);
+  static constexpr std::uint32_t portable_shared_bytes = 16 * (BT * (BT / 4 + 1) + kx_vec4) + 8 * BT;
+  static constexpr std::uint32_t tc_shared_bytes = portable_shared_bytes + 128 * 16;
+  static_assert(portable_shared_bytes <= 32768, "KKTSolveConfig: the portable path must fit 32 KiB of shared memory");
+};
+
+template <class Config>
+class KKTSolve {
+ public:
+  static constexpr const char* name = "gdn.kkt_solve";
+  TK_DECLARE_SPEC(TK_KKT_SOLVE_SPEC)
+  TK_DECLARE_PUSH(TK_KKT_SOLVE_PUSH)
+
+  struct Args {
+    TensorRef k, g, beta;
+    std::optional<TensorRef> A_log, dt_bias;
+    TensorRef g_cumsum, beta_out, A;
+    GdnOptions options;  // gate_in_kernel, beta_sigmoid, allow_neg_eigval
+    std::span<const std::int32_t> cu_seqlens_host;  // empty: fixed-length batches
+    std::optional<TensorRef> index;  // the index table (Chunking::record_index), with cu_seqlens
+  };
+
+  struct Problem {
+    std::int64_t B = 0, T = 0, Hg = 0, H = 0, chunks = 0;
+  };
+
+  static constexpr std::array<Variant<Problem>, 2> variants{{
+      {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_kkt_solve_bf16,
+       DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::workgroup, Config::tc_shared_bytes},
+      {"portable", Path::portable, spirv::gdn_chunk_kkt_solve, {}, Config::workgroup, Config::portable_shared_bytes},
+  }};
+
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+  };
+
+  explicit KKTSolve(Context& ctx) : ctx_(&ctx) {}
+
+  static Chunking chunking(const Args& a) {
+    return Chunking(a.k.shape.at(0), a.k.shape.at(1), a.cu_seqlens_host, Config::BT);
+  }
+  static Problem problem(const Args& a) {
+    return {a.k.shape[0], a.k.shape[1], a.k.shape[2], a.g.shape.at(2), chunking(a).chunks()};
+  }
+
+  void check(const Args& a) const {
+    detail::expect_rank(name, "k", a.k, 4);
+    detail::expect_rank(name, "g", a.g, 3);
+    const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.g.shape[2];
+    const Chunking ch = chunking(a);
+    ch.check(*ctx_, name, std::nullopt);
+    detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, Config::K});
+    if (H % Hg != 0)
+      throw Error(ErrorCode::shape_mismatch, detail::where(name, "g") + "H = " + std::to_string(H) +
+                                                 " heads is not a multiple of Hg = " + std::to_string(Hg));
+    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
+    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
+    if (a.options.allow_neg_eigval && !a.options.beta_sigmoid)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": allow_neg_eigval needs beta_sigmoid (as in FLA)");
+    if (a.options.gate_in_kernel) {
+      if (!a.A_log) throw Error(ErrorCode::invalid_argument, detail::where(name, "A_log") + "gate_in_kernel needs it");
+      detail::expect_tensor(*ctx_, name, "A_log", *a.A_log, DType::f32, {H});
+      if (a.dt_bias) detail::expect_tensor(*ctx_, name, "dt_bias", *a.dt_bias, DType::f32, {H});
+    }
+    const std::int64_t S = ch.slots();
+    detail::expect_tensor(*ctx_, name, "g_cumsum", a.g_cumsum, DType::f32, {S, H});
+    detail::expect_tensor(*ctx_, name, "beta_out", a.beta_out, DType::f32, {S, H});
+    detail::expect_tensor(*ctx_, name, "A", a.A, DType::bf16, {S, H, Config::BT});
+    if (ch.varlen()) {
+      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
+      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
+                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
+    }
+    if (a.k.elements() >= (std::int64_t(1) << 32) || S * H * Config::BT >= (std::int64_t(1) << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+  }
+
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
+
+  Plan plan(const Args& a) const {
+    check(a);
+    return {&select_variant(*ctx_, name, variants, problem(a))};
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a);
+    const Problem p = problem(a);
+    if (p.chunks == 0) return;
+    const Chunking ch = chunking(a);
+    Spec spec;
+    spec.workgroup = Config::workgroup;
+    spec.BT = Config::BT;
+    spec.KDIM = Config::K;
+    spec.OPTIONS = detail::option_bits(a.options, a.dt_bias.has_value()) &
+                   (TK_GDN_OPT_GATE_IN_KERNEL | TK_GDN_OPT_DT_BIAS | TK_GDN_OPT_BETA_SIGMOID | TK_GDN_OPT_NEG_EIGVAL);
+    const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 9);
+    Push push;
+    push.T = static_cast<std::uint32_t>(p.T);
+    push.H = static_cast<std::uint32_t>(p.H);
+    push.Hg = static_cast<std::uint32_t>(p.Hg);
+    push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
+    push.N = static_cast<std::uint32_t>(ch.N());
+    push.row_chunks = static_cast<std::uint32_t>(ch.row_chunks());
+    push.varlen = ch.varlen() ? 1u : 0u;
+    // Optional inputs left out are bound to an input the kernel reads
+    // anyway (never touched): every descriptor stays valid and adds no hazard.
+    const TensorRef& spare = a.g;
+    detail::record_dispatch(*ctx_, cmd, pipeline,
+                            {a.k, a.g, a.beta, a.A_log.value_or(spare), a.dt_bias.value_or(spare),
+                             a.index.value_or(spare), a.g_cumsum, a.beta_out, a.A},
+                            push, static_cast<std::uint64_t>(p.chunks * p.H));
+  }
+
+  // Bytes every tensor moves once (k read once per value head) and the
+  // flops of k k^T (full BT x BT blocks) and of the solve (BT^3 / 3).
+  static double bytes(std::int64_t tokens, std::int64_t H) {
+    return double(tokens) * double(H) * (Config::K * 2 + 4 * 4 + Config::BT * 2);
+  }
+  static double flops(std::int64_t slots, std::int64_t H) {
+    return double(slots) * double(H) * (2.0 * Config::BT * Config::K + 2.0 * Config::BT * Config::BT / 3);
+  }
+
+ private:
+  Context* ctx_;
+};
+
+}  // namespace tilekernels::gdn

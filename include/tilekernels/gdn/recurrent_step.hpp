@@ -1,0 +1,314 @@
+// Gated DeltaNet decode step (FLA's fused_recurrent_gated_delta_rule): for
+// N sequences of T new tokens each (T = 1 for plain decoding, a few for
+// speculative decoding), per value head h and token in order,
+//   S  = exp(g) S
+//   v' = beta (v - S^T k)
+//   S += k v'^T
+//   o  = S^T (scale q)
+// in f32, the state updated in place. Options (GdnOptions): q, k L2
+// normalised in the kernel (f32, not rounded), the gate computed in the
+// kernel (-exp(A_log[h]) softplus(g + dt_bias[h])), beta a sigmoid of
+// logits (doubled with allow_neg_eigval), the state stored [K, V] or [V, K].
+// Optionally the state after every token is written too, so that an engine
+// can roll back draft tokens it rejects.
+//
+// Layout (row-major, last index innermost):
+//   q, k          [B, T, Hg, K]  bf16, f16 or f32 (both the same)
+//   v, o          [B, T, H, V]   bf16, f16 or f32 (o in v's dtype)
+//   g, beta       [B, T, H]      f32 (natural-log decay per token, or the raw
+//                                gate with gate_in_kernel; beta, or its logits)
+//   A_log, dt_bias [H]           f32 (gate_in_kernel; dt_bias optional)
+//   state         [N, H, K, V]   f32 ([N, H, V, K] with StateLayout::vk), read and written in place
+//   token_states  [B, T, H, K, V] f32 (likewise [.., V, K]), optional: the
+//                                state after each token, by token row (for
+//                                fixed length that is [N, T, H, ...])
+//   cu_seqlens    [N + 1]        i32 (optional, B = 1): sequence n is tokens
+//                                cu_seqlens[n] .. cu_seqlens[n + 1] - 1 of
+//                                the one row, any length including 0 (its
+//                                state is left as it is)
+// H is a multiple of Hg (value head h reads q/k head h / (H / Hg)).
+//
+// One dispatch. Each workgroup owns BV columns of one sequence's head
+// state, reads them once (16-byte pieces), keeps them in registers over the
+// T tokens and writes them once: the step moves the state's bytes twice
+// and little else, the memory floor. plan() picks BV so that small batches
+// still fill the device (about two workgroups per multiprocessor).
+// Variants: subgroup (the sums over K by subgroup shuffles, any subgroup
+// size, where the workgroup is whole subgroups) and portable (shared
+// memory only).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/gdn/chunking.hpp"
+#include "tilekernels/gdn/recurrent_step_abi.h"
+#include "tilekernels/spirv/gdn/recurrent_step.hpp"
+#include "tilekernels/spirv/gdn/recurrent_step_subgroup.hpp"
+
+namespace tilekernels::gdn {
+
+template <std::uint32_t K_ = 128, std::uint32_t V_ = 128>
+struct RecurrentStepConfig {
+  static_assert(K_ == 64 || K_ == 128 || K_ == 256, "RecurrentStepConfig: K must be 64, 128 or 256");
+  static_assert(V_ == 64 || V_ == 128 || V_ == 256, "RecurrentStepConfig: V must be 64, 128 or 256");
+  static constexpr std::uint32_t K = K_, V = V_;
+
+  // Geometry (recurrent_step.comp): an invocation holds kpi state rows of
+  // four columns; K / kpi invocations share a column quad; a workgroup has
+  // bv columns.
+  static constexpr std::uint32_t invocations(std::uint32_t bv, std::uint32_t kpi) { return (K / kpi) * (bv / 4); }
+  // Two token buffers of two vec4 per invocation and one per row group.
+  static constexpr std::uint32_t shared_bytes(std::uint32_t bv, std::uint32_t kpi) {
+    return 2 * invocations(bv, kpi) * 32 + 2 * (K / kpi) * 16;
+  }
+  static constexpr bool fits(std::uint32_t bv, std::uint32_t kpi) {
+    return (kpi == 4 || kpi == 8 || kpi == 16) && (bv == 8 || bv == 16 || bv == 32 || bv == 64) && V % bv == 0 &&
+           invocations(bv, kpi) <= 256 && shared_bytes(bv, kpi) <= 32768;
+  }
+  // Eight rows per invocation: eight 16-byte state loads in flight each,
+  // and 32 registers of state.
+  static constexpr std::uint32_t default_kpi = 8;
+  static constexpr std::uint32_t max_bv = 32;
+  static_assert(fits(max_bv, default_kpi) && fits(8, default_kpi),
+                "RecurrentStepConfig: the default geometry must fit 256 invocations and 32 KiB");
+};
+
+template <class Config>
+class RecurrentStep {
+ public:
+  static constexpr const char* name = "gdn.recurrent_step";
+  static constexpr std::uint32_t K = Config::K, V = Config::V;
+  TK_DECLARE_SPEC(TK_RECURRENT_STEP_SPEC)
+  TK_DECLARE_PUSH(TK_RECURRENT_STEP_PUSH)
+
+  struct Args {
+    TensorRef q, k, v, g, beta;
+    TensorRef state;  // read and updated in place
+    TensorRef o;
+    std::optional<TensorRef> token_states;
+    std::optional<TensorRef> A_log, dt_bias;  // gate_in_kernel
+    // The device copy is what the kernel reads; the host copy, when given,
+    // is validated too (a device copy alone is only clamped into [0, T]).
+    std::optional<TensorRef> cu_seqlens;
+    std::span<const std::int32_t> cu_seqlens_host;
+    GdnOptions options;
+    float scale = 0;  // 0: 1 / sqrt(K)
+  };
+
+  struct Problem {
+    std::int64_t N = 0, H = 0, tokens = 0;
+  };
+
+  static constexpr std::array<Variant<Problem>, 2> variants{{
+      {"subgroup", Path::subgroup, spirv::gdn_recurrent_step_subgroup, DeviceNeeds{.subgroup_shuffle = true},
+       Config::invocations(8, Config::default_kpi), Config::shared_bytes(8, Config::default_kpi)},
+      {"portable", Path::portable, spirv::gdn_recurrent_step, {}, Config::invocations(8, Config::default_kpi),
+       Config::shared_bytes(8, Config::default_kpi)},
+  }};
+
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+    std::uint32_t bv = 0;   // state columns per workgroup: 8, 16, 32 or 64
+    std::uint32_t kpi = 0;  // state rows per invocation: 4, 8 or 16
+    // Column quads on adjacent lanes (1, 2, 4 or 8, at most bv / 4): the
+    // bytes of one row that a subgroup reads together are 16 ql (times the
+    // quads the subgroup holds beyond that); the sums over K then span
+    // fewer lanes of a subgroup and more subgroups.
+    std::uint32_t ql = 1;
+  };
+
+  explicit RecurrentStep(Context& ctx) : ctx_(&ctx) {}
+
+  // Sequences: cu_seqlens' entries less one, else B.
+  static std::int64_t sequences(const Args& a) {
+    return a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : a.q.shape.at(0);
+  }
+
+  // Throws tilekernels::Error naming the first argument that is wrong.
+  void check(const Args& a) const {
+    detail::expect_rank(name, "q", a.q, 4);
+    detail::expect_rank(name, "v", a.v, 4);
+    const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
+    if (!is_float(a.q.dtype))
+      throw Error(ErrorCode::dtype_mismatch, detail::where(name, "q") + "expected bf16, f16 or f32, got " +
+                                                 std::string(dtype_name(a.q.dtype)));
+    if (!is_float(a.v.dtype))
+      throw Error(ErrorCode::dtype_mismatch, detail::where(name, "v") + "expected bf16, f16 or f32, got " +
+                                                 std::string(dtype_name(a.v.dtype)));
+    detail::expect_tensor(*ctx_, name, "q", a.q, a.q.dtype, {B, T, Hg, K});
+    detail::expect_tensor(*ctx_, name, "k", a.k, a.q.dtype, {B, T, Hg, K});
+    if (H % Hg != 0)
+      throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "H = " + std::to_string(H) +
+                                                 " heads is not a multiple of Hg = " + std::to_string(Hg));
+    detail::expect_tensor(*ctx_, name, "v", a.v, a.v.dtype, {B, T, H, V});
+    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
+    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
+    detail::expect_tensor(*ctx_, name, "o", a.o, a.v.dtype, {B, T, H, V});
+    if (a.cu_seqlens) {
+      detail::expect_rank(name, "cu_seqlens", *a.cu_seqlens, 1);
+      if (B != 1)
+        throw Error(ErrorCode::invalid_argument,
+                    detail::where(name, "cu_seqlens") + "needs B = 1 (one row of concatenated sequences), got B = " +
+                        std::to_string(B));
+      if (a.cu_seqlens->shape[0] < 2)
+        throw Error(ErrorCode::shape_mismatch, detail::where(name, "cu_seqlens") +
+                                                   "needs at least 2 offsets (one sequence), got shape " +
+                                                   shape_string(a.cu_seqlens->shape));
+      detail::expect_tensor(*ctx_, name, "cu_seqlens", *a.cu_seqlens, DType::i32, a.cu_seqlens->shape);
+    }
+    if (!a.cu_seqlens_host.empty()) {
+      if (!a.cu_seqlens)
+        throw Error(ErrorCode::invalid_argument, detail::where(name, "cu_seqlens") +
+                                                     "the host copy was given without the device copy");
+      Chunking(B, T, a.cu_seqlens_host, 1).check(*ctx_, name, a.cu_seqlens);
+    }
+    const std::int64_t N = sequences(a);
+    const bool kv = a.options.state_layout == StateLayout::kv;
+    detail::expect_tensor(*ctx_, name, "state", a.state, DType::f32, kv ? Shape{N, H, K, V} : Shape{N, H, V, K});
+    if (a.token_states)
+      detail::expect_tensor(*ctx_, name, "token_states", *a.token_states, DType::f32,
+                            kv ? Shape{B, T, H, K, V} : Shape{B, T, H, V, K});
+    if (a.options.allow_neg_eigval && !a.options.beta_sigmoid)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": allow_neg_eigval needs beta_sigmoid (as in FLA)");
+    if (a.options.gate_in_kernel) {
+      if (!a.A_log) throw Error(ErrorCode::invalid_argument, detail::where(name, "A_log") + "gate_in_kernel needs it");
+      detail::expect_tensor(*ctx_, name, "A_log", *a.A_log, DType::f32, {H});
+      if (a.dt_bias) detail::expect_tensor(*ctx_, name, "dt_bias", *a.dt_bias, DType::f32, {H});
+    }
+    if (!std::isfinite(a.scale))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": scale must be finite, got " + std::to_string(a.scale));
+    const std::int64_t limit = std::int64_t(1) << 32;
+    if (a.q.elements() >= limit || a.v.elements() >= limit || a.state.elements() >= limit ||
+        (a.token_states && a.token_states->elements() >= limit))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+  }
+
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
+
+  // The first eligible variant, and the widest slice that still gives
+  // about two workgroups per multiprocessor (or the narrowest).
+  Plan plan(const Args& a) const {
+    check(a);
+    const Problem p{sequences(a), a.v.shape[2], a.q.shape[0] * a.q.shape[1]};
+    Plan plan;
+    plan.kpi = Config::default_kpi;
+    const std::int64_t target = 2 * std::int64_t(ctx_->info().persistent_grid(132));
+    plan.bv = 8;
+    for (std::uint32_t bv : {32u, 16u})
+      if (Config::fits(bv, plan.kpi) && p.N * p.H * (V / bv) >= target) {
+        plan.bv = bv;
+        break;
+      }
+    // Where the state is large enough for 32-column slices, 4 column quads
+    // on adjacent lanes: a subgroup then reads 64 contiguous bytes of a row
+    // instead of 16, which is what brings the step near the copy rate
+    // (bench/NOTES-gdn-decode.md).
+    plan.ql = plan.bv >= 32 ? 4 : 1;
+    std::string why;
+    for (const auto& v : variants) {
+      Status s = eligibility(*ctx_, v, p);
+      if (s && !can_run(v, plan.bv, plan.kpi))
+        s = Status::failure(ErrorCode::unsupported, "the workgroup is not whole subgroups");
+      if (s) {
+        plan.variant = &v;
+        return plan;
+      }
+      why += "; " + std::string(v.name) + ": " + s.message;
+    }
+    throw Error(ErrorCode::unsupported, std::string(name) + ": no variant runs this call on '" + ctx_->info().name + "'" + why);
+  }
+
+  // Throws unless `plan` (its geometry possibly changed by hand) can run `a`.
+  void check(const Args& a, const Plan& plan) const {
+    check(a);
+    const auto bad = [&](const std::string& why) {
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": plan: " + why);
+    };
+    if (!plan.variant) bad("no variant");
+    if (!Config::fits(plan.bv, plan.kpi))
+      bad("bv = " + std::to_string(plan.bv) + ", kpi = " + std::to_string(plan.kpi) + " does not fit K = " +
+          std::to_string(K) + ", V = " + std::to_string(V) + " (bv 8..64 dividing V, kpi 4, 8 or 16, <= 256 invocations)");
+    if ((plan.ql != 1 && plan.ql != 2 && plan.ql != 4 && plan.ql != 8) || plan.ql > plan.bv / 4)
+      bad("ql = " + std::to_string(plan.ql) + " must be 1, 2, 4 or 8 and at most bv / 4 = " + std::to_string(plan.bv / 4));
+    const auto& info = ctx_->info();
+    if (Config::invocations(plan.bv, plan.kpi) > info.max_workgroup_invocations ||
+        Config::shared_bytes(plan.bv, plan.kpi) > info.max_shared_memory)
+      bad("the workgroup exceeds the device's limits");
+    if (!can_run(*plan.variant, plan.bv, plan.kpi)) bad("the subgroup variant needs a workgroup of whole subgroups");
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a, plan);
+    const auto T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
+    const std::int64_t N = sequences(a);
+    Spec spec;
+    spec.workgroup = Config::invocations(plan.bv, plan.kpi);
+    spec.KDIM = K;
+    spec.VDIM = V;
+    spec.BV = plan.bv;
+    spec.KPI = plan.kpi;
+    spec.QL = plan.ql;
+    spec.QK_DTYPE = static_cast<std::uint32_t>(a.q.dtype);
+    spec.V_DTYPE = static_cast<std::uint32_t>(a.v.dtype);
+    spec.OPTIONS = (detail::option_bits(a.options, a.dt_bias.has_value()) &
+                    (TK_GDN_OPT_GATE_IN_KERNEL | TK_GDN_OPT_DT_BIAS | TK_GDN_OPT_BETA_SIGMOID | TK_GDN_OPT_NEG_EIGVAL |
+                     TK_GDN_OPT_STATE_VK | TK_GDN_OPT_L2NORM)) |
+                   (a.token_states ? TK_GDN_OPT_TOKEN_STATES : 0u);
+    const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 11);
+    Push push;
+    push.T = static_cast<std::uint32_t>(T);  // with cu_seqlens B = 1: every token
+    push.H = static_cast<std::uint32_t>(H);
+    push.Hg = static_cast<std::uint32_t>(Hg);
+    push.ratio = static_cast<std::uint32_t>(H / Hg);
+    push.varlen = a.cu_seqlens ? 1u : 0u;
+    push.scale = a.scale != 0 ? a.scale : 1.0f / std::sqrt(float(K));
+    // Optional tensors left out are bound to one the kernel already reads
+    // (inputs) or writes (token_states: o), never touched.
+    detail::record_dispatch(*ctx_, cmd, pipeline,
+                            {a.q, a.k, a.v, a.g, a.beta, a.A_log.value_or(a.g), a.dt_bias.value_or(a.g),
+                             a.cu_seqlens.value_or(a.g), a.state, a.o, a.token_states.value_or(a.o)},
+                            push, static_cast<std::uint64_t>(N * H) * (V / plan.bv));
+  }
+
+  // Convenience for tests and tools: records into a fresh command buffer,
+  // submits and waits.
+  void run(const Args& a) const {
+    const Plan p = plan(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a, p); });
+  }
+
+  // Whether variant `v` can run workgroups of geometry (bv, kpi) on this
+  // device: the subgroup module numbers invocations by subgroup, which
+  // needs the workgroup to be whole subgroups as the builtins report them
+  // (DeviceInfo::whole_subgroups; lavapipe above LP_NATIVE_VECTOR_WIDTH=512
+  // is not).
+  bool can_run(const Variant<Problem>& v, std::uint32_t bv, std::uint32_t kpi) const {
+    return v.path != Path::subgroup || ctx_->info().whole_subgroups(Config::invocations(bv, kpi));
+  }
+
+  // Bytes moved when every tensor is read or written once (the state twice)
+  // and flops of the four K x V passes per token and head.
+  static double bytes(std::int64_t tokens, std::int64_t N, std::int64_t Hg, std::int64_t H, DType qk, DType v,
+                      bool token_states) {
+    const double KV = double(K) * V;
+    return double(tokens) * (2.0 * Hg * K * dtype_size(qk) + 2.0 * H * V * dtype_size(v) + 8.0 * H) +
+           8.0 * N * H * KV + (token_states ? 4.0 * tokens * H * KV : 0.0);
+  }
+  static double flops(std::int64_t tokens, std::int64_t H) { return 8.0 * double(tokens) * H * K * V; }
+
+ private:
+  Context* ctx_;
+};
+
+}  // namespace tilekernels::gdn

@@ -1,0 +1,33 @@
+// The interface of shaders/gdn/recurrent_step.comp (see core/abi.h).
+#ifndef TILEKERNELS_GDN_RECURRENT_STEP_ABI_H
+#define TILEKERNELS_GDN_RECURRENT_STEP_ABI_H
+#include "tilekernels/core/abi.h"
+#include "tilekernels/gdn/options_abi.h"
+
+// KDIM, VDIM: head sizes; BV: state columns per workgroup; KPI: state rows
+// per invocation; QL: column quads on adjacent lanes; QK_DTYPE, V_DTYPE:
+// storage dtypes of q/k and of v/o (tilekernels::DType codes); OPTIONS:
+// TK_GDN_OPT_* bits (gate, beta, L2NORM, STATE_VK, TOKEN_STATES).
+#define TK_RECURRENT_STEP_SPEC(F) \
+  F(1, KDIM, 128)                 \
+  F(2, VDIM, 128)                 \
+  F(3, BV, 32)                    \
+  F(4, KPI, 8)                    \
+  F(5, QL, 1)                     \
+  F(6, QK_DTYPE, 2)               \
+  F(7, V_DTYPE, 2)                \
+  F(8, OPTIONS, 0)
+
+// T: tokens per batch row (all tokens with cu_seqlens); H, Hg: value and
+// key heads, ratio = H / Hg; varlen: 1 to read cu_seqlens; scale: the
+// factor on q.
+#define TK_RECURRENT_STEP_PUSH(F) \
+  F(uint, group_offset)           \
+  F(uint, T)                      \
+  F(uint, H)                      \
+  F(uint, Hg)                     \
+  F(uint, ratio)                  \
+  F(uint, varlen)                 \
+  F(float, scale)
+
+#endif

@@ -1,0 +1,223 @@
+// Gated DeltaNet inter-chunk state recurrence (FLA's
+// chunk_gated_delta_rule_fwd_h). Per sequence n and value head h, over its
+// chunks in order, with S [K, V] the f32 state (initial_state, or zeros):
+//   h_c   = bf16(S)                          the state at the chunk's start
+//   v_new = bf16(u - w bf16(S))
+//   S     = exp(g_last) S + k^T bf16(v_new' exp(g_last - g_i))
+// where v_new' is the unrounded difference, g_last the cumulative log decay
+// of the chunk's last row, and rows past the sequence end contribute
+// nothing; after the last chunk S is the final state (f32). An empty
+// sequence passes its initial state through. These are FLA's rounding
+// points.
+//
+// Layout (row-major, last index innermost; slots and chunks: gdn/chunking.hpp):
+//   k             [B, T, Hg, K]        bf16  token rows
+//   w, u          [slots, H, K|V]      bf16  (from gdn::RecomputeWU)
+//   g             [slots, H]           f32   cumulative log decay (gdn::KKTSolve)
+//   initial_state [N, H, K, V] f32 (or [N, H, V, K] with StateLayout::vk), optional
+//   h             [NT_total, H, V, K]  bf16 out, the layout gdn::ChunkO reads
+//   v_new         [slots, H, V]        bf16 out; may be u's memory (u is read
+//                                      before v_new is written over it)
+//   final_state   like initial_state, f32 out, optional
+//
+// Paths: tensor_core_bf16 (VK_KHR_cooperative_matrix bf16 tiles, S in f32
+// accumulators for the whole sequence, the next chunk's loads in flight
+// while one computes; K <= 128) and portable (scalar f32, no subgroup
+// operation). One workgroup per (sequence, head, BV columns of V): BV
+// trades parallelism at small batches against reloading w and k per
+// column slice (Geometry; bench/NOTES-gdn-forward.md).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "tilekernels/core.hpp"
+#include "tilekernels/gdn/chunking.hpp"
+#include "tilekernels/gdn/state_recurrence_abi.h"
+#include "tilekernels/spirv/gdn/chunk_state.hpp"
+#include "tilekernels/spirv/gdn/chunk_state_bf16.hpp"
+
+namespace tilekernels::gdn {
+
+template <std::uint32_t BT_ = 64, std::uint32_t K_ = 128, std::uint32_t V_ = 128>
+struct StateRecurrenceConfig {
+  static_assert(BT_ == 16 || BT_ == 32 || BT_ == 64, "StateRecurrenceConfig: BT must be 16, 32 or 64");
+  static_assert(K_ == 64 || K_ == 128 || K_ == 256, "StateRecurrenceConfig: K must be 64, 128 or 256");
+  static_assert(V_ == 64 || V_ == 128 || V_ == 256, "StateRecurrenceConfig: V must be 64, 128 or 256");
+  static constexpr std::uint32_t BT = BT_, K = K_, V = V_;
+
+  // Portable kernel (chunk_state.comp): 256 invocations; a staged 64-column
+  // slice of w or k, bf16(S) and the update's operand in f32, g.
+  static constexpr std::uint32_t portable_workgroup = 256;
+  static constexpr std::uint32_t portable_shared_bytes(std::uint32_t bv) {
+    return BT * 9 * 16 + K * (bv + 1) * 4 + BT * (bv + 1) * 4 + BT * 4;
+  }
+  static constexpr std::uint32_t portable_bv = 16;
+  static_assert(portable_shared_bytes(portable_bv) <= 32768,
+                "StateRecurrenceConfig: the portable path must fit 32 KiB of shared memory");
+
+  // Tensor-core kernel (chunk_state_tc.glsl): (BT / 16)(BV / 16) subgroups
+  // of 32; w, k and bf16(S)^T rows of K + 8 bf16, the operand, g.
+  static constexpr std::uint32_t tc_workgroup(std::uint32_t bv) { return BT * bv / 8; }
+  static constexpr std::uint32_t tc_shared_bytes(std::uint32_t bv) {
+    return ((2 * BT + bv) * (K / 8 + 1) + BT * (bv / 8 + 1)) * 16 + BT * 4;
+  }
+  // BV the tensor-core kernel may take: 16-column tiles dividing V, at
+  // most 8 pieces of w per invocation, state tiles a whole number per
+  // subgroup, within 48 KiB.
+  static constexpr bool tc_fits(std::uint32_t bv) {
+    return bv % 16 == 0 && V % bv == 0 && K % bv == 0 && K / bv <= 8 && K >= BT && K / BT <= 8 &&
+           tc_shared_bytes(bv) <= 49152 && tc_workgroup(bv) <= 1024;
+  }
+  static constexpr std::uint32_t tc_bv = tc_fits(32) ? 32 : 16;
+};
+
+template <class Config>
+class StateRecurrence {
+ public:
+  static constexpr const char* name = "gdn.state_recurrence";
+  TK_DECLARE_SPEC(TK_STATE_RECURRENCE_SPEC)
+  TK_DECLARE_PUSH(TK_STATE_RECURRENCE_PUSH)
+
+  struct Args {
+    TensorRef k, w, u, g;
+    std::optional<TensorRef> initial_state;
+    TensorRef h, v_new;
+    std::optional<TensorRef> final_state;
+    StateLayout state_layout = StateLayout::kv;
+    std::span<const std::int32_t> cu_seqlens_host;
+    std::optional<TensorRef> index;  // with cu_seqlens
+  };
+
+  struct Problem {
+    std::int64_t N = 0, H = 0;
+  };
+
+  static Status tc_applies(const DeviceInfo&, const Problem&) {
+    if (!Config::tc_fits(16)) return Status::failure(ErrorCode::unsupported, "K = 256 or BT > K: no tiling fits");
+    return Status::success();
+  }
+
+  static constexpr std::array<Variant<Problem>, 2> variants{{
+      {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_state_bf16,
+       DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::tc_workgroup(Config::tc_bv),
+       Config::tc_shared_bytes(Config::tc_bv), &tc_applies},
+      {"portable", Path::portable, spirv::gdn_chunk_state, {}, Config::portable_workgroup,
+       Config::portable_shared_bytes(Config::portable_bv)},
+  }};
+
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+    std::uint32_t bv = 0;  // state columns per workgroup
+  };
+
+  explicit StateRecurrence(Context& ctx) : ctx_(&ctx) {}
+
+  static Chunking chunking(const Args& a) {
+    return Chunking(a.k.shape.at(0), a.k.shape.at(1), a.cu_seqlens_host, Config::BT);
+  }
+
+  void check(const Args& a) const {
+    detail::expect_rank(name, "k", a.k, 4);
+    detail::expect_rank(name, "g", a.g, 2);
+    const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.g.shape[1];
+    const Chunking ch = chunking(a);
+    ch.check(*ctx_, name, std::nullopt);
+    const std::int64_t S = ch.slots(), N = ch.N(), K = Config::K, V = Config::V;
+    detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
+    if (H % Hg != 0)
+      throw Error(ErrorCode::shape_mismatch, detail::where(name, "g") + "H = " + std::to_string(H) +
+                                                 " heads is not a multiple of Hg = " + std::to_string(Hg));
+    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {S, H});
+    detail::expect_tensor(*ctx_, name, "w", a.w, DType::bf16, {S, H, K});
+    detail::expect_tensor(*ctx_, name, "u", a.u, DType::bf16, {S, H, V});
+    detail::expect_tensor(*ctx_, name, "h", a.h, DType::bf16, {ch.chunks(), H, V, K});
+    detail::expect_tensor(*ctx_, name, "v_new", a.v_new, DType::bf16, {S, H, V});
+    const Shape state = a.state_layout == StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
+    if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
+    if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
+    if (ch.varlen()) {
+      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
+      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
+                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
+    }
+    if (a.h.elements() >= (std::int64_t(1) << 32) || a.k.elements() >= (std::int64_t(1) << 32) ||
+        S * H * std::max(K, V) >= (std::int64_t(1) << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+  }
+
+  Status can_implement(const Args& a) const {
+    return detail::status_of([&] { plan(a); });
+  }
+
+  Plan plan(const Args& a) const {
+    check(a);
+    const Problem p{chunking(a).N(), a.g.shape[1]};
+    Plan plan{&select_variant(*ctx_, name, variants, p), 0};
+    plan.bv = plan.variant->path == Path::portable ? Config::portable_bv : Config::tc_bv;
+    return plan;
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+
+  // Throws unless `plan` (its bv possibly changed by hand) can run `a`.
+  void check(const Args& a, const Plan& plan) const {
+    check(a);
+    const auto bad = [&](const std::string& why) {
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": plan: " + why);
+    };
+    if (!plan.variant) bad("no variant");
+    const bool tc = plan.variant->path != Path::portable;
+    if (tc ? !Config::tc_fits(plan.bv) : (plan.bv != 16 && plan.bv != 32) || (plan.bv == 32 && Config::K > 128))
+      bad("bv = " + std::to_string(plan.bv) + " does not fit this kernel");
+    const std::uint32_t smem = tc ? Config::tc_shared_bytes(plan.bv) : Config::portable_shared_bytes(plan.bv);
+    if (smem > ctx_->info().max_shared_memory) bad("bv = " + std::to_string(plan.bv) + " needs too much shared memory");
+  }
+
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    check(a, plan);
+    const Chunking ch = chunking(a);
+    const auto H = a.g.shape[1], Hg = a.k.shape[2];
+    const bool tc = plan.variant->path != Path::portable;
+    Spec spec;
+    spec.workgroup = tc ? Config::tc_workgroup(plan.bv) : Config::portable_workgroup;
+    spec.BT = Config::BT;
+    spec.KDIM = Config::K;
+    spec.VDIM = Config::V;
+    spec.BV = plan.bv;
+    spec.OPTIONS = (a.state_layout == StateLayout::vk ? TK_GDN_OPT_STATE_VK : 0u) |
+                   (a.initial_state ? TK_GDN_OPT_H0 : 0u) | (a.final_state ? TK_GDN_OPT_HT : 0u);
+    const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 9);
+    Push push;
+    push.T = static_cast<std::uint32_t>(ch.T());
+    push.H = static_cast<std::uint32_t>(H);
+    push.Hg = static_cast<std::uint32_t>(Hg);
+    push.ratio = static_cast<std::uint32_t>(H / Hg);
+    push.N = static_cast<std::uint32_t>(ch.N());
+    push.row_chunks = static_cast<std::uint32_t>(ch.row_chunks());
+    push.varlen = ch.varlen() ? 1u : 0u;
+    // Optional tensors left out are bound to one the kernel already reads
+    // (inputs) or writes (final_state: v_new), never touched.
+    detail::record_dispatch(*ctx_, cmd, pipeline,
+                            {a.k, a.w, a.u, a.g, a.initial_state.value_or(a.g), a.index.value_or(a.g), a.h, a.v_new,
+                             a.final_state.value_or(a.v_new)},
+                            push, static_cast<std::uint64_t>(ch.N() * H) * (Config::V / plan.bv));
+  }
+
+  // Bytes moved when every tensor is read or written once.
+  static double bytes(std::int64_t tokens, std::int64_t slots, std::int64_t chunks, std::int64_t N, std::int64_t Hg,
+                      std::int64_t H, bool h0, bool ht) {
+    const double K = Config::K, V = Config::V;
+    return double(tokens) * Hg * K * 2 + double(slots) * H * (K * 2 + V * 2 + V * 2 + 4) + double(chunks) * H * K * V * 2 +
+           (h0 ? 4.0 : 0.0) * N * H * K * V + (ht ? 4.0 : 0.0) * N * H * K * V;
+  }
+  static double flops(std::int64_t slots, std::int64_t H) { return 4.0 * double(slots) * H * Config::K * Config::V; }
+
+ private:
+  Context* ctx_;
+};
+
+}  // namespace tilekernels::gdn

@@ -1,0 +1,29 @@
+// The interface of shaders/gdn/chunk_state*.comp (see core/abi.h).
+#ifndef TILEKERNELS_GDN_STATE_RECURRENCE_ABI_H
+#define TILEKERNELS_GDN_STATE_RECURRENCE_ABI_H
+#include "tilekernels/core/abi.h"
+#include "tilekernels/gdn/options_abi.h"
+
+// BT: chunk length; KDIM, VDIM: head sizes; BV: state columns per
+// workgroup; OPTIONS: TK_GDN_OPT_* bits (H0, HT, STATE_VK).
+#define TK_STATE_RECURRENCE_SPEC(F) \
+  F(1, BT, 64)                      \
+  F(2, KDIM, 128)                   \
+  F(3, VDIM, 128)                   \
+  F(4, BV, 16)                      \
+  F(5, OPTIONS, 0)
+
+// T: tokens per batch row; H, Hg: value and key heads, ratio = H / Hg; N:
+// sequences; row_chunks: chunks per fixed-length row; varlen: 1 to read
+// the index table.
+#define TK_STATE_RECURRENCE_PUSH(F) \
+  F(uint, group_offset)             \
+  F(uint, T)                        \
+  F(uint, H)                        \
+  F(uint, Hg)                       \
+  F(uint, ratio)                    \
+  F(uint, N)                        \
+  F(uint, row_chunks)               \
+  F(uint, varlen)
+
+#endif

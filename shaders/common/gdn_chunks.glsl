@@ -1,0 +1,57 @@
+// Sequences and chunks of the Gated DeltaNet forward, as
+// include/tilekernels/gdn/chunking.hpp lays them out: without cu_seqlens
+// they follow from T and the chunks per row; with it, from the index
+// table, which the including shader reads through TK_GDN_INDEX(i) (its
+// uvec4 entry i), defined before this file is included.
+#ifndef TK_GDN_CHUNKS_GLSL
+#define TK_GDN_CHUNKS_GLSL
+
+struct TkSeq {
+  uint bos;          // first token
+  uint len;          // tokens (may be 0)
+  uint first_chunk;  // global index of its first chunk
+};
+
+struct TkChunk {
+  uint seq;    // sequence
+  uint first;  // token of row 0
+  uint rows;   // 1..BT
+  uint local;  // chunk within its sequence
+};
+
+TkSeq tk_gdn_seq(uint n, uint T, uint row_chunks, bool varlen) {
+  TkSeq s;
+  if (varlen) {
+    const uvec4 e = TK_GDN_INDEX(n);
+    s.bos = e.x;
+    s.len = e.y;
+    s.first_chunk = e.z;
+  } else {
+    s.bos = n * T;
+    s.len = T;
+    s.first_chunk = n * row_chunks;
+  }
+  return s;
+}
+
+TkChunk tk_gdn_chunk(uint c, uint N, uint T, uint row_chunks, uint bt, bool varlen) {
+  TkChunk k;
+  if (varlen) {
+    const uvec4 e = TK_GDN_INDEX(N + c);
+    k.seq = e.x;
+    k.first = e.y;
+    k.rows = e.z;
+    k.local = e.w;
+  } else {
+    k.seq = c / row_chunks;
+    k.local = c - k.seq * row_chunks;
+    k.first = k.seq * T + k.local * bt;
+    k.rows = min(bt, T - k.local * bt);
+  }
+  return k;
+}
+
+// softplus as FLA computes it: x itself above 20, else log(1 + e^x).
+float tk_softplus(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
+
+#endif

@@ -1,0 +1,227 @@
+// Gated DeltaNet inter-chunk state recurrence on 16 x 16 subgroup
+// matrices (shaders/common/coopmat.glsl): the body of chunk_state_bf16.comp
+// (bf16 tensor cores) and of its emulated test twin. Same math, layouts and
+// rounding points as chunk_state.comp:
+//   h_c = bf16(S);  v_new = u - w bf16(S);  S = exp(g_last) S + k^T bf16(v_new exp(g_last - g_i)).
+//
+// Geometry (the host relies on it): one workgroup per (sequence n, value
+// head h, BV columns of V), x = (n H + h) (V / BV) + slice, of NSG =
+// (BT / 16)(BV / 16) subgroups of 32. Subgroup s owns the v_new tile
+// (s / (BV/16), s % (BV/16)) and the K / BT state tiles s K/BT .. (row
+// tile, column tile in row-major order), whose f32 accumulators hold S for
+// the whole sequence. Per chunk:
+//   stage  w and k (registers loaded during the previous chunk) and g into
+//          shared memory, k rows past the sequence end zeroed; bf16(S) into
+//          shared memory transposed ([BV][K]: the B operand of w S, and
+//          whole 16-byte rows of h);
+//   barrier, then issue the next chunk's loads (w, k, g into registers, u
+//          straight into an accumulator fragment), so that they are in
+//          flight while this chunk computes; h_c from shared memory to h;
+//          v_new = u - w bf16(S) (K / 16 products per tile), stored bf16 to
+//          v_new; the operand bf16(v_new exp(g_last - g_i)) (rows past the
+//          end selected to 0) into shared memory;
+//   barrier, S = exp(g_last) S + k^T operand (BT / 16 products per tile);
+//   barrier (the next stage overwrites what this chunk read).
+// Rows past the sequence end in w and u are padding slots holding anything:
+// they reach only v_new's padding rows (stored to padding slots) and
+// operand rows that the select zeroes. u and v_new may be the same memory:
+// a chunk's u is loaded (one chunk ahead) before its v_new is stored, and
+// by the subgroup that stores it.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/state_recurrence_abi.h"
+#include "../common/convert.glsl"
+
+TK_DECLARE_SPEC(TK_STATE_RECURRENCE_SPEC)
+TK_DECLARE_PUSH(TK_STATE_RECURRENCE_PUSH)
+
+#include "../common/coopmat.glsl"
+
+// Inputs loaded ahead are volatile so that the compiler keeps each load
+// where it is issued (after the barrier that follows the staging of the
+// previous ones), as in chunk_o_bf16.comp.
+layout(std430, binding = 0) volatile readonly buffer K4 { uvec4 k_4[]; };
+layout(std430, binding = 1) volatile readonly buffer W4 { uvec4 w_4[]; };
+layout(std430, binding = 2) readonly buffer U4 { uvec4 u_4[]; };
+layout(std430, binding = 3) volatile readonly buffer GCum { float g_f[]; };
+layout(std430, binding = 4) readonly buffer H0 { float h0_f[]; };
+layout(std430, binding = 5) readonly buffer Index { uvec4 index_table[]; };
+layout(std430, binding = 6) writeonly buffer HOut { uvec4 h_4[]; };
+layout(std430, binding = 7) writeonly buffer VNew { uvec4 vn_4[]; };
+layout(std430, binding = 8) writeonly buffer HT { float ht_f[]; };
+
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
+
+const uint RT = BT / 16;              // row tiles of a chunk
+const uint CTV = BV / 16;             // column tiles of the slice
+const uint NSG = RT * CTV;            // subgroups: one v_new tile each
+const uint WG = NSG * 32;
+const uint SPT = KDIM / BT;           // state tiles per subgroup
+const uint MAX_SPT = 8;
+const uint SW = KDIM / 8 + 1;         // row stride of w, k and S^T (uvec4, one of padding)
+const uint SVS = BV / 8 + 1;          // row stride of the operand (uvec4)
+const uint W_OFF = 0, K_OFF = BT * SW, HST_OFF = 2 * BT * SW, VS_OFF = HST_OFF + BV * SW;
+const uint SMEM_VEC4 = VS_OFF + BT * SVS;
+const uint PW = BT * (KDIM / 8) / WG;  // 16-byte pieces of w (and of k) per invocation: K / BV
+const uint MAX_PW = 8;
+const uint PH = BV * (KDIM / 8) / WG;  // pieces of h per invocation: K / BT
+
+shared uvec4 smem[SMEM_VEC4];
+shared float s_g[BT];
+
+uvec4 pre_w[MAX_PW], pre_k[MAX_PW];
+float pre_g;
+
+// Issues the loads of chunk c of the sequence (w, k, g into registers).
+void load_chunk(TkSeq seq, uint c, uint h, uint kh) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint slot0 = (seq.first_chunk + c) * BT, tok0 = seq.bos + c * BT;
+  const uint last = min(BT, seq.len - c * BT) - 1u;
+  [[unroll]] for (uint n = 0; n < MAX_PW; ++n) {
+    if (n < PW) {
+      const uint p = tid + n * WG, i = p / (KDIM / 8), c8 = p % (KDIM / 8);
+      pre_w[n] = w_4[((slot0 + i) * pc.H + h) * (KDIM / 8) + c8];
+      pre_k[n] = k_4[((tok0 + min(i, last)) * pc.Hg + kh) * (KDIM / 8) + c8];
+    }
+  }
+  pre_g = g_f[(slot0 + tid % BT) * pc.H + h];
+}
+
+uint state_offset(uint n, uint h, uint kk, uint vv) {
+  return (OPTIONS & TK_GDN_OPT_STATE_VK) != 0u ? ((n * pc.H + h) * VDIM + vv) * KDIM + kk
+                                                : ((n * pc.H + h) * KDIM + kk) * VDIM + vv;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, sg = TK_CM_SUBGROUP_ID;
+  const uint slices = VDIM / BV;
+  const uint x = gl_WorkGroupID.x + pc.group_offset;
+  const uint slice = x % slices, h = (x / slices) % pc.H, n = x / slices / pc.H;
+  const uint kh = h / pc.ratio, v0 = slice * BV;
+  const TkSeq seq = tk_gdn_seq(n, pc.T, pc.row_chunks, pc.varlen != 0u);
+  const uint rt = sg / CTV, vc = sg % CTV;  // this subgroup's v_new tile
+
+  // Index tiles (in the w area, before the first staging).
+  if (tid < 128) {
+    uvec4 q;
+    [[unroll]] for (uint e = 0; e < 4; ++e) q[e] = tk_cm_index_word(tid * 4 + e);
+    smem[W_OFF + tid] = q;
+  }
+  barrier();
+  TK_CM_ACC row_of;
+  TK_CM_LOAD32_ROW(row_of, smem, W_OFF, 4);
+
+  TK_CM_ACC S[MAX_SPT];
+  [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
+    if (j < SPT) {
+      const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
+      if ((OPTIONS & TK_GDN_OPT_H0) != 0u) {
+        if ((OPTIONS & TK_GDN_OPT_STATE_VK) != 0u) {
+          TK_CM_LOADF_COL(S[j], h0_f, state_offset(n, h, kr * 16, v0 + sc * 16), KDIM);
+        } else {
+          TK_CM_LOADF_ROW(S[j], h0_f, state_offset(n, h, kr * 16, v0 + sc * 16), VDIM);
+        }
+      } else {
+        S[j] = TK_CM_FILL(TK_CM_ACC, 0.0);
+      }
+    }
+  }
+
+  const uint chunks = (seq.len + BT - 1) / BT;
+  const uint u_stride = pc.H * VDIM / 8;
+  TK_CM_ACC16 u_next;
+  if (chunks > 0) {
+    load_chunk(seq, 0, h, kh);
+    TK_CM_LOAD16_ROW(u_next, u_4, ((seq.first_chunk * BT + rt * 16) * pc.H + h) * (VDIM / 8) + (v0 + vc * 16) / 8,
+                     u_stride);
+  }
+  barrier();  // the index tiles are read before the first staging overwrites them
+
+  for (uint c = 0; c < chunks; ++c) {
+    const uint cg = seq.first_chunk + c, rows = min(BT, seq.len - c * BT), slot0 = cg * BT;
+    // ---- stage -------------------------------------------------------------
+    [[unroll]] for (uint m = 0; m < MAX_PW; ++m) {
+      if (m < PW) {
+        const uint p = tid + m * WG, i = p / (KDIM / 8), c8 = p % (KDIM / 8);
+        smem[W_OFF + i * SW + c8] = pre_w[m];
+        smem[K_OFF + i * SW + c8] = i < rows ? pre_k[m] : uvec4(0u);
+      }
+    }
+    if (tid < BT) s_g[tid] = pre_g;
+    [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
+      if (j < SPT) {
+        const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
+        TK_CM_ACC r16;
+        r16 = S[j];
+        for (int e = 0; e < TK_CM_LEN(r16); ++e) TK_CM_EL(r16, e) = tk_round_bf16_split(TK_CM_EL(r16, e));
+        TK_CM_ACC16 b16 = TK_CM_TO_ACC16(r16);
+        TK_CM_STORE16_COL(b16, smem, HST_OFF + sc * 16 * SW + kr * 2, SW);
+      }
+    }
+    const TK_CM_ACC16 u_cur = u_next;
+    barrier();
+
+    // ---- the next chunk's loads, h, v_new and the update's operand --------
+    if (c + 1 < chunks) {
+      load_chunk(seq, c + 1, h, kh);
+      TK_CM_LOAD16_ROW(u_next, u_4, ((slot0 + BT + rt * 16) * pc.H + h) * (VDIM / 8) + (v0 + vc * 16) / 8,
+                       u_stride);
+    }
+    [[unroll]] for (uint m = 0; m < PH; ++m) {
+      const uint p = tid + m * WG, vv = p / (KDIM / 8), c8 = p % (KDIM / 8);
+      h_4[((cg * pc.H + h) * VDIM + v0 + vv) * (KDIM / 8) + c8] = smem[HST_OFF + vv * SW + c8];
+    }
+    TK_CM_ACC wh = TK_CM_FILL(TK_CM_ACC, 0.0);
+    [[unroll]] for (uint kk = 0; kk < KDIM / 16; ++kk) {
+      TK_CM_A a;
+      TK_CM_B b;
+      TK_CM_LOAD16_ROW(a, smem, W_OFF + rt * 16 * SW + kk * 2, SW);
+      TK_CM_LOAD16_COL(b, smem, HST_OFF + vc * 16 * SW + kk * 2, SW);
+      wh = TK_CM_MMA(a, b, wh);
+    }
+    TK_CM_ACC vn = TK_CM_TO_ACC(u_cur);
+    TK_CM_ACC op = TK_CM_FILL(TK_CM_ACC, 0.0);
+    const float g_last = s_g[rows - 1];
+    for (int e = 0; e < TK_CM_LEN(vn); ++e) {
+      const uint i = rt * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
+      const float x = TK_CM_EL(vn, e) - TK_CM_EL(wh, e);
+      TK_CM_EL(op, e) = i < rows ? tk_round_bf16_split(x * exp(g_last - s_g[i])) : 0.0;
+      TK_CM_EL(vn, e) = tk_round_bf16_split(x);
+    }
+    const TK_CM_ACC16 vn16 = TK_CM_TO_ACC16(vn), op16 = TK_CM_TO_ACC16(op);
+    TK_CM_STORE16_ROW(vn16, vn_4, ((slot0 + rt * 16) * pc.H + h) * (VDIM / 8) + (v0 + vc * 16) / 8, u_stride);
+    TK_CM_STORE16_ROW(op16, smem, VS_OFF + rt * 16 * SVS + vc * 2, SVS);
+    barrier();
+
+    // ---- S = exp(g_last) S + k^T operand ----------------------------------
+    const float decay = exp(g_last);
+    [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
+      if (j < SPT) {
+        const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
+        for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_EL(S[j], e) *= decay;
+        [[unroll]] for (uint tt = 0; tt < RT; ++tt) {
+          TK_CM_A a;
+          TK_CM_B b;
+          TK_CM_LOAD16_COL(a, smem, K_OFF + tt * 16 * SW + kr * 2, SW);  // k^T
+          TK_CM_LOAD16_ROW(b, smem, VS_OFF + tt * 16 * SVS + sc * 2, SVS);
+          S[j] = TK_CM_MMA(a, b, S[j]);
+        }
+      }
+    }
+    barrier();
+  }
+
+  if ((OPTIONS & TK_GDN_OPT_HT) != 0u) {
+    [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
+      if (j < SPT) {
+        const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
+        if ((OPTIONS & TK_GDN_OPT_STATE_VK) != 0u) {
+          TK_CM_STOREF_COL(S[j], ht_f, state_offset(n, h, kr * 16, v0 + sc * 16), KDIM);
+        } else {
+          TK_CM_STOREF_ROW(S[j], ht_f, state_offset(n, h, kr * 16, v0 + sc * 16), VDIM);
+        }
+      }
+    }
+  }
+}

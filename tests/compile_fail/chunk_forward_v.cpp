@@ -1,0 +1,3 @@
+// expect: ChunkForwardConfig: V must be 64, 128 or 256
+#include <tilekernels/gdn/chunk_forward.hpp>
+tilekernels::gdn::ChunkForwardConfig<64, 128, 32> config;

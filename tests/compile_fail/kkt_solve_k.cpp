@@ -1,0 +1,3 @@
+// expect: KKTSolveConfig: K must be 64, 128 or 256
+#include <tilekernels/gdn/kkt_solve.hpp>
+tilekernels::gdn::KKTSolveConfig<64, 100> config;
