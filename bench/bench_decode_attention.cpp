@@ -124,10 +124,11 @@ BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->UseManualTime()->Iterati
 BENCHMARK(BM_DecodeAttentionK8V4)->Args({1, 32768, 1, 0, 0, 0})->Args({32, 4096, 1, 0, 0, 0})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
-// The geometry behind the automatic choice (run with --benchmark_filter=Sweep):
+// The geometry behind the automatic choice (--benchmark_filter=^Sweep_):
 // workgroup x keys per invocation x splits at the shapes that matter.
 void BM_DecodeAttentionSweep(benchmark::State& state) { decode_step(state, 4, 4); }
 BENCHMARK(BM_DecodeAttentionSweep)
+    ->Name("Sweep_DecodeAttention")
     ->ArgsProduct({{1}, {1024}, {1}, {64}, {1}, {8, 16, 32}})
     ->ArgsProduct({{1}, {4096}, {1}, {64, 128}, {1}, {32, 64}})
     ->ArgsProduct({{1}, {32768}, {1}, {128}, {1, 2, 4}, {32, 64, 128}})
@@ -136,6 +137,7 @@ BENCHMARK(BM_DecodeAttentionSweep)
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 void BM_DecodeAttentionRawBf16Sweep(benchmark::State& state) { decode_step(state, 16, 16); }
 BENCHMARK(BM_DecodeAttentionRawBf16Sweep)
+    ->Name("Sweep_DecodeAttentionRawBf16")
     ->ArgsProduct({{1}, {32768, 131072}, {1}, {128}, {1}, {32, 64}})
     ->ArgsProduct({{32}, {4096}, {1}, {128}, {1}, {1, 2}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);

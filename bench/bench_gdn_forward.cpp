@@ -188,7 +188,9 @@ BENCHMARK_CAPTURE(BM_GdnChunkForward, B8_T2048, ForwardShape{8, 2048, 16, 32, {}
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N8, ForwardShape{1, 0, 16, 32, kVarlenLengths})
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
+// A small shape that a CPU device runs in seconds (--benchmark_filter=^Sweep_).
 BENCHMARK_CAPTURE(BM_GdnChunkForward, small, ForwardShape{1, 200, 2, 4, {}})
+    ->Name("Sweep_GdnChunkForward/small")
     ->UseManualTime()->Iterations(2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

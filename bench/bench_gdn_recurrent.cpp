@@ -104,6 +104,7 @@ void BM_GdnRecurrentStepGeometry(benchmark::State& state) {
       std::uint32_t(state.range(3)), state.range(4) != 0, false);
 }
 BENCHMARK(BM_GdnRecurrentStepGeometry)
+    ->Name("Sweep_GdnRecurrentStepGeometry")
     ->ArgNames({"batch", "bv", "kpi", "ql", "portable"})
     ->ArgsProduct({{1, 32}, {8, 16, 32, 64}, {4, 8, 16}, {1}, {0}})
     ->ArgsProduct({{32}, {32, 64}, {8, 16}, {2, 4, 8}, {0}})
@@ -119,6 +120,7 @@ void BM_GdnRecurrentStepTokens(benchmark::State& state) {
   run(state, state.range(0), state.range(1), 0, 0, 0, false, state.range(2) != 0);
 }
 BENCHMARK(BM_GdnRecurrentStepTokens)
+    ->Name("Sweep_GdnRecurrentStepTokens")
     ->ArgNames({"batch", "T", "token_states"})
     ->ArgsProduct({{1, 32}, {4, 8}, {0, 1}})
     ->UseManualTime()
