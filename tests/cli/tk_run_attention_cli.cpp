@@ -20,46 +20,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../examples/tk-run/npy.hpp"
+#include "cli_fixture.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace ref = tilekernels::reference::aura;
 
-class TkRunAttention : public ::testing::Test {
+using tktest::cli::Result;
+
+class TkRunAttention : public tktest::cli::TkRunFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tk_run_attention_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  struct Result {
-    int code;
-    std::string err;
-  };
-  Result run(const std::string& args) const {
-    const std::string cmd = std::string(TK_RUN) + " " + args + " > " + path("stdout.txt") + " 2> " + path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    std::ifstream f(path("stderr.txt"));
-    std::stringstream s;
-    s << f.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
-  }
-
-  void write(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<float>& x) {
-    tkrun::write_npy(path(name), shape, &x, nullptr);
-  }
-  void write_ints(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<std::int32_t>& x) {
-    const std::vector<std::uint32_t> w(x.begin(), x.end());
-    tkrun::write_npy(path(name), shape, nullptr, &w);
-  }
-
-  fs::path dir_;
+  TkRunAttention() : TkRunFixture("tk_run_attention_") {}
 };
 
 // Seeded values in [-2, 2).

@@ -16,39 +16,17 @@
 #include <string>
 #include <sys/wait.h>
 
-#include "../../examples/tk-run/npy.hpp"
+#include "cli_fixture.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using tktest::cli::Result;
 
-class TkRun : public ::testing::Test {
+class TkRun : public tktest::cli::TkRunFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tk_run_cli_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  Result run(const std::string& args) const {
-    const std::string cmd = std::string(TK_RUN) + " " + args + " > " + path("stdout.txt") + " 2> " + path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    auto slurp = [](const std::string& p) {
-      std::ifstream f(p);
-      std::stringstream s;
-      s << f.rdbuf();
-      return s.str();
-    };
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(path("stdout.txt")), slurp(path("stderr.txt"))};
-  }
+  TkRun() : TkRunFixture("tk_run_cli_") {}
 
   // Writes seeded partials for q heads x nb blocks x dim.
   void write_partials(std::int64_t q, std::int64_t nb, std::int64_t dim) {
@@ -81,7 +59,6 @@ class TkRun : public ::testing::Test {
     EXPECT_FALSE(fs::exists(path("out.npy"))) << "an output file was written";
   }
 
-  fs::path dir_;
   std::vector<float> o_, m_, l_;
 };
 

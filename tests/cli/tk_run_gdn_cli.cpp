@@ -18,36 +18,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../examples/tk-run/npy.hpp"
+#include "cli_fixture.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace ref = tilekernels::reference::gdn;
 
-class TkRunGdn : public ::testing::Test {
+using tktest::cli::Result;
+
+class TkRunGdn : public tktest::cli::TkRunFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tk_run_gdn_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  struct Result {
-    int code;
-    std::string err;
-  };
-  Result run(const std::string& args) const {
-    const std::string cmd = std::string(TK_RUN) + " " + args + " > " + path("stdout.txt") + " 2> " + path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    std::ifstream f(path("stderr.txt"));
-    std::stringstream s;
-    s << f.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
-  }
+  TkRunGdn() : TkRunFixture("tk_run_gdn_") {}
 
   float next() {  // uniform in [0, 1)
     seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
@@ -60,9 +42,6 @@ class TkRunGdn : public ::testing::Test {
       if (bf16) e = tilekernels::round_to_bf16(e);
     }
     return x;
-  }
-  void write(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<float>& x) {
-    tkrun::write_npy(path(name), shape, &x, nullptr);
   }
 
   // A varlen problem with every tensor written to a file: 3 sequences
@@ -127,7 +106,6 @@ class TkRunGdn : public ::testing::Test {
     return std::sqrt(e / n);
   }
 
-  fs::path dir_;
   std::uint64_t seed_ = 11;
   ref::GatedDeltaRuleProblem p_;
   std::vector<float> q_, k_, v_, g_, beta_, a_log_, dt_bias_, h0_;

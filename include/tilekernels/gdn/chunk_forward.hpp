@@ -150,13 +150,7 @@ class ChunkForward {
     const Shape state = a.options.state_layout == StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
     if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
-    if (a.options.allow_neg_eigval && !a.options.beta_sigmoid)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": allow_neg_eigval needs beta_sigmoid (as in FLA)");
-    if (a.options.gate_in_kernel) {
-      if (!a.A_log) throw Error(ErrorCode::invalid_argument, detail::where(name, "A_log") + "gate_in_kernel needs it");
-      detail::expect_tensor(*ctx_, name, "A_log", *a.A_log, DType::f32, {H});
-      if (a.dt_bias) detail::expect_tensor(*ctx_, name, "dt_bias", *a.dt_bias, DType::f32, {H});
-    }
+    detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
     if (!ch.aligned()) {  // the per-sequence views of RecomputeWU and ChunkO
       const auto align = std::max<std::uint64_t>(ctx_->info().min_storage_buffer_offset_alignment, 1);
       ch.for_each_sequence([&](std::int64_t n, std::int64_t bos, std::int64_t len, std::int64_t first) {

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +65,20 @@ inline std::uint32_t option_bits(const GdnOptions& o, bool dt_bias) {
   return (o.gate_in_kernel ? TK_GDN_OPT_GATE_IN_KERNEL : 0u) | (o.gate_in_kernel && dt_bias ? TK_GDN_OPT_DT_BIAS : 0u) |
          (o.beta_sigmoid ? TK_GDN_OPT_BETA_SIGMOID : 0u) | (o.allow_neg_eigval ? TK_GDN_OPT_NEG_EIGVAL : 0u) |
          (o.state_layout == StateLayout::vk ? TK_GDN_OPT_STATE_VK : 0u) | (o.qk_l2norm ? TK_GDN_OPT_L2NORM : 0u);
+}
+
+// The options' own rules and the gate's tensors A_log, dt_bias [H] f32, as
+// every kernel that takes GdnOptions checks them.
+inline void expect_options(const Context& ctx, const char* kernel, const GdnOptions& o,
+                           const std::optional<TensorRef>& A_log, const std::optional<TensorRef>& dt_bias,
+                           std::int64_t H) {
+  if (o.allow_neg_eigval && !o.beta_sigmoid)
+    throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": allow_neg_eigval needs beta_sigmoid (as in FLA)");
+  if (o.gate_in_kernel) {
+    if (!A_log) throw Error(ErrorCode::invalid_argument, where(kernel, "A_log") + "gate_in_kernel needs it");
+    expect_tensor(ctx, kernel, "A_log", *A_log, DType::f32, {H});
+    if (dt_bias) expect_tensor(ctx, kernel, "dt_bias", *dt_bias, DType::f32, {H});
+  }
 }
 }  // namespace detail
 

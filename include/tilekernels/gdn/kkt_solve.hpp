@@ -107,13 +107,7 @@ class KKTSolve {
                                                  " heads is not a multiple of Hg = " + std::to_string(Hg));
     detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
     detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
-    if (a.options.allow_neg_eigval && !a.options.beta_sigmoid)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": allow_neg_eigval needs beta_sigmoid (as in FLA)");
-    if (a.options.gate_in_kernel) {
-      if (!a.A_log) throw Error(ErrorCode::invalid_argument, detail::where(name, "A_log") + "gate_in_kernel needs it");
-      detail::expect_tensor(*ctx_, name, "A_log", *a.A_log, DType::f32, {H});
-      if (a.dt_bias) detail::expect_tensor(*ctx_, name, "dt_bias", *a.dt_bias, DType::f32, {H});
-    }
+    detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
     const std::int64_t S = ch.slots();
     detail::expect_tensor(*ctx_, name, "g_cumsum", a.g_cumsum, DType::f32, {S, H});
     detail::expect_tensor(*ctx_, name, "beta_out", a.beta_out, DType::f32, {S, H});

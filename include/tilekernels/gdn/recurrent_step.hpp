@@ -175,13 +175,7 @@ class RecurrentStep {
     if (a.token_states)
       detail::expect_tensor(*ctx_, name, "token_states", *a.token_states, DType::f32,
                             kv ? Shape{B, T, H, K, V} : Shape{B, T, H, V, K});
-    if (a.options.allow_neg_eigval && !a.options.beta_sigmoid)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": allow_neg_eigval needs beta_sigmoid (as in FLA)");
-    if (a.options.gate_in_kernel) {
-      if (!a.A_log) throw Error(ErrorCode::invalid_argument, detail::where(name, "A_log") + "gate_in_kernel needs it");
-      detail::expect_tensor(*ctx_, name, "A_log", *a.A_log, DType::f32, {H});
-      if (a.dt_bias) detail::expect_tensor(*ctx_, name, "dt_bias", *a.dt_bias, DType::f32, {H});
-    }
+    detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
     if (!std::isfinite(a.scale))
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": scale must be finite, got " + std::to_string(a.scale));
     const std::int64_t limit = std::int64_t(1) << 32;
