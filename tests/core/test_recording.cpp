@@ -123,6 +123,21 @@ void record_every_kernel_without_submitting(Context& ctx) {
   auto beta = Tensor::from_floats(ctx, DType::f32, {1, 20, 2}, std::vector<float>(40, 0.5f));
   auto A = Tensor::from_floats(ctx, DType::f32, {1, 20, 2, 16}, rng.normals(20 * 2 * 16, 0.1f));
   Tensor o(ctx, DType::bf16, {1, 20, 2, 64}), w(ctx, DType::bf16, {1, 20, 2, 64}), u(ctx, DType::bf16, {1, 20, 2, 64});
+  // The whole chunked forward (its workspace the caller's) and the decode step.
+  using CF = gdn::ChunkForward<gdn::ChunkForwardConfig<16, 64, 64>>;
+  Tensor o_fwd(ctx, DType::bf16, {1, 20, 2, 64}), ht(ctx, DType::f32, {1, 2, 64, 64});
+  Tensor fwd_ws(ctx, DType::u32, {static_cast<std::int64_t>(CF::workspace_bytes(1, 20, 1, 2, {}, false) / 4)});
+  CF::Args fwd;
+  fwd.q = q, fwd.k = k, fwd.v = v, fwd.g = g, fwd.beta = beta, fwd.o = o_fwd;
+  fwd.final_state = ht.ref();
+  fwd.workspace = Workspace{fwd_ws.ref()};
+  auto sq = Tensor::from_floats(ctx, DType::bf16, {2, 1, 1, 64}, rng.normals(2 * 64, 0.1f));
+  auto sv = Tensor::from_floats(ctx, DType::bf16, {2, 1, 2, 64}, rng.normals(2 * 2 * 64));
+  auto sg = Tensor::from_floats(ctx, DType::f32, {2, 1, 2}, std::vector<float>(4, -0.1f));
+  auto state = Tensor::from_floats(ctx, DType::f32, {2, 2, 64, 64}, rng.normals(2 * 2 * 64 * 64, 0.1f));
+  Tensor o_step(ctx, DType::bf16, {2, 1, 2, 64});
+  gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>::Args step;
+  step.q = sq, step.k = sq, step.v = sv, step.g = sg, step.beta = sg, step.state = state, step.o = o_step;
 
   const std::uint64_t ready = ctx.submissions();  // uploads submit; recording must not
   merge_kernel.record(cmd.get(), merge.args(Workspace{ws.ref()}));
@@ -134,6 +149,8 @@ void record_every_kernel_without_submitting(Context& ctx) {
                                                                       {parts_o, parts_m, parts_l, signs, reduced});
   gdn::ChunkO<CO>(ctx).record(cmd.get(), {q, k, v, h, g, o, 0.125f});
   gdn::RecomputeWU<RW>(ctx).record(cmd.get(), {k, v, beta, g, A, w, u});
+  CF(ctx).record(cmd.get(), fwd);
+  gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>(ctx).record(cmd.get(), step);
   EXPECT_EQ(ctx.submissions(), ready) << "a record() submitted";
   cmd.end();
   OwnCommandBuffer::submit(ctx, {&cmd});
@@ -142,6 +159,9 @@ void record_every_kernel_without_submitting(Context& ctx) {
   EXPECT_LE(relative_rms(merge.out.read_floats(), merge.want), 1e-5);
   for (float f : decoded.download_floats()) ASSERT_TRUE(std::isfinite(f));
   for (float f : o.download_floats()) ASSERT_TRUE(std::isfinite(f));
+  for (float f : o_fwd.download_floats()) ASSERT_TRUE(std::isfinite(f));
+  for (float f : ht.download_floats()) ASSERT_TRUE(std::isfinite(f));
+  for (float f : o_step.download_floats()) ASSERT_TRUE(std::isfinite(f));
 }
 
 class Recording : public DeviceTest {};
