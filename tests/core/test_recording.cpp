@@ -139,6 +139,32 @@ void record_every_kernel_without_submitting(Context& ctx) {
   gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>::Args step;
   step.q = sq, step.k = sq, step.v = sv, step.g = sg, step.beta = sg, step.state = state, step.o = o_step;
 
+  // The paged cache: 20 tokens of 2 KV heads appended into 2 pages of 16,
+  // then one decode step of 4 query heads over them.
+  using PC = aura::PagedCacheConfig<64, 16, 4, 4>;
+  auto k_in = Tensor::from_floats(ctx, DType::bf16, {20, 2, 64}, rng.normals(20 * 2 * 64));
+  auto v_in = Tensor::from_floats(ctx, DType::bf16, {20, 2, 64}, rng.normals(20 * 2 * 64));
+  const std::vector<std::int32_t> slots{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  const std::vector<std::int32_t> pages{0, 1}, lens{20};
+  Tensor slot_t(ctx, DType::i32, {20}), table_t(ctx, DType::i32, {1, 2}), lens_t(ctx, DType::i32, {1});
+  slot_t.upload(std::span<const std::int32_t>(slots));
+  table_t.upload(std::span<const std::int32_t>(pages));
+  lens_t.upload(std::span<const std::int32_t>(lens));
+  Tensor k_codes(ctx, DType::u32, {2, 2, 16, 8}), v_codes(ctx, DType::u32, {2, 2, 16, 8}),
+      k_norms(ctx, DType::f32, {2, 2, 16}), v_norms(ctx, DType::f32, {2, 2, 16});
+  auto aq = Tensor::from_floats(ctx, DType::bf16, {1, 1, 4, 64}, rng.normals(4 * 64));
+  Tensor attended(ctx, DType::f32, {1, 1, 4, 64});
+  aura::CacheWriteArgs append;
+  append.k = k_in, append.v = v_in, append.slot_mapping = slot_t;
+  append.k_codes = k_codes, append.k_norms = k_norms.ref(), append.v_codes = v_codes, append.v_norms = v_norms.ref();
+  aura::DecodeAttentionArgs attend;
+  attend.q = aq, attend.k_codes = k_codes, attend.k_norms = k_norms.ref(), attend.v_codes = v_codes;
+  attend.v_norms = v_norms.ref(), attend.block_table = table_t, attend.seq_lens = lens_t, attend.output = attended;
+  // Built before recording: they upload their rotation and codebook tables,
+  // which the recorded work reads until it has run.
+  const aura::CacheWrite<aura::CacheWriteConfig<PC>> writer(ctx, 1, 2);
+  const aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::f32>> attention(ctx, 1, 2);
+
   const std::uint64_t ready = ctx.submissions();  // uploads submit; recording must not
   merge_kernel.record(cmd.get(), merge.args(Workspace{ws.ref()}));
   aura::Encode<EC>(ctx).record(cmd.get(), {x, rot, bounds, codes, packed, norms, Workspace{enc_ws.ref()}});
@@ -151,6 +177,9 @@ void record_every_kernel_without_submitting(Context& ctx) {
   gdn::RecomputeWU<RW>(ctx).record(cmd.get(), {k, v, beta, g, A, w, u});
   CF(ctx).record(cmd.get(), fwd);
   gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>(ctx).record(cmd.get(), step);
+  writer.record(cmd.get(), append);
+  compute_barrier(ctx, cmd.get());
+  attention.record(cmd.get(), attend);
   EXPECT_EQ(ctx.submissions(), ready) << "a record() submitted";
   cmd.end();
   OwnCommandBuffer::submit(ctx, {&cmd});
@@ -162,6 +191,7 @@ void record_every_kernel_without_submitting(Context& ctx) {
   for (float f : o_fwd.download_floats()) ASSERT_TRUE(std::isfinite(f));
   for (float f : ht.download_floats()) ASSERT_TRUE(std::isfinite(f));
   for (float f : o_step.download_floats()) ASSERT_TRUE(std::isfinite(f));
+  for (float f : attended.download_floats()) ASSERT_TRUE(std::isfinite(f));
 }
 
 class Recording : public DeviceTest {};
