@@ -26,6 +26,16 @@
 #define TK_COOPMAT_EMULATE 0
 #endif
 
+// For loops whose bodies hold matrix operations: unrolled on hardware (so
+// that fragment arrays stay in registers), kept as loops in the emulation
+// (whose every operation is a loop: unrolling multiplies lavapipe's
+// compile time).
+#if TK_COOPMAT_EMULATE
+#define TK_CM_UNROLL [[dont_unroll]]
+#else
+#define TK_CM_UNROLL [[unroll]]
+#endif
+
 #if !TK_COOPMAT_EMULATE
 
 #define TK_CM_ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>

@@ -1,14 +1,13 @@
 #version 460
 //! requires GL_KHR_cooperative_matrix
 //! requires GL_EXT_bfloat16
-// Gated DeltaNet gate, cumsum, beta and A = (I + M)^-1 per chunk, k k^T on
-// bf16 tensor cores (8 subgroups of 32; each owns at most two of the 16 x 16
-// tiles of M on and below the diagonal). The kernel: chunk_kkt_solve.glsl.
-#define TK_TC 1
+// Gated DeltaNet gate, cumsum, beta and A = (I + M)^-1 per chunk, every
+// product on bf16 tensor cores (BT / 16 subgroups of 32). The kernel:
+// chunk_kkt_solve_tc.glsl.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_GOOGLE_include_directive : require
-#include "chunk_kkt_solve.glsl"
+#include "chunk_kkt_solve_tc.glsl"

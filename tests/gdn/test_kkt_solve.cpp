@@ -98,7 +98,7 @@ struct KKTCase {
     if (!emulation_wanted()) GTEST_SKIP() << "set TILEKERNELS_TEST_EMULATION=1 (lavapipe compiles each case for ~1 min)";
     static const Variant<typename Kernel::Problem> emu{"tensor_core_bf16_emulated", Path::tensor_core_bf16,
                                                        spirv::test_gdn_chunk_kkt_solve_emulated, {},
-                                                       Config::workgroup, Config::tc_shared_bytes};
+                                                       Config::tc_workgroup, Config::tc_shared_bytes};
     run(c, &emu, emulation_context());
     for (const auto& m : emulation_context().validation_messages()) ADD_FAILURE() << "validation layer: " << m;
     emulation_context().clear_validation_messages();
@@ -135,8 +135,8 @@ TEST_F(KKTSolveTest, GateAndBetaOptions) {
   }
 }
 
-// Small cases: the emulation is slow. BT = 64 has 10 tiles over 8 subgroups
-// (two for some), BT = 32 three, BT = 16 one.
+// Small cases: the emulation is slow. BT = 64 has four subgroups and
+// three distances of the solve, BT = 32 two and one, BT = 16 one and none.
 TEST_F(KKTSolveTest, EmulatedTensorCoreKernel) {
   KKTCase<64, 64>::run_emulated(make_case(1, 100, 1, 2, 64, 64, {0, 30, 100}, gdntest::kOptionSets[2], 400));
   KKTCase<32, 128>::run_emulated(make_case(2, 40, 1, 1, 128, 64, {}, kPlain, 401));

@@ -17,9 +17,11 @@
 // Rounding (FLA's points): g and beta in f32, M and the solve in f32, A
 // rounded to bf16 (nearest even).
 //
-// Paths: tensor_core_bf16 (k k^T on VK_KHR_cooperative_matrix bf16 tiles,
-// subgroups of 32) and portable (scalar f32, no subgroup operation, 28.3
-// KiB of shared memory at BT = 64).
+// Paths: tensor_core_bf16 (k k^T and the solve's block products on
+// VK_KHR_cooperative_matrix bf16 tiles, the solve's operands split into
+// bf16 hi + lo pairs for f32 accuracy; one subgroup of 32 per 16-row
+// block) and portable (scalar f32, no subgroup operation, 28.3 KiB of
+// shared memory at BT = 64).
 #pragma once
 
 #include <array>
@@ -42,18 +44,21 @@ struct KKTSolveConfig {
                 "KKTSolveConfig: BT must be 16, 32 or 64 (whole 16-row blocks, at most 4 per chunk)");
   static_assert(K_ == 64 || K_ == 128 || K_ == 256, "KKTSolveConfig: K must be 64, 128 or 256");
   static constexpr std::uint32_t BT = BT_, K = K_;
-  static constexpr std::uint32_t workgroup = 256;
-
-  // Shared memory (mirrors chunk_kkt_solve.glsl): M [BT][BT + 4] f32, the k
-  // slice [BT][64 + 8] bf16 or the solved blocks (16 x 17 f32 each), g and
-  // beta; the tensor-core kernel adds two 16 x 16 index tiles.
+  // Portable kernel (chunk_kkt_solve.comp): 256 invocations; M [BT][BT + 4]
+  // f32, the k slice [BT][64 + 8] bf16 or the solved blocks (16 x 17 f32
+  // each), g and beta.
+  static constexpr std::uint32_t portable_workgroup = 256;
   static constexpr std::uint32_t rt = BT / 16, blocks = rt * (rt + 1) / 2;
   static constexpr std::uint32_t kc = K < 64 ? K : 64;
   static constexpr std::uint32_t kx_vec4 =
       std::max<std::uint32_t>(BT * (kc / 8 + 1), (blocks * 16 * 17 + 3) / 4);
   static constexpr std::uint32_t portable_shared_bytes = 16 * (BT * (BT / 4 + 1) + kx_vec4) + 8 * BT;
-  static constexpr std::uint32_t tc_shared_bytes = portable_shared_bytes + 128 * 16;
+  // Tensor-core kernel (chunk_kkt_solve_tc.glsl): one subgroup of 32 per
+  // 16-row block; its shared memory is laid out in kkt_solve_abi.h.
+  static constexpr std::uint32_t tc_workgroup = 2 * BT;
+  static constexpr std::uint32_t tc_shared_bytes = 16 * TK_KKT_TC_SMEM_VEC4(BT, K) + 8 * BT;
   static_assert(portable_shared_bytes <= 32768, "KKTSolveConfig: the portable path must fit 32 KiB of shared memory");
+  static_assert(tc_shared_bytes <= 49152, "KKTSolveConfig: the tensor-core path must fit 48 KiB of shared memory");
 };
 
 template <class Config>
@@ -78,8 +83,9 @@ class KKTSolve {
 
   static constexpr std::array<Variant<Problem>, 2> variants{{
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_kkt_solve_bf16,
-       DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::workgroup, Config::tc_shared_bytes},
-      {"portable", Path::portable, spirv::gdn_chunk_kkt_solve, {}, Config::workgroup, Config::portable_shared_bytes},
+       DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::tc_workgroup, Config::tc_shared_bytes},
+      {"portable", Path::portable, spirv::gdn_chunk_kkt_solve, {}, Config::portable_workgroup,
+       Config::portable_shared_bytes},
   }};
 
   struct Plan {
@@ -138,7 +144,7 @@ class KKTSolve {
     if (p.chunks == 0) return;
     const Chunking ch = chunking(a);
     Spec spec;
-    spec.workgroup = Config::workgroup;
+    spec.workgroup = plan.variant->invocations;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.OPTIONS = detail::option_bits(a.options, a.dt_bias.has_value()) &

@@ -24,4 +24,29 @@
   F(uint, row_chunks)        \
   F(uint, varlen)
 
+// Shared memory of the tensor-core kernel (chunk_kkt_solve_tc.glsl), in
+// uvec4 units, kept under 24 KiB at BT = 64 so that two workgroups share a
+// multiprocessor on NVIDIA's driver (bench/NOTES-gdn-forward.md). bf16
+// tiles are 16 rows of TS uvec4. From 0: the X_IJ that later blocks read
+// (rows 0 .. RT - 2, J <= I, then the last diagonal block) as hi/lo tile
+// pairs, then M_IJ (J < I) likewise, then per subgroup an f32 tile (rows
+// of FS uvec4) and a hi/lo pair (or a second f32 tile), then the two index
+// tiles. The k slice (BT rows of KC bf16 + 8 of padding) overlaps
+// everything before the index tiles: it is dead before they are written.
+#define TK_KKT_TC_TS 2
+#define TK_KKT_TC_FS 4
+#define TK_KKT_TC_TILE (16 * TK_KKT_TC_TS)
+#define TK_KKT_TC_KC(K) ((K) < 64 ? (K) : 64)
+#define TK_KKT_TC_SK(K) (TK_KKT_TC_KC(K) / 8 + 1)
+#define TK_KKT_TC_RT(BT) ((BT) / 16)
+#define TK_KKT_TC_NX(BT) ((TK_KKT_TC_RT(BT) - 1) * TK_KKT_TC_RT(BT) / 2 + 1)
+#define TK_KKT_TC_X_OFF 0
+#define TK_KKT_TC_M_OFF(BT) (2 * TK_KKT_TC_NX(BT) * TK_KKT_TC_TILE)
+#define TK_KKT_TC_SC_OFF(BT) (TK_KKT_TC_M_OFF(BT) + TK_KKT_TC_RT(BT) * (TK_KKT_TC_RT(BT) - 1) * TK_KKT_TC_TILE)
+#define TK_KKT_TC_SC_SIZE (16 * TK_KKT_TC_FS + 2 * TK_KKT_TC_TILE)
+#define TK_KKT_TC_TILES_END(BT) (TK_KKT_TC_SC_OFF(BT) + TK_KKT_TC_RT(BT) * TK_KKT_TC_SC_SIZE)
+#define TK_KKT_TC_IDX_OFF(BT, K) \
+  (TK_KKT_TC_TILES_END(BT) > (BT) * TK_KKT_TC_SK(K) ? TK_KKT_TC_TILES_END(BT) : (BT) * TK_KKT_TC_SK(K))
+#define TK_KKT_TC_SMEM_VEC4(BT, K) (TK_KKT_TC_IDX_OFF(BT, K) + 128)
+
 #endif

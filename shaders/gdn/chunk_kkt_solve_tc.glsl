@@ -1,0 +1,277 @@
+// Gated DeltaNet: the gate, its chunk-local cumulative sum, beta, and the
+// solved intra-chunk block A = (I + M)^-1 of one chunk and value head, with
+//   M[i][j] = beta_i (k_i . k_j) exp(g_i - g_j)   for j < i < rows, else 0,
+// every product on 16 x 16 subgroup matrices (shaders/common/coopmat.glsl):
+// the body of chunk_kkt_solve_bf16.comp (bf16 tensor cores) and of its
+// emulated test twin. Same outputs, layouts and rounding as
+// chunk_kkt_solve.comp (the portable kernel).
+//
+// Geometry (the host relies on it): one workgroup per (chunk c, value head
+// h), x = c H + h; BT / 16 subgroups of 32, subgroup I owning row block I
+// of M and of X = (I + M)^-1 (blocks X_IJ, J <= I).
+//
+// The solve in f32 accuracy on bf16 tensor cores: every operand of the
+// block products is split into bf16 hi + lo (hi = bf16(x), lo =
+// bf16(x - hi): 16 significant bits), and a product takes three MMAs
+// (hi hi + hi lo + lo hi), f32 accumulation; the dropped lo lo term and
+// the lo rounding are ~2^-16 relative, finer than FLA's tf32 products
+// (2^-11) and far below A's final bf16 rounding (2^-9).
+//   1. k k^T: tile (I, J <= I) by subgroup I, the k chunk staged in
+//      slices of KC columns; gate, beta and the mask applied per element.
+//   2. X_II = (I + M_II)^-1 by forward substitution, one invocation per
+//      column (lanes 0..15 of subgroup I), in f32.
+//   3. By distance d = 1 .. BT/16 - 1: subgroup I >= d computes
+//      X_IJ = -X_II sum_{m=J}^{I-1} M_Im X_mJ, J = I - d (the X_mJ it
+//      reads are of smaller distance, finished at the previous barrier).
+// A = bf16(X) is X's hi part, stored per tile with padding rows zeroed;
+// tiles above the diagonal are stored as zeros.
+// All synchronisation is by workgroup barriers in uniform control flow
+// (subgroup I's scratch is read back by subgroup I only, but the emulation
+// spreads a virtual subgroup over hardware subgroups of any size).
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/gdn/kkt_solve_abi.h"
+#include "../common/convert.glsl"
+
+TK_DECLARE_SPEC(TK_KKT_SOLVE_SPEC)
+TK_DECLARE_PUSH(TK_KKT_SOLVE_PUSH)
+
+layout(std430, binding = 0) readonly buffer K4 { uvec4 k_4[]; };
+layout(std430, binding = 1) readonly buffer GRaw { float g_raw[]; };
+layout(std430, binding = 2) readonly buffer BetaRaw { float beta_raw[]; };
+layout(std430, binding = 3) readonly buffer ALog { float a_log[]; };
+layout(std430, binding = 4) readonly buffer DtBias { float dt_bias[]; };
+layout(std430, binding = 5) readonly buffer Index { uvec4 index_table[]; };
+layout(std430, binding = 6) writeonly buffer GOut { float g_out[]; };
+layout(std430, binding = 7) writeonly buffer BetaOut { float beta_out[]; };
+layout(std430, binding = 8) writeonly buffer AOut { uvec4 a_4[]; };
+
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
+#include "../common/coopmat.glsl"
+
+const uint RT = BT / 16;                  // row blocks, = subgroups
+const uint WG = RT * 32;                  // the host's workgroup size
+const uint MAXRT = 4;
+const uint KC = TK_KKT_TC_KC(KDIM);       // k columns staged per slice
+const uint NK = KDIM / KC;
+const uint SK = TK_KKT_TC_SK(KDIM);       // k row stride (uvec4)
+const uint TS = TK_KKT_TC_TS;             // bf16 tile row stride (uvec4)
+const uint TILE = 16 * TS;                // uvec4 per bf16 tile
+const uint FS = TK_KKT_TC_FS;             // f32 scratch row stride (uvec4)
+const uint X_OFF = TK_KKT_TC_X_OFF;       // X_IJ hi at X_OFF + 2 xblk(I, J) TILE, lo one TILE further
+const uint M_OFF = TK_KKT_TC_M_OFF(BT);   // M_IJ (J < I) hi/lo at M_OFF + 2 mblk(I, J) TILE
+const uint SC_OFF = TK_KKT_TC_SC_OFF(BT);  // per subgroup: f32 [16][FS], then T hi, T lo (or f32 [16][FS])
+const uint SC_SIZE = TK_KKT_TC_SC_SIZE;
+const uint IDX_OFF = TK_KKT_TC_IDX_OFF(BT, KDIM);
+const uint KS_OFF = 0;                    // the k slice: dead before the tiles are written
+const uint PIECES = BT * KC / 8 / WG;     // 16-byte pieces of a k slice per invocation
+
+shared uvec4 smem[TK_KKT_TC_SMEM_VEC4(BT, KDIM)];
+shared float s_g[BT];     // cumulative log decay of the chunk's rows
+shared float s_beta[BT];
+
+// Tile pairs: X_IJ for I < RT - 1 (J <= I) and X_II of the last row, in
+// row order (the last row's other blocks are never read back); M_IJ, J < I.
+uint xblk(uint I, uint J) { return I + 1 < RT ? I * (I + 1) / 2 + J : (RT - 1) * RT / 2; }
+uint mblk(uint I, uint J) { return I * (I - 1) / 2 + J; }
+
+float f32_at(uint off, uint r, uint c) {
+  const uint w = off * 4 + r * FS * 4 + c;
+  return uintBitsToFloat(smem[w >> 2][w & 3u]);
+}
+void f32_set(uint off, uint r, uint c, float v) {
+  const uint w = off * 4 + r * FS * 4 + c;
+  smem[w >> 2][w & 3u] = floatBitsToUint(v);
+}
+
+// x = hi + lo, both exactly bf16; stores them as tiles at `off` and `off + TILE`.
+#define TK_STORE_SPLIT(x, off)                                                  \
+  {                                                                             \
+    TK_CM_ACC hi_ = x, lo_ = x;                                                 \
+    for (int e_ = 0; e_ < TK_CM_LEN(hi_); ++e_) {                               \
+      const float v_ = TK_CM_EL(hi_, e_), h_ = tk_round_bf16_split(v_);         \
+      TK_CM_EL(hi_, e_) = h_;                                                   \
+      TK_CM_EL(lo_, e_) = tk_round_bf16_split(v_ - h_);                         \
+    }                                                                           \
+    const TK_CM_ACC16 hi16_ = TK_CM_TO_ACC16(hi_), lo16_ = TK_CM_TO_ACC16(lo_); \
+    TK_CM_STORE16_ROW(hi16_, smem, (off), TS);                                  \
+    TK_CM_STORE16_ROW(lo16_, smem, (off) + TILE, TS);                           \
+  }
+
+// acc += A B for split tiles A (at a_off) and B (at b_off): three MMAs.
+#define TK_MMA_SPLIT(acc, a_off, b_off)         \
+  {                                             \
+    TK_CM_A ah_, al_;                           \
+    TK_CM_B bh_, bl_;                           \
+    TK_CM_LOAD16_ROW(ah_, smem, (a_off), TS);   \
+    TK_CM_LOAD16_ROW(al_, smem, (a_off) + TILE, TS); \
+    TK_CM_LOAD16_ROW(bh_, smem, (b_off), TS);   \
+    TK_CM_LOAD16_ROW(bl_, smem, (b_off) + TILE, TS); \
+    acc = TK_CM_MMA(ah_, bh_, acc);             \
+    acc = TK_CM_MMA(ah_, bl_, acc);             \
+    acc = TK_CM_MMA(al_, bh_, acc);             \
+  }
+
+// M[i][j] from the raw dot product: gated, beta-scaled, masked.
+float gated(float dot, uint i, uint j, uint rows) {
+  return j < i && i < rows ? s_beta[i] * dot * exp(s_g[i] - s_g[j]) : 0.0;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, sg = TK_CM_SUBGROUP_ID, lane = tid % 32u;
+  const uint x = gl_WorkGroupID.x + pc.group_offset;
+  const uint h = x % pc.H, c = x / pc.H;
+  const TkChunk ch = tk_gdn_chunk(c, pc.N, pc.T, pc.row_chunks, BT, pc.varlen != 0u);
+  const uint kh = h / pc.ratio;
+  const uint slot0 = c * BT;
+  const uint a_stride = pc.H * BT / 8;  // A row stride (uvec4)
+
+  // The first k slice's loads, in flight during the gate and its sum.
+  uvec4 pre[PIECES];
+  [[unroll]] for (uint n = 0; n < PIECES; ++n) {
+    const uint p = tid + n * WG, i = p / (KC / 8), c8 = p % (KC / 8);
+    pre[n] = k_4[((ch.first + min(i, ch.rows - 1u)) * pc.Hg + kh) * (KDIM / 8) + c8];
+  }
+
+  // ---- gate, beta and the inclusive cumulative sum of the gate ----------
+  if (tid < BT) {
+    const bool valid = tid < ch.rows;
+    const uint at = (ch.first + min(tid, ch.rows - 1u)) * pc.H + h;
+    float gl = g_raw[at];
+    if ((OPTIONS & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
+      const float bias = (OPTIONS & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
+      gl = -exp(a_log[h]) * tk_softplus(gl + bias);
+    }
+    float b = beta_raw[at];
+    if ((OPTIONS & TK_GDN_OPT_BETA_SIGMOID) != 0u)
+      b = ((OPTIONS & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-b));
+    s_g[tid] = valid ? gl : 0.0;  // padding rows decay by nothing
+    s_beta[tid] = valid ? b : 0.0;
+  }
+  for (uint p = tid; p < 128; p += WG) {  // the index tiles
+    uvec4 q;
+    [[unroll]] for (uint e = 0; e < 4; ++e) q[e] = tk_cm_index_word(p * 4 + e);
+    smem[IDX_OFF + p] = q;
+  }
+  barrier();
+  float gsum = 0.0;  // in row order, as the reference sums
+  [[unroll]] for (uint q = 0; q < BT; ++q)
+    if (q <= tid) gsum += s_g[q];
+  barrier();
+  if (tid < BT) {
+    s_g[tid] = gsum;
+    g_out[(slot0 + tid) * pc.H + h] = gsum;
+    beta_out[(slot0 + tid) * pc.H + h] = s_beta[tid];
+  }
+
+  // ---- k k^T: tiles (sg, j), j <= sg --------------------------------------
+  TK_CM_ACC acc[MAXRT];
+  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) acc[j] = TK_CM_FILL(TK_CM_ACC, 0.0);
+  TK_CM_UNROLL for (uint s = 0; s < NK; ++s) {
+    if (s > 0) barrier();  // the previous slice is read
+    [[unroll]] for (uint n = 0; n < PIECES; ++n) {
+      const uint p = tid + n * WG, i = p / (KC / 8), c8 = p % (KC / 8);
+      smem[KS_OFF + i * SK + c8] = i < ch.rows ? pre[n] : uvec4(0u);
+    }
+    barrier();
+    if (s + 1 < NK) {
+      [[unroll]] for (uint n = 0; n < PIECES; ++n) {
+        const uint p = tid + n * WG, i = p / (KC / 8), c8 = p % (KC / 8);
+        pre[n] = k_4[((ch.first + min(i, ch.rows - 1u)) * pc.Hg + kh) * (KDIM / 8) + (s + 1) * (KC / 8) + c8];
+      }
+    }
+    TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
+      if (j <= sg) {  // uniform per subgroup
+        TK_CM_UNROLL for (uint kk = 0; kk < KC / 16; ++kk) {
+          TK_CM_A a;
+          TK_CM_B b;
+          TK_CM_LOAD16_ROW(a, smem, KS_OFF + sg * 16 * SK + kk * 2, SK);
+          TK_CM_LOAD16_COL(b, smem, KS_OFF + j * 16 * SK + kk * 2, SK);  // k^T
+          acc[j] = TK_CM_MMA(a, b, acc[j]);
+        }
+      }
+    }
+  }
+  TK_CM_ACC row_of, col_of;
+  TK_CM_LOAD32_ROW(row_of, smem, IDX_OFF, 4);
+  TK_CM_LOAD32_ROW(col_of, smem, IDX_OFF + 64, 4);
+  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
+    if (j <= sg) {
+      for (int e = 0; e < TK_CM_LEN(acc[j]); ++e) {
+        const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e)), jj = j * 16 + tk_cm_pos(TK_CM_EL(col_of, e));
+        TK_CM_EL(acc[j], e) = gated(TK_CM_EL(acc[j], e), i, jj, ch.rows);
+      }
+    }
+  }
+  barrier();  // every subgroup is done with the k slice: X, M and the scratch may take its place
+
+  // ---- M below the diagonal (split) and M_II (f32 scratch) --------------
+  const uint sc = SC_OFF + sg * SC_SIZE;
+  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
+    if (j < sg) TK_STORE_SPLIT(acc[j], M_OFF + 2 * mblk(sg, j) * TILE);
+  }
+  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
+    if (j == sg) TK_CM_STORE32_ROW(acc[j], smem, sc, FS);
+  }
+  barrier();
+
+  // ---- X_II by forward substitution (column lane of lanes 0..15) --------
+  if (lane < 16) {
+    const uint j = lane;
+    float xs[16];
+    [[unroll]] for (uint i = 0; i < 16; ++i) {
+      float s = i == j ? 1.0 : 0.0;  // rows above j come out 0: their sums only see zeros
+      [[unroll]] for (uint q = 0; q < i; ++q) s -= f32_at(sc, i, q) * xs[q];
+      xs[i] = s;
+    }
+    // Into the T area (M_II is still being read by the other lanes).
+    [[unroll]] for (uint i = 0; i < 16; ++i) f32_set(sc + 16 * FS, i, j, xs[i]);
+  }
+  barrier();
+
+  // ---- X_II split into the X area; its A tile; zero tiles above it -------
+  {
+    TK_CM_ACC xd;
+    TK_CM_LOAD32_ROW(xd, smem, sc + 16 * FS, FS);
+    TK_STORE_SPLIT(xd, X_OFF + 2 * xblk(sg, sg) * TILE);
+    for (int e = 0; e < TK_CM_LEN(xd); ++e) {
+      const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
+      TK_CM_EL(xd, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xd, e)) : 0.0;
+    }
+    const TK_CM_ACC16 a16 = TK_CM_TO_ACC16(xd);
+    TK_CM_STORE16_ROW(a16, a_4, (slot0 + sg * 16) * a_stride + h * (BT / 8) + sg * 2, a_stride);
+    const TK_CM_ACC16 zero16 = TK_CM_FILL(TK_CM_ACC16, 0.0);
+    TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
+      if (j > sg && j < RT)
+        TK_CM_STORE16_ROW(zero16, a_4, (slot0 + sg * 16) * a_stride + h * (BT / 8) + j * 2, a_stride);
+    }
+  }
+
+  // ---- blocks below the diagonal, by distance ---------------------------
+  TK_CM_UNROLL for (uint d = 1; d < MAXRT; ++d) {
+    if (d < RT) {
+      barrier();  // X tiles of distance < d are in place
+      const bool mine = sg >= d;  // uniform per subgroup
+      const uint J = sg - d;
+      if (mine) {
+        TK_CM_ACC t = TK_CM_FILL(TK_CM_ACC, 0.0);
+        for (uint m = J; m < sg; ++m) TK_MMA_SPLIT(t, M_OFF + 2 * mblk(sg, m) * TILE, X_OFF + 2 * xblk(m, J) * TILE);
+        TK_STORE_SPLIT(t, sc + 16 * FS);
+      }
+      barrier();
+      if (mine) {
+        TK_CM_ACC xo = TK_CM_FILL(TK_CM_ACC, 0.0);
+        TK_MMA_SPLIT(xo, X_OFF + 2 * xblk(sg, sg) * TILE, sc + 16 * FS);
+        for (int e = 0; e < TK_CM_LEN(xo); ++e) TK_CM_EL(xo, e) = -TK_CM_EL(xo, e);
+        if (sg + 1 < RT) TK_STORE_SPLIT(xo, X_OFF + 2 * xblk(sg, J) * TILE);
+        for (int e = 0; e < TK_CM_LEN(xo); ++e) {
+          const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
+          TK_CM_EL(xo, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xo, e)) : 0.0;
+        }
+        const TK_CM_ACC16 a16 = TK_CM_TO_ACC16(xo);
+        TK_CM_STORE16_ROW(a16, a_4, (slot0 + sg * 16) * a_stride + h * (BT / 8) + J * 2, a_stride);
+      }
+    }
+  }
+}
