@@ -31,12 +31,13 @@
 // (rows 0 .. RT - 2, J <= I, then the last diagonal block) as hi/lo tile
 // pairs, then M_IJ (J < I) likewise, then per subgroup an f32 tile (rows
 // of FS uvec4) and a hi/lo pair (or a second f32 tile), then the two index
-// tiles. The k slice (BT rows of KC bf16 + 8 of padding) overlaps
+// tiles. The k slice (BT rows of KC bf16 + 8 of padding; K <= 128 in one
+// slice, loaded while the gate is summed) overlaps
 // everything before the index tiles: it is dead before they are written.
 #define TK_KKT_TC_TS 2
 #define TK_KKT_TC_FS 4
 #define TK_KKT_TC_TILE (16 * TK_KKT_TC_TS)
-#define TK_KKT_TC_KC(K) ((K) < 64 ? (K) : 64)
+#define TK_KKT_TC_KC(K) ((K) < 128 ? (K) : 128)
 #define TK_KKT_TC_SK(K) (TK_KKT_TC_KC(K) / 8 + 1)
 #define TK_KKT_TC_RT(BT) ((BT) / 16)
 #define TK_KKT_TC_NX(BT) ((TK_KKT_TC_RT(BT) - 1) * TK_KKT_TC_RT(BT) / 2 + 1)
