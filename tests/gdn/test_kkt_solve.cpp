@@ -135,11 +135,16 @@ TEST_F(KKTSolveTest, GateAndBetaOptions) {
   }
 }
 
-// Small cases: the emulation is slow. BT = 64 has four subgroups and
-// three distances of the solve, BT = 32 two and one, BT = 16 one and none.
-TEST_F(KKTSolveTest, EmulatedTensorCoreKernel) {
+// Small cases, one test each: the emulation is slow (BT = 64 has four
+// subgroups and three distances of the solve, BT = 32 two and one, BT = 16
+// one and none).
+TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT64) {
   KKTCase<64, 64>::run_emulated(make_case(1, 100, 1, 2, 64, 64, {0, 30, 100}, gdntest::kOptionSets[2], 400));
+}
+TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT32) {
   KKTCase<32, 128>::run_emulated(make_case(2, 40, 1, 1, 128, 64, {}, kPlain, 401));
+}
+TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT16) {
   KKTCase<16, 64>::run_emulated(make_case(1, 20, 1, 1, 64, 64, {}, kPlain, 402));
 }
 
