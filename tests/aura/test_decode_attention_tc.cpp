@@ -179,10 +179,12 @@ Context& emulation_context() {
 
 class DecodeAttentionTensorCoreEmulated : public DeviceTest {};
 
-// Known failure, skipped: on lavapipe (LLVM 15, width 256) the emulated
-// twin returns non-finite outputs that differ between two runs of the same
-// call (about 100 s per run, most of it compiling), while the real kernel
-// passes every case above on the H100. Each invocation holds ~20 emulated
+// Known failure, skipped: on lavapipe (LLVM 15) the emulated twin returns
+// wrong outputs (width 256: non-finite, differing between two runs of the
+// same call; width 128: repeatable, relative error ~1), while the real
+// kernel passes every case above on the H100. The twin runs workgroups of
+// 2 subgroups where the real one runs 4, so a fault that needs 2 is not
+// ruled out either. Each invocation holds ~20 emulated
 // 16x16 matrices (~20 KiB of private arrays); whether the emulation or
 // lavapipe's compiler is at fault is not settled, as with the GDN state
 // kernel's twin (test_state_recurrence.cpp). So the tensor-core path is
