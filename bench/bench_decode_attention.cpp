@@ -7,7 +7,15 @@
 // once; the floor is those bytes over the measured copy bandwidth. Peers:
 // bench/compare/decode_attention_torch.py (PyTorch SDPA, bf16) on the same GPU.
 // Args: batch, keys per sequence, q_len, then workgroup, keys per invocation,
-// splits (0: automatic) for the sweeps.
+// splits (0: automatic) for the sweeps, and 1 to force the CUDA-core
+// (subgroup) variant where the automatic choice would take another.
+// g++ 12 reports copying DecodeAttentionArgs (decode_step's per-set
+// copies) as "may be used uninitialized": a false positive that -Werror
+// would turn into a failed build. Clang does not report it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <tilekernels/aura/decode_attention.hpp>
 
 #include <numeric>
@@ -74,7 +82,14 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, out};
   args.max_seq_len = keys;
   const auto problem = kernel.problem(args);
-  auto geometry = kernel.geometry(problem, true);
+  const auto* variant = &tilekernels::select_variant(ctx, kernel.name, kernel.variants, problem);
+  if (state.range(6) == 1)
+    for (const auto& v : kernel.variants)
+      if (v.path == tilekernels::Path::subgroup && eligibility(ctx, v, problem)) {
+        variant = &v;
+        break;
+      }
+  auto geometry = kernel.geometry(problem, true, *variant);
   if (state.range(3)) geometry.workgroup = static_cast<std::uint32_t>(state.range(3));
   if (state.range(4)) geometry.tokens_per_invocation = static_cast<std::uint32_t>(state.range(4));
   if (state.range(5)) geometry.splits = static_cast<std::uint32_t>(state.range(5));
@@ -92,6 +107,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
     per_set.push_back(a);
   }
   auto plan = kernel.plan(per_set[0]);
+  plan.variant = variant;
   plan.geometry = geometry;
   try {
     kernel.check(per_set[0], plan);
@@ -107,6 +123,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   state.counters["tpi"] = geometry.tokens_per_invocation;
   state.counters["rows"] = 4 * geometry.row_vecs;
   state.counters["splits"] = geometry.splits;
+  state.counters["tc"] = variant->path == tilekernels::Path::tensor_core_fp16 ? 1 : 0;
   state.counters["workgroups"] = double(batch * kKvHeads) * geometry.splits *
                                  double((kQHeads / kKvHeads * q_len + 4 * geometry.row_vecs - 1) / (4 * geometry.row_vecs));
 }
@@ -114,32 +131,46 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
 void BM_DecodeAttentionK4V4(benchmark::State& state) { decode_step(state, 4, 4); }
 void BM_DecodeAttentionRawBf16(benchmark::State& state) { decode_step(state, 16, 16); }
 void BM_DecodeAttentionK8V4(benchmark::State& state) { decode_step(state, 8, 4); }
+void BM_DecodeAttentionK4V4CudaCores(benchmark::State& state) { decode_step(state, 4, 4); }
 
 // The shapes with the automatic geometry.
-#define TK_DECODE_SHAPES                                                                                     \
-  Args({1, 1024, 1, 0, 0, 0})->Args({1, 4096, 1, 0, 0, 0})->Args({1, 32768, 1, 0, 0, 0})->Args({1, 131072, 1, 0, 0, 0}) \
-      ->Args({32, 4096, 1, 0, 0, 0})->Args({1, 32768, 4, 0, 0, 0})
+#define TK_DECODE_SHAPES_(f)                                                                                  \
+  Args({1, 1024, 1, 0, 0, 0, f})->Args({1, 4096, 1, 0, 0, 0, f})->Args({1, 32768, 1, 0, 0, 0, f})                     \
+      ->Args({1, 131072, 1, 0, 0, 0, f})->Args({32, 4096, 1, 0, 0, 0, f})->Args({1, 32768, 4, 0, 0, 0, f})
+#define TK_DECODE_SHAPES TK_DECODE_SHAPES_(0)
 BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeAttentionK8V4)->Args({1, 32768, 1, 0, 0, 0})->Args({32, 4096, 1, 0, 0, 0})
+BENCHMARK(BM_DecodeAttentionK8V4)->Args({1, 32768, 1, 0, 0, 0, 0})->Args({32, 4096, 1, 0, 0, 0, 0})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The same shapes on the CUDA-core (subgroup) variant.
+BENCHMARK(BM_DecodeAttentionK4V4CudaCores)->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):
 // workgroup x keys per invocation x splits at the shapes that matter.
 void BM_DecodeAttentionSweep(benchmark::State& state) { decode_step(state, 4, 4); }
 BENCHMARK(BM_DecodeAttentionSweep)
     ->Name("Sweep_DecodeAttention")
-    ->ArgsProduct({{1}, {1024}, {1}, {64}, {1}, {8, 16, 32}})
-    ->ArgsProduct({{1}, {4096}, {1}, {64, 128}, {1}, {32, 64}})
-    ->ArgsProduct({{1}, {32768}, {1}, {128}, {1, 2, 4}, {32, 64, 128}})
-    ->ArgsProduct({{1}, {131072}, {1}, {128}, {2, 4}, {64, 128}})
-    ->ArgsProduct({{32}, {4096}, {1}, {128}, {2, 4}, {1, 2, 4}})
+    ->ArgsProduct({{1}, {1024}, {1}, {64}, {1}, {8, 16, 32}, {1}})
+    ->ArgsProduct({{1}, {4096}, {1}, {64, 128}, {1}, {32, 64}, {1}})
+    ->ArgsProduct({{1}, {32768}, {1}, {128}, {1, 2, 4}, {32, 64, 128}, {1}})
+    ->ArgsProduct({{1}, {131072}, {1}, {128}, {2, 4}, {64, 128}, {1}})
+    ->ArgsProduct({{32}, {4096}, {1}, {128}, {2, 4}, {1, 2, 4}, {1}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The tensor-core variant's splits (where the device has it).
+void BM_DecodeAttentionTensorCoreSweep(benchmark::State& state) { decode_step(state, 4, 4); }
+BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
+    ->Name("Sweep_DecodeAttentionTensorCore")
+    ->ArgsProduct({{1}, {4096}, {1}, {0}, {0}, {8, 16, 32, 64}, {0}})
+    ->ArgsProduct({{1}, {32768}, {1}, {0}, {0}, {16, 32, 64, 128}, {0}})
+    ->ArgsProduct({{1}, {131072}, {1}, {0}, {0}, {32, 64, 128}, {0}})
+    ->ArgsProduct({{32}, {4096}, {1}, {0}, {0}, {1, 2, 4}, {0}})
+    ->ArgsProduct({{1}, {32768}, {4}, {0}, {0}, {16, 32, 64}, {0}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 void BM_DecodeAttentionRawBf16Sweep(benchmark::State& state) { decode_step(state, 16, 16); }
 BENCHMARK(BM_DecodeAttentionRawBf16Sweep)
     ->Name("Sweep_DecodeAttentionRawBf16")
-    ->ArgsProduct({{1}, {32768, 131072}, {1}, {128}, {1}, {32, 64}})
-    ->ArgsProduct({{32}, {4096}, {1}, {128}, {1}, {1, 2}})
+    ->ArgsProduct({{1}, {32768, 131072}, {1}, {128}, {1}, {32, 64}, {1}})
+    ->ArgsProduct({{32}, {4096}, {1}, {128}, {1}, {1, 2}, {1}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

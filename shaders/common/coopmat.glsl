@@ -19,6 +19,15 @@
 //   *32_*: f32 elements in a uvec4 array (4 per uvec4),
 //   *F_*:  f32 elements in a float array;
 // _ROW / _COL: row-major, or column-major (element (r, c) at c stride + r).
+//
+// fp16 operands (VK_NV_cooperative_matrix, fp16 x fp16 -> f32; the including
+// shader enables GL_NV_cooperative_matrix when TK_COOPMAT_EMULATE is 0):
+// TK_CMH_ACC (f32 accumulator), TK_CMH_OP (fp16 operand, A or B),
+// TK_CMH_MMA, TK_CMH_LOADH_ROW / _COL (fp16 elements in a uvec4 array),
+// TK_CMH_LOAD32_ROW, TK_CMH_STORE32_ROW (f32 elements in a uvec4 array).
+// TK_CM_SYNC(): the shared-memory barrier among the invocations of one
+// (virtual) subgroup; in the emulation a workgroup barrier, so it must be
+// reached in uniform control flow.
 #ifndef TK_COOPMAT_GLSL
 #define TK_COOPMAT_GLSL
 
@@ -63,6 +72,19 @@
 #define TK_CM_STORE32_COL TK_CM_STORE16_COL
 #define TK_CM_STOREF_ROW TK_CM_STORE16_ROW
 #define TK_CM_STOREF_COL TK_CM_STORE16_COL
+
+#define TK_CMH_ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define TK_CMH_OP fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define TK_CMH_MMA(a, b, c) coopMatMulAddNV(a, b, c)
+#define TK_CMH_LOADH_ROW(m, buf, off, stride) coopMatLoadNV(m, buf, off, stride, false)
+#define TK_CMH_LOADH_COL(m, buf, off, stride) coopMatLoadNV(m, buf, off, stride, true)
+#define TK_CMH_LOAD32_ROW(m, buf, off, stride) coopMatLoadNV(m, buf, off, stride, false)
+#define TK_CMH_STORE32_ROW(m, buf, off, stride) coopMatStoreNV(m, buf, off, stride, false)
+#define TK_CM_SYNC()              \
+  {                               \
+    subgroupMemoryBarrierShared(); \
+    subgroupBarrier();            \
+  }
 
 #else  // TK_COOPMAT_EMULATE
 
@@ -186,6 +208,23 @@ uvec4 tk_cm_share16(TkFrag m, bool colmajor) {
   }
 #define TK_CM_STOREF_ROW(m, buf, off, stride) TK_CM_STOREF_(m, buf, off, stride, false)
 #define TK_CM_STOREF_COL(m, buf, off, stride) TK_CM_STOREF_(m, buf, off, stride, true)
+
+// fp16 operands: the same fragments holding fp16 values.
+#define TK_CMH_ACC TkFrag
+#define TK_CMH_OP TkFrag
+#define TK_CMH_MMA(a, b, c) tk_cm_mma(a, b, c)
+#define TK_CMH_LOADH_(m, buf, off, stride, COLMAJOR)                                        \
+  {                                                                                          \
+    [[dont_unroll]] for (uint tk_e_ = 0u; tk_e_ < 256u; ++tk_e_) {                           \
+      const uint tk_h_ = TK_CM_INDEX_(off, stride, 8u, tk_e_ / 16u, tk_e_ % 16u, COLMAJOR); \
+      (m).e[tk_e_] = unpackHalf2x16(buf[tk_h_ >> 3][(tk_h_ >> 1) & 3u])[tk_h_ & 1u];       \
+    }                                                                                        \
+  }
+#define TK_CMH_LOADH_ROW(m, buf, off, stride) TK_CMH_LOADH_(m, buf, off, stride, false)
+#define TK_CMH_LOADH_COL(m, buf, off, stride) TK_CMH_LOADH_(m, buf, off, stride, true)
+#define TK_CMH_LOAD32_ROW(m, buf, off, stride) TK_CM_LOAD32_(m, buf, off, stride, false)
+#define TK_CMH_STORE32_ROW(m, buf, off, stride) TK_CM_STORE32_(m, buf, off, stride, false)
+#define TK_CM_SYNC() barrier()
 
 #endif  // TK_COOPMAT_EMULATE
 

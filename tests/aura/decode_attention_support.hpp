@@ -27,9 +27,12 @@ struct AttentionCase {
   std::uint64_t seed = 1;
   // Geometry by hand (workgroup, tokens per invocation, row vecs, splits); 0s: automatic.
   std::array<std::uint32_t, 4> geometry{0, 0, 0, 0};
-  // 0: the subgroup path, 1: the portable path (the module the device takes;
-  // the automatic choice where the device has none of that path); -1: automatic
+  // 0: the subgroup path, 1: the portable path, 2: the tensor-core path (the
+  // module the device takes; the automatic choice where the device has none
+  // of that path); -1: automatic
   int variant = -1;
+  // A variant outside the kernel's table (an emulated twin); wins over `variant`.
+  const Variant<aura::DecodeAttentionProblem>* forced = nullptr;
   double key_mean = 0;  // added to every key coordinate (real keys are not centred)
   float q_scale = 1;    // queries ~ N(0, q_scale^2)
   // Changes q [num_seqs, q_len, q_heads, dim] and k, v [num_seqs, max_len,
@@ -39,6 +42,7 @@ struct AttentionCase {
   // the attention (a whole decode step: cache_write, barrier, attention).
   bool step = false;
   bool reference = true;  // compute the double-precision reference
+  bool lse = true;        // ask for lse
 };
 
 struct AttentionRun {
@@ -49,6 +53,7 @@ struct AttentionRun {
   ref::DecodeShape shape;
   ref::AttentionOptions options;
   std::vector<std::int32_t> seq_lens;
+  std::string variant;  // the variant that ran
 };
 
 template <class Config>
@@ -133,25 +138,29 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   Kernel kernel(ctx, k_seed, v_seed);
   typename Kernel::Args args{q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), block_table,
                              seq_lens, out, lse.ref(), sinks ? std::optional<TensorRef>(sinks->ref()) : std::nullopt};
+  if (!c.lse) args.lse.reset();
   args.options.window = c.window;
   args.options.softcap = c.softcap;
   args.options.scale = c.scale;
   args.host_seq_lens = layout.seq_lens;
   args.host_block_table = layout.block_table;
   auto plan = kernel.plan(args);
-  if (c.geometry[0]) {
-    plan.geometry = {c.geometry[0], c.geometry[1], c.geometry[2], c.geometry[3]};
-  } else if (c.workspace) {
-    plan.geometry = kernel.geometry(kernel.problem(args), true);
-  }
-  if (c.variant >= 0) {
-    const Path want = c.variant == 0 ? Path::subgroup : Path::portable;
+  if (c.forced) {
+    plan.variant = c.forced;
+  } else if (c.variant >= 0) {
+    const Path want = c.variant == 0 ? Path::subgroup : c.variant == 1 ? Path::portable : Path::tensor_core_fp16;
     for (const auto& v : Kernel::variants)
       if (v.path == want && eligibility(ctx, v, kernel.problem(args))) {
         plan.variant = &v;
         break;
       }
   }
+  if (c.geometry[0]) {
+    plan.geometry = {c.geometry[0], c.geometry[1], c.geometry[2], c.geometry[3]};
+  } else {
+    plan.geometry = kernel.geometry(kernel.problem(args), c.workspace, *plan.variant);
+  }
+  r.variant = std::string(plan.variant->name);
   std::optional<GuardedTensor> ws;
   const auto ws_bytes = kernel.workspace_bytes(kernel.problem(args), plan.geometry);
   if (ws_bytes) {
@@ -170,13 +179,14 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   };
   record();
   r.output = out.read_floats();
-  r.lse = lse.read_floats();
+  if (c.lse) r.lse = lse.read_floats();
   // Again, with the counters declared zero (the first run must have left them so): bit for bit.
   out.poison();
   lse.poison();
   if (ws) args.workspace->zeroed = true;
   record();
-  const auto again = out.read_floats(), lse_again = lse.read_floats();
+  const auto again = out.read_floats();
+  const auto lse_again = c.lse ? lse.read_floats() : std::vector<float>{};
   EXPECT_EQ(0, std::memcmp(again.data(), r.output.data(), again.size() * 4)) << "output moved between runs";
   EXPECT_EQ(0, std::memcmp(lse_again.data(), r.lse.data(), r.lse.size() * 4)) << "lse moved between runs";
   if (ws) {
@@ -200,7 +210,9 @@ inline double output_budget(DType out) { return out == DType::f32 ? 1e-5 : 5e-3;
 template <class Config>
 void expect_matches(const AttentionRun& r) {
   EXPECT_LE(relative_rms(r.output, r.reference.output), output_budget(Config::out_dtype)) << "output relative RMS";
-  EXPECT_LE(relative_rms(r.lse, r.reference.lse), 1e-5) << "lse relative RMS";
+  if (!r.lse.empty()) {
+    EXPECT_LE(relative_rms(r.lse, r.reference.lse), 1e-5) << "lse relative RMS";
+  }
 }
 
 }  // namespace tktest::aura_cache

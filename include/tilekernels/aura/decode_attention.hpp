@@ -33,6 +33,12 @@
 // Geometry::splits workgroups per KV head; the last of them to finish
 // merges their softmax states (the workspace holds them) and writes the
 // output: a step is one dispatch whatever the split.
+// Where the device has fp16 cooperative matrices (NVIDIA), the
+// tensor-core variant (shaders/aura/decode_attention_tc.glsl) computes
+// the scores and the value sums as 16x16x16 matrix products over 16 rows
+// (the codes decoded through the codebook into fp16 tiles in shared
+// memory) for bf16 and f16 outputs of coded caches; the same workspace,
+// split rule and merge.
 //
 // What the host cannot see: seq_lens and block_table live on the GPU. The
 // kernel clamps every seq_len to [0, max_pages * PageTokens] and every
@@ -68,6 +74,7 @@
 #include "tilekernels/spirv/aura/decode_attention_compact.hpp"
 #include "tilekernels/spirv/aura/decode_attention_subgroup.hpp"
 #include "tilekernels/spirv/aura/decode_attention_subgroup_compact.hpp"
+#include "tilekernels/spirv/aura/decode_attention_tc.hpp"
 
 namespace tilekernels::aura {
 
@@ -107,6 +114,10 @@ struct DecodeAttentionGeometry {
 struct DecodeAttentionProblem {
   std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, max_pages = 0, num_pages = 0;
   std::int64_t keys = 0;  // the most keys one query row may see (an upper bound)
+  // The kernel's format and output dtype (what the tensor-core variant's rule reads).
+  std::uint32_t dim = 0, k_bits = 0, v_bits = 0;
+  DType out_dtype = DType::f32;
+  bool lse = false;  // the call asks for lse
 };
 
 // Shared memory of a decode-attention workgroup
@@ -118,6 +129,15 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
   const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
   return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
          4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
+}
+
+// Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
+// the subgroups' stages and the row-index tile, the scratch, codebooks, the
+// per-subgroup norms, factors and states, the row scales and reduction.
+constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup) {
+  const std::uint32_t subgroups = workgroup / 32;
+  return 16 * (subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim) + 64 + TK_DECODE_ATTENTION_TC_SCRATCH) +
+         4 * ((1u << f.k_bits) + (1u << f.v_bits)) + 4 * (subgroups * 16 * 5 + 16 + workgroup) + 4;
 }
 
 // The kernel for a cache format and dtypes given at run time
@@ -157,9 +177,35 @@ class DecodeAttentionKernel {
   static Status subgroup_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, true); }
   static Status portable_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, false); }
   static Status portable_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, false); }
+  // The tensor-core variant: fp16 operands (Q scaled per row by a power of
+  // two, the codebooks rounded to fp16), accurate to ~1e-4 relative, so it
+  // serves bf16 and f16 outputs without lse only (f32 outputs and lse,
+  // budget 1e-5, would need hi + lo splits of both operands: three
+  // products where it takes one).
+  // Both sides coded (raw bf16 values do not fit fp16's range), Dim 64,
+  // 128 or 256, and a lane's code words of a tile of both sides within 32
+  // registers. Taken only with at least 16 query rows per KV head (GQA x
+  // new tokens, one full tile): with 4 the CUDA-core variants are faster
+  // on the H100, with 16 it is (bench/NOTES-aura-attention.md). Tests
+  // force it with fewer.
+  static Status tensor_core_rule(const DeviceInfo&, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
+    if (p.lse) return no("lse (f32) needs more than fp16 operands give");
+    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
+      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
+    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
+    if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
+    if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
+    return Status::success();
+  }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
-  static constexpr std::array<Variant<Problem>, 4> variants{{
+  static constexpr std::uint32_t tc_workgroup = 128;
+  static constexpr std::array<Variant<Problem>, 5> variants{{
+      {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
+       DeviceNeeds{.cooperative_matrix_fp16 = true, .subgroup_size = 32}, tc_workgroup,
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &tensor_core_rule},
       {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
        64, least_shared, &subgroup_gpu},
       {"subgroup_compact", Path::subgroup, spirv::aura_decode_attention_subgroup_compact,
@@ -180,7 +226,7 @@ class DecodeAttentionKernel {
 
   Problem problem(const Args& a) const {
     Problem p{a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.k_codes.shape.at(1), a.block_table.shape.at(1),
-              a.k_codes.shape.at(0), 0};
+              a.k_codes.shape.at(0), 0, format_.dim, format_.k_bits, format_.v_bits, out_dtype_, a.lse.has_value()};
     std::int64_t longest = p.max_pages * format_.page_tokens;
     if (!a.host_seq_lens.empty()) {
       longest = 0;
@@ -298,6 +344,13 @@ class DecodeAttentionKernel {
   // lose: every split's state is merged, and one large block per workgroup
   // amortises its barriers over more keys.
   Geometry geometry(const Problem& p, bool workspace) const {
+    return geometry(p, workspace, select_variant(*ctx_, name, variants, p));
+  }
+  // The same for a given variant. The tensor-core one has fixed blocks
+  // (workgroups of 128 invocations, 16 rows, 64 keys per block) and takes
+  // the same split rule.
+  Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
+    if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace);
     Geometry g;
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
     g.row_vecs = rows <= 4 ? 1 : 2;
@@ -317,6 +370,21 @@ class DecodeAttentionKernel {
     }
     if (workspace && units < enough) {
       std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
+      const std::int64_t per_split = (blocks + splits - 1) / splits;
+      g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
+    }
+    return g;
+  }
+
+  Geometry tensor_core_geometry(const Problem& p, bool workspace) const {
+    Geometry g{tc_workgroup, 1, 4, 1};
+    const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
+    const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 15) / 16);
+    const auto& info = ctx_->info();
+    const std::int64_t target = info.multiprocessors ? 2 * info.multiprocessors : 256;
+    const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + tc_workgroup / 2 - 1) / (tc_workgroup / 2);
+    if (workspace && units < target * 3 / 4) {
+      const std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
       const std::int64_t per_split = (blocks + splits - 1) / splits;
       g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
     }
@@ -357,9 +425,9 @@ class DecodeAttentionKernel {
     check(a);
     const Problem p = problem(a);
     Plan plan{&select_variant(*ctx_, name, variants, p), {}};
-    const Geometry with = geometry(p, true);
+    const Geometry with = geometry(p, true, *plan.variant);
     const bool have = a.workspace && a.workspace->memory.size >= workspace_bytes(p, with);
-    plan.geometry = have ? with : geometry(p, false);
+    plan.geometry = have ? with : geometry(p, false, *plan.variant);
     return plan;
   }
 
@@ -371,14 +439,21 @@ class DecodeAttentionKernel {
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": geometry: " + why);
     };
     if (!plan.variant) bad("the plan has no variant");
-    if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
-    if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
-      bad("tokens_per_invocation must be 1, 2 or 4");
-    if (g.row_vecs != 1 && g.row_vecs != 2) bad("row_vecs must be 1 or 2");
+    const bool tc = plan.variant->path == Path::tensor_core_fp16;
+    if (tc) {
+      if ((g.workgroup != 64 && g.workgroup != 128) || g.tokens_per_invocation != 1 || g.row_vecs != 4)
+        bad("the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
+    } else {
+      if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
+      if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
+        bad("tokens_per_invocation must be 1, 2 or 4");
+      if (g.row_vecs != 1 && g.row_vecs != 2) bad("row_vecs must be 1 or 2");
+    }
     if (g.splits == 0 || g.splits > max_splits) bad("splits must be in [1, " + std::to_string(max_splits) + "]");
     const auto& info = ctx_->info();
-    if (g.workgroup > info.max_workgroup_invocations ||
-        decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs) > info.max_shared_memory)
+    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, g.workgroup)
+                                    : decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs);
+    if (g.workgroup > info.max_workgroup_invocations || shared > info.max_shared_memory)
       bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");
     if (g.splits > 1) {
       if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: splits need one");

@@ -51,4 +51,12 @@
   F(float, inv_sqrt_dim)            \
   F(uint, ml_at)
 
+// The tensor-core variant (shaders/aura/decode_attention_tc.glsl), in
+// uvec4 units: the row stride of a decoded 16-key tile, one subgroup's
+// stage (the tile, S as f32, P as fp16), and the vec4 scratch (the
+// queries as floats; the split merge of max_splits = 128 states of 16 rows).
+#define TK_DECODE_ATTENTION_TC_KS(dim) ((dim) / 8u + 1u)
+#define TK_DECODE_ATTENTION_TC_STAGE(dim) (16u * TK_DECODE_ATTENTION_TC_KS(dim) + 16u * 5u + 32u)
+#define TK_DECODE_ATTENTION_TC_SCRATCH 1024u
+
 #endif

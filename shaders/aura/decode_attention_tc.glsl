@@ -1,0 +1,446 @@
+// AURA decode attention on tensor cores: the math, bindings and
+// specialization constants of decode_attention.comp (include/tilekernels/
+// aura/decode_attention.hpp has both), with S = Q K^T and O += P V as
+// 16x16x16 fp16 matrix products (f32 accumulators). Included by
+// decode_attention_tc.comp (NV cooperative matrices) and by its emulated
+// twin shaders/test/aura_decode_attention_tc_emulated.comp (coopmat.glsl's
+// plain-GLSL matrices, so the tests run this code on lavapipe).
+//
+// Geometry (invariants the host relies on):
+// - workgroup (x = (seq * kv_heads + kv_head) * splits + split, y = row
+//   chunk) of NW = WG / 32 (virtual) subgroups owns 16 query rows (ROW_VECS
+//   = 4) of one KV head: row r = i * gqa + g as in decode_attention.comp,
+//   rows past gqa * q_len padding (never visible, never written). The 16
+//   rows are the M dimension of every product, so GQA 4 with one new token
+//   fills a quarter of it; the tensor cores have that to spare.
+// - the keys some row of the chunk sees, [lo, hi), are cut into blocks of
+//   BT = NW * 16 keys from lo; split s takes blocks [nb s / splits,
+//   nb (s + 1) / splits). Subgroup w takes keys 16 w .. 16 w + 15 of each
+//   block and keeps its own softmax state; the NW states are merged at the
+//   end, then decode_attention_finish.glsl publishes,
+//   merges the splits and writes the output as the CUDA-core kernel does.
+// - per 16-key tile, a subgroup: decodes K's codes through the codebook
+//   into fp16 rows in its shared stage (lane l: key l / 2, dims
+//   (l % 2) DIM / 2 ..), S = Q K^T (DIM / 16 products, Q's fragments held
+//   since the prologue), decodes V into the same stage, computes the
+//   tile's weights (lanes 2r and 2r + 1: row r, 8 keys each; the row
+//   maximum through one shuffle), rescales O where its reference maximum
+//   moved, then O += P V (DIM / 16 products). The tile after next's page id and the next
+//   tile's code words and norms are loaded one tile ahead.
+// - numerics: fp16 operands. Q is scaled per row by a power of two into
+//   [256, 512) at its largest element (scores rescaled exactly in f32);
+//   codebook entries are fp16-rounded (relative 2^-11); the weights
+//   e^(z - m) * norm_v enter as e^(z + ln norm_v - m_o) <= e^8, with m_o
+//   a reference for z + ln norm_v kept apart from the softmax maximum m:
+//   it moves only when a weight would pass e^8, so O is rarely rescaled
+//   (and by e^(m_o - m) when the subgroups merge); no norm can overflow
+//   fp16. Accurate to ~1e-4 relative: the variant serves bf16 and
+//   f16 outputs only (decode_attention.hpp).
+// - element positions of accumulators are learnt from a row-index tile
+//   (coopmat.glsl), never assumed.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#include "tilekernels/aura/decode_attention_abi.h"
+#include "../common/convert.glsl"
+#include "../common/softmax_state.glsl"
+#include "../common/aura_cache.glsl"
+#include "../common/coopmat.glsl"
+
+TK_DECLARE_SPEC(TK_DECODE_ATTENTION_SPEC)
+TK_DECLARE_PUSH(TK_DECODE_ATTENTION_PUSH)
+
+const uint WG = gl_WorkGroupSize.x;
+const uint NW = WG / 32u;  // subgroups
+const uint RV = ROW_VECS;  // 4
+const uint ROWS = 4u * RV;  // 16
+const uint KT = 16u;        // keys per subgroup tile
+const uint BT = NW * KT;    // keys per block
+const uint DT = DIM / 16u;  // 16-dim tiles
+const uint KW = DIM * K_BITS / 32u;  // words per key row
+const uint VW = DIM * V_BITS / 32u;
+const uint LKW = KW / 2u;  // words per lane (half a row)
+const uint LVW = VW / 2u;
+const uint K_LEVELS = 1u << K_BITS;
+const uint V_LEVELS = 1u << V_BITS;
+const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
+const uint MERGE_BATCH = 8u / (RV * PAIRS);
+// Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows
+// of DIM fp16, row stride KS), S (16 x 16 f32, stride SS), P (16 x 16 fp16).
+const uint KS = TK_DECODE_ATTENTION_TC_KS(DIM);
+const uint SS = 5u;
+const uint S_OFF = 16u * KS;
+const uint P_OFF = S_OFF + 16u * SS;
+const uint STAGE = TK_DECODE_ATTENTION_TC_STAGE(DIM);
+const uint IDX_OFF = NW * STAGE;  // the row-index tile (64 uvec4)
+const uint OS = DIM / 4u + 1u;     // the merged O (16 rows of DIM f32) over the stages
+
+layout(std430, binding = 0) readonly buffer QF { float q_f32[]; };
+layout(std430, binding = 0) readonly buffer QH { uint q_16[]; };
+layout(std430, binding = 1) readonly buffer KWords { uint k_words[]; };
+layout(std430, binding = 1) readonly buffer KWords2 { uvec2 k_words2[]; };
+layout(std430, binding = 1) readonly buffer KWords4 { uvec4 k_words4[]; };
+layout(std430, binding = 2) readonly buffer KNorms { uint k_norms[]; };
+layout(std430, binding = 3) readonly buffer VWords { uint v_words[]; };
+layout(std430, binding = 3) readonly buffer VWords2 { uvec2 v_words2[]; };
+layout(std430, binding = 3) readonly buffer VWords4 { uvec4 v_words4[]; };
+layout(std430, binding = 4) readonly buffer VNorms { uint v_norms[]; };
+layout(std430, binding = 5) readonly buffer BlockTable { int block_table[]; };
+layout(std430, binding = 6) readonly buffer SeqLens { int seq_lens[]; };
+layout(std430, binding = 7) readonly buffer Tables { float tables[]; };
+layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };
+layout(std430, binding = 9) writeonly buffer OutF { float out_f32[]; };
+layout(std430, binding = 9) writeonly buffer OutH { uint out_16[]; };
+layout(std430, binding = 10) writeonly buffer Lse { float lse_out[]; };
+layout(std430, binding = 11) coherent buffer Work { vec4 work[]; };
+layout(std430, binding = 12) coherent buffer Counters { uint counters[]; };
+
+shared uvec4 smem[NW * STAGE + 64u];
+shared vec4 s_scratch[TK_DECODE_ATTENTION_TC_SCRATCH];  // the queries as floats; decode_attention_finish.glsl
+shared uint s_cbk[K_LEVELS], s_cbv[V_LEVELS];             // codebooks as fp16 bits
+shared float s_kn[NW * KT], s_lvn[NW * KT];               // the tile's K norms, ln V norms
+shared float s_alpha[NW * ROWS];                          // per subgroup and row: O's rescale factor
+shared uint s_flag[NW];                                   // per subgroup: some row of O needs rescaling
+shared float s_wm[NW * ROWS], s_wl[NW * ROWS];            // the subgroups' states
+shared float s_qf[ROWS];                                  // per row: 2^e undoing Q's fp16 scaling
+shared float s_red[WG];
+shared bool s_last;
+
+#define SF(i) s_scratch[(i) >> 2][(i) & 3u]
+#define NEG_INF4 vec4(TK_NEG_INF)
+
+float load_q(uint i) { return Q_DTYPE == TK_F32 ? q_f32[i] : tk_load16(Q_DTYPE, q_16[i >> 1], i); }
+
+uint load_page(uint seq, uint index) {
+  const int p = block_table[seq * pc.max_pages + min(index, pc.max_pages - 1u)];
+  return uint(clamp(p, 0, int(pc.num_pages) - 1));
+}
+
+vec4 max4(vec4 m_acc, vec4 m, vec4 l) {
+  return vec4(tk_softmax_max(m_acc.x, m.x, l.x), tk_softmax_max(m_acc.y, m.y, l.y), tk_softmax_max(m_acc.z, m.z, l.z),
+              tk_softmax_max(m_acc.w, m.w, l.w));
+}
+vec4 weight4(vec4 m, vec4 l, vec4 m_new) {
+  return vec4(tk_softmax_weight(m.x, l.x, m_new.x), tk_softmax_weight(m.y, l.y, m_new.y),
+              tk_softmax_weight(m.z, l.z, m_new.z), tk_softmax_weight(m.w, l.w, m_new.w));
+}
+vec4 output4(vec4 o, vec4 l) {
+  return vec4(tk_softmax_output(vec4(o.x), l.x).x, tk_softmax_output(vec4(o.y), l.y).x,
+              tk_softmax_output(vec4(o.z), l.z).x, tk_softmax_output(vec4(o.w), l.w).x);
+}
+
+// Code `j` (0 <= j < DIM / 2) of a lane's half row held in w[0 .. n).
+#define TK_CODE(w, n, j, BITS)                                                                      \
+  ((((j) * (BITS)) & 31u) + (BITS) <= 32u ? (w[((j) * (BITS)) >> 5] >> (((j) * (BITS)) & 31u)) & ((1u << (BITS)) - 1u) \
+                                          : tk_code_window(w[((j) * (BITS)) >> 5], w[min((((j) * (BITS)) >> 5) + 1u, (n) - 1u)], \
+                                                           ((j) * (BITS)) & 31u, (BITS)))
+
+// A lane's half row of codes as fp16 codebook values into the stage (row
+// `key`, dims half * DIM / 2 ..).
+#define TK_DECODE_ROW(w, n, BITS, cb, stage, key, hlf)                                      \
+  [[unroll]] for (uint c = 0; c < DIM / 16u; ++c) {                                          \
+    uvec4 h;                                                                                 \
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {                                               \
+      const uint j = 8u * c + 2u * i;                                                        \
+      h[i] = cb[TK_CODE(w, n, j, BITS)] | (cb[TK_CODE(w, n, j + 1u, BITS)] << 16);           \
+    }                                                                                        \
+    smem[(stage) + (key) * KS + (hlf) * (DIM / 16u) + c] = h;                               \
+  }
+
+// A lane's words of cache row `row`, half `hlf`.
+#define TK_LOAD_WORDS(dst, n, ROWW, words, words2, words4, row, hlf)                          \
+  {                                                                                          \
+    const uint at_ = (row) * (ROWW) + (hlf) * (n);                                          \
+    if ((n) % 4u == 0u) {                                                                    \
+      [[unroll]] for (uint i = 0; i < (n) / 4u; ++i) {                                       \
+        const uvec4 v_ = words4[at_ / 4u + i];                                               \
+        dst[4u * i] = v_.x;                                                                    \
+        dst[4u * i + 1u] = v_.y;                                                               \
+        dst[4u * i + 2u] = v_.z;                                                               \
+        dst[4u * i + 3u] = v_.w;                                                               \
+      }                                                                                      \
+    } else if ((n) % 2u == 0u) {                                                             \
+      [[unroll]] for (uint i = 0; i < (n) / 2u; ++i) {                                       \
+        const uvec2 v_ = words2[at_ / 2u + i];                                               \
+        dst[2u * i] = v_.x;                                                                    \
+        dst[2u * i + 1u] = v_.y;                                                               \
+      }                                                                                      \
+    } else {                                                                                 \
+      [[unroll]] for (uint i = 0; i < (n); ++i) dst[i] = words[at_ + i];                       \
+    }                                                                                        \
+  }
+
+void main() {
+  const uint inv = gl_LocalInvocationID.x;
+  const uint warp = TK_CM_SUBGROUP_ID, lane = inv % 32u;
+  const uint x = gl_WorkGroupID.x + pc.group_offset;
+  const uint unit = x / pc.splits, split = x % pc.splits;
+  const uint seq = unit / pc.kv_heads, kvh = unit % pc.kv_heads;
+  const uint chunk = gl_WorkGroupID.y;
+  const uint group = unit * gl_NumWorkGroups.y + chunk;
+  const uint q_heads = pc.kv_heads * pc.gqa;
+  const uint row0 = chunk * ROWS;
+  const int len = clamp(seq_lens[seq], 0, int(pc.max_pages * PAGE_TOKENS));
+  const uint stage = warp * STAGE;
+
+  // Each row's visible keys [first, end); the lane's own row (lane / 2)
+  // kept for the weights; [lo, hi) over the chunk.
+  int lo = len, hi = 0, row_first = 0, row_end = 0;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    const uint rg = row0 + r;
+    int f = 0, e = 0;
+    if (rg < pc.gqa * pc.q_len) {
+      const int pos1 = len - int(pc.q_len) + int(rg / pc.gqa) + 1;
+      e = clamp(pos1, 0, len);
+      f = pc.window != 0u ? clamp(pos1 - int(pc.window), 0, e) : 0;
+    }
+    if (r == lane / 2u) {
+      row_first = f;
+      row_end = e;
+    }
+    if (f < e) {
+      lo = min(lo, f);
+      hi = max(hi, e);
+    }
+  }
+  if (lo >= hi) lo = hi = 0;
+  const uint nb = (uint(hi - lo) + BT - 1u) / BT;
+  const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
+
+  for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tk_f32_to_f16(tables[K_CODEBOOK_AT + i]);
+  for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tk_f32_to_f16(tables[V_CODEBOOK_AT + i]);
+  for (uint i = inv; i < 64u; i += WG)
+    smem[IDX_OFF + i] = uvec4(tk_cm_index_word(4u * i), tk_cm_index_word(4u * i + 1u), tk_cm_index_word(4u * i + 2u),
+                              tk_cm_index_word(4u * i + 3u));
+
+  // The queries, rotated once (as decode_attention.comp) and scaled, then
+  // per row a power of two 2^-e that brings the largest into [256, 512),
+  // as fp16 rows in subgroup 0's stage (row stride KS).
+  for (uint e = inv; e < ROWS * DIM; e += WG) {
+    const uint r = e / DIM, d = e % DIM, rg = row0 + r;
+    float v = 0.0;
+    if (rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
+    if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
+    SF(e) = v;
+  }
+  barrier();
+  if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
+  const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
+  const uint QPI = ROWS * DIM / WG;  // consecutive elements per invocation, within one row
+  float qv[QPI];
+  float qmax = 0.0;
+  [[unroll]] for (uint k = 0; k < QPI; ++k) {
+    const uint e = inv * QPI + k, r = e / DIM, d = e % DIM;
+    float v = 0.0;
+    if (K_ROT == 2u) {
+      for (uint j = 0; j < DIM; ++j) v = fma(tables[K_ROTATION_AT + d * DIM + j], SF(r * DIM + j), v);
+    } else {
+      v = SF(r * DIM + d);
+    }
+    qv[k] = v * q_scale;
+    qmax = max(qmax, abs(qv[k]));
+  }
+  s_red[inv] = qmax;
+  barrier();
+  if (inv < ROWS) {
+    float m = 0.0;
+    for (uint i = 0; i < WG / ROWS; ++i) m = max(m, s_red[inv * (WG / ROWS) + i]);
+    int ex = 0;
+    frexp(m, ex);  // m = f 2^ex, f in [0.5, 1)
+    ex = m > 0.0 && !isinf(m) && !isnan(m) ? clamp(ex - 9, -100, 100) : 0;
+    s_qf[inv] = exp2(float(ex));
+  }
+  barrier();
+  {
+    const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
+    const float f = 1.0 / s_qf[r];
+    [[unroll]] for (uint c = 0; c < QPI / 8u; ++c) {
+      uvec4 h;
+      [[unroll]] for (uint i = 0; i < 4u; ++i)
+        h[i] = tk_f32_to_f16(qv[8u * c + 2u * i] * f) | (tk_f32_to_f16(qv[8u * c + 2u * i + 1u] * f) << 16);
+      smem[r * KS + d0 / 8u + c] = h;
+    }
+  }
+  barrier();
+  TK_CMH_OP qa[DT];
+  [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_LOADH_ROW(qa[t], smem, 2u * t, KS);
+  TK_CMH_ACC row_of;  // element i sits in row tk_cm_pos(TK_CM_EL(row_of, i))
+  TK_CMH_LOAD32_ROW(row_of, smem, IDX_OFF, 4u);
+  TK_CMH_ACC o_acc[DT];
+  [[unroll]] for (uint t = 0; t < DT; ++t) o_acc[t] = TK_CM_FILL(TK_CMH_ACC, 0.0);
+  barrier();  // the queries are read before the stages are written
+
+  const uint key = lane / 2u, hlf = lane % 2u;
+  const float row_qf = s_qf[lane / 2u];
+  float m_run = TK_NEG_INF, mo_run = TK_NEG_INF, l_run = 0.0;
+  // Loads one tile ahead (page ids two ahead): tile b of this subgroup
+  // starts at lo + b BT + 16 warp; keys at or past hi are loaded at hi - 1.
+  uint kw[LKW], vw[LVW];
+  float nrm = 0.0;
+  uint page_next = 0u;
+  const uint hi_key = uint(max(hi - 1, 0));
+  if (b0 < b1) {
+    const uint t0 = min(uint(lo) + b0 * BT + warp * KT + key, hi_key);
+    const uint row = (load_page(seq, t0 / PAGE_TOKENS) * pc.kv_heads + kvh) * PAGE_TOKENS + t0 % PAGE_TOKENS;
+    TK_LOAD_WORDS(kw, LKW, KW, k_words, k_words2, k_words4, row, hlf)
+    TK_LOAD_WORDS(vw, LVW, VW, v_words, v_words2, v_words4, row, hlf)
+    nrm = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
+    page_next = load_page(seq, min(uint(lo) + (b0 + 1u) * BT + warp * KT + key, hi_key) / PAGE_TOKENS);
+  }
+
+  for (uint b = b0; b < b1; ++b) {
+    const uint tb = uint(lo) + b * BT + warp * KT;
+    uint kn_[LKW], vn_[LVW];
+    float nrm_next = 0.0;
+    if (b + 1u < b1) {
+      const uint t1 = min(tb + BT + key, hi_key);
+      const uint row = (page_next * pc.kv_heads + kvh) * PAGE_TOKENS + t1 % PAGE_TOKENS;
+      TK_LOAD_WORDS(kn_, LKW, KW, k_words, k_words2, k_words4, row, hlf)
+      TK_LOAD_WORDS(vn_, LVW, VW, v_words, v_words2, v_words4, row, hlf)
+      nrm_next = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
+      page_next = load_page(seq, min(tb + 2u * BT + key, hi_key) / PAGE_TOKENS);
+    }
+
+    TK_CM_SYNC();  // the previous tile's products have read the stage, its rescale s_flag
+    if (lane == 0u) s_flag[warp] = 0u;
+    TK_DECODE_ROW(kw, LKW, K_BITS, s_cbk, stage, key, hlf)
+    if (hlf == 0u) s_kn[warp * KT + key] = nrm;
+    else s_lvn[warp * KT + key] = nrm > 0.0 ? log(nrm) : TK_NEG_INF;
+    TK_CM_SYNC();
+    TK_CMH_ACC s = TK_CM_FILL(TK_CMH_ACC, 0.0);
+    [[unroll]] for (uint t = 0; t < DT; ++t) {
+      TK_CMH_OP kb;  // K^T, dims 16t .. x keys: column n of it is key n's row
+      TK_CMH_LOADH_COL(kb, smem, stage + 2u * t, KS);
+      s = TK_CMH_MMA(qa[t], kb, s);
+    }
+    TK_CM_SYNC();  // K is read: V takes the stage
+    TK_DECODE_ROW(vw, LVW, V_BITS, s_cbv, stage, key, hlf)
+    TK_CMH_STORE32_ROW(s, smem, stage + S_OFF, SS);
+    TK_CM_SYNC();
+
+    // The weights: lane l takes row l / 2, keys 8 (l % 2) .. + 7 (its
+    // partner l ^ 1 the other half). z = S 2^e norm_k (capped, masked);
+    // m exact, l per lane (summed over the pair at the end); O's reference
+    // m_o moves only when a weight would exceed e^8 (fp16 holds that), and
+    // then O is rescaled by e^(old - new) (s_alpha, s_flag).
+    {
+      const uint row = lane / 2u, k0 = 8u * (lane % 2u);
+      float z[8], u[8];
+      float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
+      [[unroll]] for (uint q4 = 0; q4 < 2u; ++q4) {
+        const vec4 sv = uintBitsToFloat(smem[stage + S_OFF + row * SS + k0 / 4u + q4]);
+        [[unroll]] for (uint i = 0; i < 4u; ++i) {
+          const uint j = 4u * q4 + i;
+          float v = sv[i] * row_qf * s_kn[warp * KT + k0 + j];
+          if (pc.softcap > 0.0) {
+            const float xc = v / pc.softcap;
+            v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
+          }
+          const int t = int(tb + k0 + j);
+          z[j] = t >= row_first && t < row_end ? v : TK_NEG_INF;
+          u[j] = z[j] + s_lvn[warp * KT + k0 + j];
+          m_t = max(m_t, z[j]);
+          mo_t = max(mo_t, u[j]);
+        }
+      }
+      m_t = max(m_t, subgroupShuffleXor(m_t, 1u));
+      mo_t = max(mo_t, subgroupShuffleXor(mo_t, 1u));
+      const float m_new = max(m_run, m_t);
+      const bool bump = mo_t > mo_run + 8.0;  // also the first weight above 0 (mo_run = -inf)
+      const float mo_new = bump ? mo_t : mo_run;
+      float l_t = 0.0;
+      uint ph[4];
+      [[unroll]] for (uint j = 0; j < 8u; j += 2u) {
+        vec2 w;
+        [[unroll]] for (uint h = 0; h < 2u; ++h) {
+          l_t += z[j + h] == TK_NEG_INF ? 0.0 : exp(z[j + h] - m_new);
+          w[h] = u[j + h] == TK_NEG_INF ? 0.0 : exp(u[j + h] - mo_new);
+        }
+        ph[j / 2u] = packHalf2x16(w);
+      }
+      l_run = l_run * tk_softmax_rescale(m_run, m_new) + l_t;
+      const bool rescale = bump && mo_run != TK_NEG_INF;  // O is still 0 while mo_run = -inf
+      if (lane % 2u == 0u) s_alpha[warp * ROWS + row] = rescale ? exp(mo_run - mo_new) : 1.0;
+      if (rescale) s_flag[warp] = 1u;
+      m_run = m_new;
+      mo_run = mo_new;
+      smem[stage + P_OFF + row * 2u + lane % 2u] = uvec4(ph[0], ph[1], ph[2], ph[3]);
+    }
+    TK_CM_SYNC();
+
+    if (s_flag[warp] != 0u) {
+      for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
+        const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
+        [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
+      }
+    }
+    TK_CMH_OP pa;
+    TK_CMH_LOADH_ROW(pa, smem, stage + P_OFF, 2u);
+    [[unroll]] for (uint t = 0; t < DT; ++t) {
+      TK_CMH_OP vb;  // V, keys x dims 16t ..
+      TK_CMH_LOADH_ROW(vb, smem, stage + 2u * t, KS);
+      o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
+    }
+
+    [[unroll]] for (uint i = 0; i < LKW; ++i) kw[i] = kn_[i];
+    [[unroll]] for (uint i = 0; i < LVW; ++i) vw[i] = vn_[i];
+    nrm = nrm_next;
+  }
+
+  // The subgroups' states merged: M = max m, L = sum l e^(m - M); each
+  // subgroup's O (maximum m_o) scaled by e^(m_o - M) and summed in shared
+  // memory, subgroup after subgroup.
+  l_run += subgroupShuffleXor(l_run, 1u);
+  if (lane % 2u == 0u) {
+    s_wm[warp * ROWS + lane / 2u] = m_run;
+    s_wl[warp * ROWS + lane / 2u] = l_run;
+  }
+  barrier();
+  if (lane % 2u == 0u) {
+    const uint row = lane / 2u;
+    float big_m = TK_NEG_INF;
+    for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * ROWS + row], s_wl[w * ROWS + row]);
+    // m_o is -inf where no key had a non-zero weight; then O is 0.
+    s_alpha[warp * ROWS + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
+  }
+  barrier();
+  for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
+    const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
+    [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
+  }
+  // Subgroup w adds what subgroups 0 .. w-1 left, then (after a barrier:
+  // every invocation of it has read the sum) stores its own.
+  for (uint w = 0; w < NW; ++w) {
+    if (warp == w && w > 0u)
+      [[unroll]] for (uint t = 0; t < DT; ++t) {
+        TK_CMH_ACC prev;
+        TK_CMH_LOAD32_ROW(prev, smem, 4u * t, OS);
+        for (uint i = 0; i < TK_CM_LEN(prev); ++i) TK_CM_EL(o_acc[t], i) += TK_CM_EL(prev, i);
+      }
+    barrier();
+    if (warp == w)
+      [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_STORE32_ROW(o_acc[t], smem, 4u * t, OS);
+    barrier();
+  }
+
+  // The state as decode_attention_finish.glsl takes it.
+  vec4 o_fin[RV * PAIRS * 2u], m_fin[RV], l_fin[RV];
+  [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+    const uint p = min(inv + n * WG, DIM / 2u - 1u);
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      const uint d = 2u * p + h;
+      [[unroll]] for (uint r = 0; r < RV; ++r)
+        [[unroll]] for (uint k = 0; k < 4u; ++k)
+          o_fin[(r * PAIRS + n) * 2u + h][k] = uintBitsToFloat(smem[(4u * r + k) * OS + d / 4u][d % 4u]);
+    }
+  }
+  [[unroll]] for (uint r = 0; r < RV; ++r)
+    [[unroll]] for (uint k = 0; k < 4u; ++k) {
+      float m = TK_NEG_INF, l = 0.0;
+      for (uint w = 0; w < NW; ++w) m = tk_softmax_max(m, s_wm[w * ROWS + 4u * r + k], s_wl[w * ROWS + 4u * r + k]);
+      for (uint w = 0; w < NW; ++w)
+        l += s_wl[w * ROWS + 4u * r + k] * tk_softmax_weight(s_wm[w * ROWS + 4u * r + k], s_wl[w * ROWS + 4u * r + k], m);
+      m_fin[r][k] = m;
+      l_fin[r][k] = l;
+    }
+#include "../common/decode_attention_finish.glsl"
+}
