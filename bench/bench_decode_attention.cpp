@@ -142,8 +142,11 @@ BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations
 BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionK8V4)->Args({1, 32768, 1, 0, 0, 0, 0})->Args({32, 4096, 1, 0, 0, 0, 0})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-// The same shapes on the CUDA-core (subgroup) variant.
-BENCHMARK(BM_DecodeAttentionK4V4CudaCores)->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The same shapes on the CUDA-core (subgroup) variant, where the automatic
+// choice differs only at q_len 4 (--benchmark_filter=^Sweep_).
+BENCHMARK(BM_DecodeAttentionK4V4CudaCores)
+    ->Name("Sweep_DecodeAttentionK4V4CudaCores")
+    ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):
 // workgroup x keys per invocation x splits at the shapes that matter.
