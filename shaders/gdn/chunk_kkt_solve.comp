@@ -26,18 +26,7 @@
 TK_DECLARE_SPEC(TK_KKT_SOLVE_SPEC)
 TK_DECLARE_PUSH(TK_KKT_SOLVE_PUSH)
 
-layout(std430, binding = 0) readonly buffer K4 { uvec4 k_4[]; };
-layout(std430, binding = 1) readonly buffer GRaw { float g_raw[]; };
-layout(std430, binding = 2) readonly buffer BetaRaw { float beta_raw[]; };
-layout(std430, binding = 3) readonly buffer ALog { float a_log[]; };
-layout(std430, binding = 4) readonly buffer DtBias { float dt_bias[]; };
-layout(std430, binding = 5) readonly buffer Index { uvec4 index_table[]; };
-layout(std430, binding = 6) writeonly buffer GOut { float g_out[]; };
-layout(std430, binding = 7) writeonly buffer BetaOut { float beta_out[]; };
-layout(std430, binding = 8) writeonly buffer AOut { uvec4 a_4[]; };
-
-#define TK_GDN_INDEX(i) index_table[i]
-#include "../common/gdn_chunks.glsl"
+#include "chunk_kkt_gate.glsl"
 
 const uint WG = 256;  // the host's workgroup size
 const uint RT = BT / 16;                 // 16-row blocks per chunk
@@ -58,8 +47,6 @@ const uint KX_VEC4 = BT * SK > XS_VEC4 ? BT * SK : XS_VEC4;
 const uint SMEM_VEC4 = KS_OFF + KX_VEC4;
 
 shared uvec4 smem[SMEM_VEC4];
-shared float s_g[BT];     // cumulative log decay of the chunk's rows
-shared float s_beta[BT];
 
 float m_at(uint i, uint j) {
   const uint w = MS_OFF * 4 + i * (BT + 4) + j;
@@ -79,11 +66,6 @@ void x_set(uint b, uint r, uint c, float v) {
   smem[w >> 2][w & 3u] = floatBitsToUint(v);
 }
 
-// M[i][j] from the raw dot product: gated, beta-scaled, masked.
-float gated(float dot, uint i, uint j, uint rows) {
-  return j < i && i < rows ? s_beta[i] * dot * exp(s_g[i] - s_g[j]) : 0.0;
-}
-
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint x = gl_WorkGroupID.x + pc.group_offset;
@@ -93,31 +75,8 @@ void main() {
   const uint slot0 = c * BT;
 
   // ---- gate, beta and the inclusive cumulative sum of the gate ----------
-  if (tid < BT) {
-    const bool valid = tid < ch.rows;
-    const uint at = (ch.first + min(tid, ch.rows - 1u)) * pc.H + h;
-    float gl = g_raw[at];
-    if ((OPTIONS & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
-      const float bias = (OPTIONS & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
-      gl = -exp(a_log[h]) * tk_softplus(gl + bias);
-    }
-    float b = beta_raw[at];
-    if ((OPTIONS & TK_GDN_OPT_BETA_SIGMOID) != 0u)
-      b = ((OPTIONS & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-b));
-    s_g[tid] = valid ? gl : 0.0;  // padding rows decay by nothing
-    s_beta[tid] = valid ? b : 0.0;
-  }
-  [[unroll]] for (uint off = 1; off < BT; off <<= 1) {
-    barrier();
-    const float add = tid < BT && tid >= off ? s_g[tid - off] : 0.0;
-    barrier();
-    if (tid < BT) s_g[tid] += add;
-  }
-  barrier();
-  if (tid < BT) {
-    g_out[(slot0 + tid) * pc.H + h] = s_g[tid];
-    beta_out[(slot0 + tid) * pc.H + h] = s_beta[tid];
-  }
+  kkt_gate_beta(tid, ch, h);
+  kkt_gate_cumsum(tid, slot0, h);
 
   // ---- k k^T over slices of KC columns -------------------------------------
   const uint BQ = BT / 4;  // 4 x 4 blocks of M per row of blocks

@@ -36,18 +36,7 @@
 TK_DECLARE_SPEC(TK_KKT_SOLVE_SPEC)
 TK_DECLARE_PUSH(TK_KKT_SOLVE_PUSH)
 
-layout(std430, binding = 0) readonly buffer K4 { uvec4 k_4[]; };
-layout(std430, binding = 1) readonly buffer GRaw { float g_raw[]; };
-layout(std430, binding = 2) readonly buffer BetaRaw { float beta_raw[]; };
-layout(std430, binding = 3) readonly buffer ALog { float a_log[]; };
-layout(std430, binding = 4) readonly buffer DtBias { float dt_bias[]; };
-layout(std430, binding = 5) readonly buffer Index { uvec4 index_table[]; };
-layout(std430, binding = 6) writeonly buffer GOut { float g_out[]; };
-layout(std430, binding = 7) writeonly buffer BetaOut { float beta_out[]; };
-layout(std430, binding = 8) writeonly buffer AOut { uvec4 a_4[]; };
-
-#define TK_GDN_INDEX(i) index_table[i]
-#include "../common/gdn_chunks.glsl"
+#include "chunk_kkt_gate.glsl"
 #include "../common/coopmat.glsl"
 
 const uint RT = BT / 16;                  // row blocks, = subgroups
@@ -68,8 +57,6 @@ const uint KS_OFF = 0;                    // the k slice: dead before the tiles 
 const uint PIECES = BT * KC / 8 / WG;     // 16-byte pieces of a k slice per invocation
 
 shared uvec4 smem[TK_KKT_TC_SMEM_VEC4(BT, KDIM)];
-shared float s_g[BT];     // cumulative log decay of the chunk's rows
-shared float s_beta[BT];
 
 // Tile pairs: X_IJ for I < RT - 1 (J <= I) and X_II of the last row, in
 // row order (the last row's other blocks are never read back); M_IJ, J < I.
@@ -113,11 +100,6 @@ void f32_set(uint off, uint r, uint c, float v) {
     acc = TK_CM_MMA(al_, bh_, acc);             \
   }
 
-// M[i][j] from the raw dot product: gated, beta-scaled, masked.
-float gated(float dot, uint i, uint j, uint rows) {
-  return j < i && i < rows ? s_beta[i] * dot * exp(s_g[i] - s_g[j]) : 0.0;
-}
-
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = TK_CM_SUBGROUP_ID, lane = tid % 32u;
   const uint x = gl_WorkGroupID.x + pc.group_offset;
@@ -135,35 +117,13 @@ void main() {
   }
 
   // ---- gate, beta and the inclusive cumulative sum of the gate ----------
-  if (tid < BT) {
-    const bool valid = tid < ch.rows;
-    const uint at = (ch.first + min(tid, ch.rows - 1u)) * pc.H + h;
-    float gl = g_raw[at];
-    if ((OPTIONS & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
-      const float bias = (OPTIONS & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
-      gl = -exp(a_log[h]) * tk_softplus(gl + bias);
-    }
-    float b = beta_raw[at];
-    if ((OPTIONS & TK_GDN_OPT_BETA_SIGMOID) != 0u)
-      b = ((OPTIONS & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-b));
-    s_g[tid] = valid ? gl : 0.0;  // padding rows decay by nothing
-    s_beta[tid] = valid ? b : 0.0;
-  }
+  kkt_gate_beta(tid, ch, h);
   for (uint p = tid; p < 128; p += WG) {  // the index tiles
     uvec4 q;
     [[unroll]] for (uint e = 0; e < 4; ++e) q[e] = tk_cm_index_word(p * 4 + e);
     smem[IDX_OFF + p] = q;
   }
-  barrier();
-  float gsum = 0.0;  // in row order, as the reference sums
-  [[unroll]] for (uint q = 0; q < BT; ++q)
-    if (q <= tid) gsum += s_g[q];
-  barrier();
-  if (tid < BT) {
-    s_g[tid] = gsum;
-    g_out[(slot0 + tid) * pc.H + h] = gsum;
-    beta_out[(slot0 + tid) * pc.H + h] = s_beta[tid];
-  }
+  kkt_gate_cumsum(tid, slot0, h);
 
   // ---- k k^T: tiles (sg, j), j <= sg --------------------------------------
   TK_CM_ACC acc[MAXRT];
