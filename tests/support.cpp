@@ -1,5 +1,6 @@
 #include "support.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -27,6 +28,17 @@ Context& sync_context() {
     const char* v = std::getenv("TILEKERNELS_VALIDATION");
     options.validation = !(v && std::string(v) == "0");
     options.synchronization_validation = true;
+    return std::make_unique<Context>(options);
+  }();
+  return *ctx;
+}
+
+Context& emulation_context() {
+  static std::unique_ptr<Context> ctx = [] {
+    ContextOptions options;
+    const char* v = std::getenv("TILEKERNELS_VALIDATION");
+    options.validation = !(v && std::string(v) == "0");
+    options.fence_timeout = std::chrono::minutes(20);
     return std::make_unique<Context>(options);
   }();
   return *ctx;

@@ -27,6 +27,11 @@ Context& context();
 // shows there, on lavapipe only by chance. Its messages fail the test too.
 Context& sync_context();
 
+// A third Context for the emulated tensor-core kernels (shaders/common/
+// coopmat.glsl): the first dispatch of each specialization waits for
+// lavapipe's compiler, past the other Contexts' fence timeout.
+Context& emulation_context();
+
 // Fails the current test if the validation layer said anything since the
 // last call (on either Context), and clears the logs.
 void expect_no_validation_messages();

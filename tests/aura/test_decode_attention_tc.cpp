@@ -10,7 +10,6 @@
 // (5e-3), f16 outputs are held to 1e-3: the
 // variant's own error (fp16 operands) is ~1e-4, and the bf16 budget alone
 // would let a wrong weight or a lost rescale through.
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <tilekernels/spirv/test/aura_decode_attention_tc_emulated.hpp>
@@ -164,18 +163,7 @@ TEST_F(DecodeAttentionTensorCore, LongSequence) {
 }
 
 // The emulated twin: the same kernel code with plain-GLSL matrices, on any
-// device. Its first dispatch per specialization waits for lavapipe's
-// compiler, past the test Context's fence timeout: a Context of its own.
-Context& emulation_context() {
-  static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options;
-    const char* v = std::getenv("TILEKERNELS_VALIDATION");
-    options.validation = !(v && std::string(v) == "0");
-    options.fence_timeout = std::chrono::minutes(20);
-    return std::make_unique<Context>(options);
-  }();
-  return *ctx;
-}
+// device (on emulation_context(), tests/support.hpp).
 
 class DecodeAttentionTensorCoreEmulated : public DeviceTest {};
 

@@ -139,24 +139,11 @@ inline std::vector<float> slots_from_tokens(const gdn::Chunking& ch, std::span<c
 }
 
 // The emulated tensor-core kernels (shaders/common/coopmat.glsl) take
-// lavapipe about a minute per specialization to compile: their tests run
-// only when TILEKERNELS_TEST_EMULATION=1.
+// lavapipe minutes per specialization to compile: their tests run only
+// when TILEKERNELS_TEST_EMULATION=1 (on emulation_context()).
 inline bool emulation_wanted() {
   const char* e = std::getenv("TILEKERNELS_TEST_EMULATION");
   return e && std::string(e) == "1";
-}
-
-// The Context for those: the first dispatch of each specialization waits
-// for lavapipe's compiler, past the test Context's fence timeout.
-inline Context& emulation_context() {
-  static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options;
-    const char* v = std::getenv("TILEKERNELS_VALIDATION");
-    options.validation = !(v && std::string(v) == "0");
-    options.fence_timeout = std::chrono::minutes(20);
-    return std::make_unique<Context>(options);
-  }();
-  return *ctx;
 }
 
 inline std::vector<float> floats(std::span<const double> x) { return {x.begin(), x.end()}; }
