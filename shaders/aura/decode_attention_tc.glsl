@@ -74,25 +74,7 @@ const uint STAGE = TK_DECODE_ATTENTION_TC_STAGE(DIM);
 const uint IDX_OFF = NW * STAGE;  // the row-index tile (64 uvec4)
 const uint OS = DIM / 4u + 1u;     // the merged O (16 rows of DIM f32) over the stages
 
-layout(std430, binding = 0) readonly buffer QF { float q_f32[]; };
-layout(std430, binding = 0) readonly buffer QH { uint q_16[]; };
-layout(std430, binding = 1) readonly buffer KWords { uint k_words[]; };
-layout(std430, binding = 1) readonly buffer KWords2 { uvec2 k_words2[]; };
-layout(std430, binding = 1) readonly buffer KWords4 { uvec4 k_words4[]; };
-layout(std430, binding = 2) readonly buffer KNorms { uint k_norms[]; };
-layout(std430, binding = 3) readonly buffer VWords { uint v_words[]; };
-layout(std430, binding = 3) readonly buffer VWords2 { uvec2 v_words2[]; };
-layout(std430, binding = 3) readonly buffer VWords4 { uvec4 v_words4[]; };
-layout(std430, binding = 4) readonly buffer VNorms { uint v_norms[]; };
-layout(std430, binding = 5) readonly buffer BlockTable { int block_table[]; };
-layout(std430, binding = 6) readonly buffer SeqLens { int seq_lens[]; };
-layout(std430, binding = 7) readonly buffer Tables { float tables[]; };
-layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };
-layout(std430, binding = 9) writeonly buffer OutF { float out_f32[]; };
-layout(std430, binding = 9) writeonly buffer OutH { uint out_16[]; };
-layout(std430, binding = 10) writeonly buffer Lse { float lse_out[]; };
-layout(std430, binding = 11) coherent buffer Work { vec4 work[]; };
-layout(std430, binding = 12) coherent buffer Counters { uint counters[]; };
+#include "../common/decode_attention_io.glsl"
 
 shared uvec4 smem[NW * STAGE + 64u];
 shared vec4 s_scratch[TK_DECODE_ATTENTION_TC_SCRATCH];  // the queries as floats; decode_attention_finish.glsl
@@ -104,29 +86,6 @@ shared float s_wm[NW * ROWS], s_wl[NW * ROWS];            // the subgroups' stat
 shared float s_qf[ROWS];                                  // per row: 2^e undoing Q's fp16 scaling
 shared float s_red[WG];
 shared bool s_last;
-
-#define SF(i) s_scratch[(i) >> 2][(i) & 3u]
-#define NEG_INF4 vec4(TK_NEG_INF)
-
-float load_q(uint i) { return Q_DTYPE == TK_F32 ? q_f32[i] : tk_load16(Q_DTYPE, q_16[i >> 1], i); }
-
-uint load_page(uint seq, uint index) {
-  const int p = block_table[seq * pc.max_pages + min(index, pc.max_pages - 1u)];
-  return uint(clamp(p, 0, int(pc.num_pages) - 1));
-}
-
-vec4 max4(vec4 m_acc, vec4 m, vec4 l) {
-  return vec4(tk_softmax_max(m_acc.x, m.x, l.x), tk_softmax_max(m_acc.y, m.y, l.y), tk_softmax_max(m_acc.z, m.z, l.z),
-              tk_softmax_max(m_acc.w, m.w, l.w));
-}
-vec4 weight4(vec4 m, vec4 l, vec4 m_new) {
-  return vec4(tk_softmax_weight(m.x, l.x, m_new.x), tk_softmax_weight(m.y, l.y, m_new.y),
-              tk_softmax_weight(m.z, l.z, m_new.z), tk_softmax_weight(m.w, l.w, m_new.w));
-}
-vec4 output4(vec4 o, vec4 l) {
-  return vec4(tk_softmax_output(vec4(o.x), l.x).x, tk_softmax_output(vec4(o.y), l.y).x,
-              tk_softmax_output(vec4(o.z), l.z).x, tk_softmax_output(vec4(o.w), l.w).x);
-}
 
 // Code `j` (0 <= j < DIM / 2) of a lane's half row held in w[0 .. n).
 #define TK_CODE(w, n, j, BITS)                                                                      \
