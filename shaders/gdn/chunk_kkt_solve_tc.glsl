@@ -24,7 +24,10 @@
 //      X_IJ = -X_II sum_{m=J}^{I-1} M_Im X_mJ, J = I - d (the X_mJ it
 //      reads are of smaller distance, finished at the previous barrier).
 // A = bf16(X) is X's hi part, stored per tile with padding rows zeroed;
-// tiles above the diagonal are stored as zeros.
+// tiles above the diagonal are stored as zeros. A tile leaves through the
+// subgroup's f32 scratch (free by then), one 16-byte piece per invocation
+// (row lane / 2, half lane % 2): fragment stores straight to storage
+// buffers are slow on NVIDIA's driver.
 // All synchronisation is by workgroup barriers in uniform control flow
 // (subgroup I's scratch is read back by subgroup I only, but the emulation
 // spreads a virtual subgroup over hardware subgroups of any size).
@@ -108,6 +111,8 @@ void main() {
   const uint kh = h / pc.ratio;
   const uint slot0 = c * BT;
   const uint a_stride = pc.H * BT / 8;  // A row stride (uvec4)
+  // This invocation's piece of row block sg of A, column block 0.
+  const uint a_piece = (slot0 + sg * 16 + lane / 2) * a_stride + h * (BT / 8) + (lane & 1u);
 
   // The first k slice's loads, in flight during the gate and its sum.
   uvec4 pre[PIECES];
@@ -200,12 +205,12 @@ void main() {
       TK_CM_EL(xd, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xd, e)) : 0.0;
     }
     const TK_CM_ACC16 a16 = TK_CM_TO_ACC16(xd);
-    TK_CM_STORE16_ROW(a16, a_4, (slot0 + sg * 16) * a_stride + h * (BT / 8) + sg * 2, a_stride);
-    const TK_CM_ACC16 zero16 = TK_CM_FILL(TK_CM_ACC16, 0.0);
-    TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
-      if (j > sg && j < RT)
-        TK_CM_STORE16_ROW(zero16, a_4, (slot0 + sg * 16) * a_stride + h * (BT / 8) + j * 2, a_stride);
+    TK_CM_STORE16_ROW(a16, smem, sc, TS);
+    [[unroll]] for (uint j = 0; j < MAXRT; ++j) {
+      if (j > sg && j < RT) a_4[a_piece + j * 2] = uvec4(0u);
     }
+    TK_CM_SYNC();
+    a_4[a_piece + sg * 2] = smem[sc + (lane / 2) * TS + (lane & 1u)];
   }
 
   // ---- blocks below the diagonal, by distance ---------------------------
@@ -230,8 +235,10 @@ void main() {
           TK_CM_EL(xo, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xo, e)) : 0.0;
         }
         const TK_CM_ACC16 a16 = TK_CM_TO_ACC16(xo);
-        TK_CM_STORE16_ROW(a16, a_4, (slot0 + sg * 16) * a_stride + h * (BT / 8) + J * 2, a_stride);
+        TK_CM_STORE16_ROW(a16, smem, sc, TS);
       }
+      TK_CM_SYNC();
+      if (mine) a_4[a_piece + J * 2] = smem[sc + (lane / 2) * TS + (lane & 1u)];
     }
   }
 }

@@ -14,19 +14,26 @@
 //          shared memory, k rows past the sequence end zeroed; bf16(S) into
 //          shared memory transposed ([BV][K]: the B operand of w S, and
 //          whole 16-byte rows of h);
-//   barrier, then issue the next chunk's loads (w, k, g into registers, u
-//          straight into an accumulator fragment), so that they are in
-//          flight while this chunk computes; h_c from shared memory to h;
-//          v_new = u - w bf16(S) (K / 16 products per tile), stored bf16 to
-//          v_new; the operand bf16(v_new exp(g_last - g_i)) (rows past the
-//          end selected to 0) into shared memory;
+//   barrier, then issue the next chunk's loads (w, k, g, and this
+//          subgroup's u tile, into registers), so that they are in flight
+//          while this chunk computes; the previous chunk's v_new tile out
+//          of shared memory to v_new; h_c from shared memory to h; u through
+//          shared memory into a fragment; v_new = u - w bf16(S) (K / 16
+//          products per tile); the operand bf16(v_new exp(g_last - g_i))
+//          (rows past the end selected to 0) into shared memory;
 //   barrier, S = exp(g_last) S + k^T operand (BT / 16 products per tile);
-//   barrier (the next stage overwrites what this chunk read).
+//   barrier (the next stage overwrites what this chunk read); bf16(v_new)
+//          into the subgroup's tile of the operand area.
+// u enters and v_new leaves through that tile as one 16-byte piece per
+// invocation (invocation l: row l / 2, half l % 2), because fragment loads
+// and stores straight from and to storage buffers are slow on NVIDIA's
+// driver; within a subgroup, TK_CM_SYNC orders the pieces and the fragment
+// accesses of the same tile.
 // Rows past the sequence end in w and u are padding slots holding anything:
 // they reach only v_new's padding rows (stored to padding slots) and
 // operand rows that the select zeroes. u and v_new may be the same memory:
-// a chunk's u is loaded (one chunk ahead) before its v_new is stored, and
-// by the subgroup that stores it.
+// a piece of u is loaded (one chunk ahead) by the invocation that later
+// stores the same piece of v_new.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/gdn/state_recurrence_abi.h"
@@ -72,6 +79,7 @@ shared float s_g[BT];
 
 uvec4 pre_w[MAX_PW], pre_k[MAX_PW];
 float pre_g;
+uvec4 pre_u;  // this invocation's piece of the subgroup's u tile
 
 // Issues the loads of chunk c of the sequence (w, k, g into registers).
 void load_chunk(TkSeq seq, uint c, uint h, uint kh) {
@@ -101,6 +109,9 @@ void main() {
   const uint kh = h / pc.ratio, v0 = slice * BV;
   const TkSeq seq = tk_gdn_seq(n, pc.T, pc.row_chunks, pc.varlen != 0u);
   const uint rt = sg / CTV, vc = sg % CTV;  // this subgroup's v_new tile
+  // This invocation's piece of that tile: row pr, uvec4 pc2 of the tile's two.
+  const uint pr = rt * 16 + (tid & 31u) / 2, pc2 = (v0 + vc * 16) / 8 + (tid & 1u);
+  const uint piece = VS_OFF + pr * SVS + vc * 2 + (tid & 1u);
 
   // Index tiles (in the w area, before the first staging).
   if (tid < 128) {
@@ -129,12 +140,9 @@ void main() {
   }
 
   const uint chunks = (seq.len + BT - 1) / BT;
-  const uint u_stride = pc.H * VDIM / 8;
-  TK_CM_ACC16 u_next;
   if (chunks > 0) {
     load_chunk(seq, 0, h, kh);
-    TK_CM_LOAD16_ROW(u_next, u_4, ((seq.first_chunk * BT + rt * 16) * pc.H + h) * (VDIM / 8) + (v0 + vc * 16) / 8,
-                     u_stride);
+    pre_u = u_4[((seq.first_chunk * BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
   }
   barrier();  // the index tiles are read before the first staging overwrites them
 
@@ -159,15 +167,19 @@ void main() {
         TK_CM_STORE16_COL(b16, smem, HST_OFF + sc * 16 * SW + kr * 2, SW);
       }
     }
-    const TK_CM_ACC16 u_cur = u_next;
+    const uvec4 u_piece = pre_u;
     barrier();
 
     // ---- the next chunk's loads, h, v_new and the update's operand --------
     if (c + 1 < chunks) {
       load_chunk(seq, c + 1, h, kh);
-      TK_CM_LOAD16_ROW(u_next, u_4, ((slot0 + BT + rt * 16) * pc.H + h) * (VDIM / 8) + (v0 + vc * 16) / 8,
-                       u_stride);
+      pre_u = u_4[((slot0 + BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
     }
+    if (c > 0) vn_4[((slot0 - BT + pr) * pc.H + h) * (VDIM / 8) + pc2] = smem[piece];
+    smem[piece] = u_piece;
+    TK_CM_SYNC();
+    TK_CM_ACC16 u_cur;
+    TK_CM_LOAD16_ROW(u_cur, smem, VS_OFF + rt * 16 * SVS + vc * 2, SVS);
     [[unroll]] for (uint m = 0; m < PH; ++m) {
       const uint p = tid + m * WG, vv = p / (KDIM / 8), c8 = p % (KDIM / 8);
       h_4[((cg * pc.H + h) * VDIM + v0 + vv) * (KDIM / 8) + c8] = smem[HST_OFF + vv * SW + c8];
@@ -190,7 +202,7 @@ void main() {
       TK_CM_EL(vn, e) = tk_round_bf16_split(x);
     }
     const TK_CM_ACC16 vn16 = TK_CM_TO_ACC16(vn), op16 = TK_CM_TO_ACC16(op);
-    TK_CM_STORE16_ROW(vn16, vn_4, ((slot0 + rt * 16) * pc.H + h) * (VDIM / 8) + (v0 + vc * 16) / 8, u_stride);
+    TK_CM_SYNC();  // u is read out of the tile before op overwrites it
     TK_CM_STORE16_ROW(op16, smem, VS_OFF + rt * 16 * SVS + vc * 2, SVS);
     barrier();
 
@@ -210,6 +222,11 @@ void main() {
       }
     }
     barrier();
+    TK_CM_STORE16_ROW(vn16, smem, VS_OFF + rt * 16 * SVS + vc * 2, SVS);
+  }
+  if (chunks > 0) {
+    TK_CM_SYNC();
+    vn_4[(((seq.first_chunk + chunks - 1) * BT + pr) * pc.H + h) * (VDIM / 8) + pc2] = smem[piece];
   }
 
   if ((OPTIONS & TK_GDN_OPT_HT) != 0u) {
