@@ -10,8 +10,9 @@
 // (s / (BV/16), s % (BV/16)) and the K / BT state tiles s K/BT .. (row
 // tile, column tile in row-major order), whose f32 accumulators hold S for
 // the whole sequence. Per chunk:
-//   stage  w and k (registers loaded during the previous chunk) and g into
-//          shared memory, k rows past the sequence end zeroed; bf16(S) into
+//   stage  w and k (registers loaded during the previous chunk) and the
+//          rows' factors exp(g_last - g_i) into shared memory, k rows past
+//          the sequence end zeroed; bf16(S) into
 //          shared memory transposed ([BV][K]: the B operand of w S, and
 //          whole 16-byte rows of h);
 //   barrier, then issue the next chunk's loads (w, k, g, and this
@@ -75,10 +76,10 @@ const uint MAX_PW = 8;
 const uint PH = BV * (KDIM / 8) / WG;  // pieces of h per invocation: K / BT
 
 shared uvec4 smem[SMEM_VEC4];
-shared float s_g[BT];
+shared float s_f[BT];  // exp(g_last - g_i): row i's factor in the update's operand
 
 uvec4 pre_w[MAX_PW], pre_k[MAX_PW];
-float pre_g;
+float pre_g, pre_glast;  // g of row tid % BT, and of the chunk's last row
 uvec4 pre_u;  // this invocation's piece of the subgroup's u tile
 
 // Issues the loads of chunk c of the sequence (w, k, g into registers).
@@ -94,6 +95,7 @@ void load_chunk(TkSeq seq, uint c, uint h, uint kh) {
     }
   }
   pre_g = g_f[(slot0 + tid % BT) * pc.H + h];
+  pre_glast = g_f[(slot0 + last) * pc.H + h];
 }
 
 uint state_offset(uint n, uint h, uint kk, uint vv) {
@@ -156,7 +158,8 @@ void main() {
         smem[K_OFF + i * SW + c8] = i < rows ? pre_k[m] : uvec4(0u);
       }
     }
-    if (tid < BT) s_g[tid] = pre_g;
+    const float g_last = pre_glast;
+    if (tid < BT) s_f[tid] = exp(g_last - pre_g);
     [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
       if (j < SPT) {
         const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
@@ -194,11 +197,10 @@ void main() {
     }
     TK_CM_ACC vn = TK_CM_TO_ACC(u_cur);
     TK_CM_ACC op = TK_CM_FILL(TK_CM_ACC, 0.0);
-    const float g_last = s_g[rows - 1];
     for (int e = 0; e < TK_CM_LEN(vn); ++e) {
       const uint i = rt * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
       const float x = TK_CM_EL(vn, e) - TK_CM_EL(wh, e);
-      TK_CM_EL(op, e) = i < rows ? tk_round_bf16_split(x * exp(g_last - s_g[i])) : 0.0;
+      TK_CM_EL(op, e) = i < rows ? tk_round_bf16_split(x * s_f[i]) : 0.0;
       TK_CM_EL(vn, e) = tk_round_bf16_split(x);
     }
     const TK_CM_ACC16 vn16 = TK_CM_TO_ACC16(vn), op16 = TK_CM_TO_ACC16(op);
