@@ -16,8 +16,11 @@
 // (hi hi + hi lo + lo hi), f32 accumulation; the dropped lo lo term and
 // the lo rounding are ~2^-16 relative, finer than FLA's tf32 products
 // (2^-11) and far below A's final bf16 rounding (2^-9).
-//   1. k k^T: tile (I, J <= I) by subgroup I, the k chunk staged in
-//      slices of KC columns; gate, beta and the mask applied per element.
+//   1. k k^T: the RT (RT + 1) / 2 tiles (I, J <= I), in row order, dealt
+//      to the subgroups in turn (at most 3 each at BT = 64, against 4 for
+//      row block 3 alone), the k chunk staged in slices of KC columns;
+//      gate, beta and the mask applied per element; M_IJ stored split,
+//      M_II into the scratch of subgroup I.
 //   2. X_II = (I + M_II)^-1 by forward substitution, one invocation per
 //      column (lanes 0..15 of subgroup I), in f32.
 //   3. By distance d = 1 .. BT/16 - 1: subgroup I >= d computes
@@ -28,9 +31,10 @@
 // subgroup's f32 scratch (free by then), one 16-byte piece per invocation
 // (row lane / 2, half lane % 2): fragment stores straight to storage
 // buffers are slow on NVIDIA's driver.
-// All synchronisation is by workgroup barriers in uniform control flow
-// (subgroup I's scratch is read back by subgroup I only, but the emulation
-// spreads a virtual subgroup over hardware subgroups of any size).
+// All synchronisation is in uniform control flow: workgroup barriers, and
+// TK_CM_SYNC where a subgroup reads back its own A tile (a workgroup
+// barrier in the emulation, which spreads a virtual subgroup over hardware
+// subgroups of any size).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/gdn/kkt_solve_abi.h"
@@ -45,6 +49,9 @@ TK_DECLARE_PUSH(TK_KKT_SOLVE_PUSH)
 const uint RT = BT / 16;                  // row blocks, = subgroups
 const uint WG = RT * 32;                  // the host's workgroup size
 const uint MAXRT = 4;
+const uint NT = RT * (RT + 1) / 2;         // tiles of k k^T on and below the diagonal
+const uint TPS = (NT + RT - 1) / RT;      // of them per subgroup, at most
+const uint MAXTPS = 3;
 const uint KC = TK_KKT_TC_KC(KDIM);       // k columns staged per slice
 const uint NK = KDIM / KC;
 const uint SK = TK_KKT_TC_SK(KDIM);       // k row stride (uvec4)
@@ -65,6 +72,8 @@ shared uvec4 smem[TK_KKT_TC_SMEM_VEC4(BT, KDIM)];
 // row order (the last row's other blocks are never read back); M_IJ, J < I.
 uint xblk(uint I, uint J) { return I + 1 < RT ? I * (I + 1) / 2 + J : (RT - 1) * RT / 2; }
 uint mblk(uint I, uint J) { return I * (I - 1) / 2 + J; }
+// Tile t of k k^T in row order: its row block (RT <= 4: t < 10).
+uint tile_row(uint t) { return t < 1 ? 0u : t < 3 ? 1u : t < 6 ? 2u : 3u; }
 
 float f32_at(uint off, uint r, uint c) {
   const uint w = off * 4 + r * FS * 4 + c;
@@ -130,9 +139,9 @@ void main() {
   }
   kkt_gate_cumsum(tid, slot0, h);
 
-  // ---- k k^T: tiles (sg, j), j <= sg --------------------------------------
-  TK_CM_ACC acc[MAXRT];
-  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) acc[j] = TK_CM_FILL(TK_CM_ACC, 0.0);
+  // ---- k k^T: tiles t = sg + q RT (row block I, column block J) ----------
+  TK_CM_ACC acc[MAXTPS];
+  TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) acc[q] = TK_CM_FILL(TK_CM_ACC, 0.0);
   TK_CM_UNROLL for (uint s = 0; s < NK; ++s) {
     if (s > 0) barrier();  // the previous slice is read
     [[unroll]] for (uint n = 0; n < PIECES; ++n) {
@@ -146,14 +155,15 @@ void main() {
         pre[n] = k_4[((ch.first + min(i, ch.rows - 1u)) * pc.Hg + kh) * (KDIM / 8) + (s + 1) * (KC / 8) + c8];
       }
     }
-    TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
-      if (j <= sg) {  // uniform per subgroup
+    TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
+      const uint t = sg + q * RT, I = tile_row(t), J = t - I * (I + 1) / 2;
+      if (q < TPS && t < NT) {  // uniform per subgroup
         TK_CM_UNROLL for (uint kk = 0; kk < KC / 16; ++kk) {
           TK_CM_A a;
           TK_CM_B b;
-          TK_CM_LOAD16_ROW(a, smem, KS_OFF + sg * 16 * SK + kk * 2, SK);
-          TK_CM_LOAD16_COL(b, smem, KS_OFF + j * 16 * SK + kk * 2, SK);  // k^T
-          acc[j] = TK_CM_MMA(a, b, acc[j]);
+          TK_CM_LOAD16_ROW(a, smem, KS_OFF + I * 16 * SK + kk * 2, SK);
+          TK_CM_LOAD16_COL(b, smem, KS_OFF + J * 16 * SK + kk * 2, SK);  // k^T
+          acc[q] = TK_CM_MMA(a, b, acc[q]);
         }
       }
     }
@@ -161,23 +171,28 @@ void main() {
   TK_CM_ACC row_of, col_of;
   TK_CM_LOAD32_ROW(row_of, smem, IDX_OFF, 4);
   TK_CM_LOAD32_ROW(col_of, smem, IDX_OFF + 64, 4);
-  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
-    if (j <= sg) {
-      for (int e = 0; e < TK_CM_LEN(acc[j]); ++e) {
-        const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e)), jj = j * 16 + tk_cm_pos(TK_CM_EL(col_of, e));
-        TK_CM_EL(acc[j], e) = gated(TK_CM_EL(acc[j], e), i, jj, ch.rows);
+  TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
+    const uint t = sg + q * RT, I = tile_row(t), J = t - I * (I + 1) / 2;
+    if (q < TPS && t < NT) {
+      for (int e = 0; e < TK_CM_LEN(acc[q]); ++e) {
+        const uint i = I * 16 + tk_cm_pos(TK_CM_EL(row_of, e)), jj = J * 16 + tk_cm_pos(TK_CM_EL(col_of, e));
+        TK_CM_EL(acc[q], e) = gated(TK_CM_EL(acc[q], e), i, jj, ch.rows);
       }
     }
   }
   barrier();  // every subgroup is done with the k slice: X, M and the scratch may take its place
 
-  // ---- M below the diagonal (split) and M_II (f32 scratch) --------------
+  // ---- M below the diagonal (split) and M_II (f32 scratch of subgroup I) --
   const uint sc = SC_OFF + sg * SC_SIZE;
-  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
-    if (j < sg) TK_STORE_SPLIT(acc[j], M_OFF + 2 * mblk(sg, j) * TILE);
-  }
-  TK_CM_UNROLL for (uint j = 0; j < MAXRT; ++j) {
-    if (j == sg) TK_CM_STORE32_ROW(acc[j], smem, sc, FS);
+  TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
+    const uint t = sg + q * RT, I = tile_row(t), J = t - I * (I + 1) / 2;
+    if (q < TPS && t < NT) {
+      if (J < I) {
+        TK_STORE_SPLIT(acc[q], M_OFF + 2 * mblk(I, J) * TILE);
+      } else {
+        TK_CM_STORE32_ROW(acc[q], smem, SC_OFF + I * SC_SIZE, FS);
+      }
+    }
   }
   barrier();
 
