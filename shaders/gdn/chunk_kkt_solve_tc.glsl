@@ -17,8 +17,8 @@
 // the lo rounding are ~2^-16 relative, finer than FLA's tf32 products
 // (2^-11) and far below A's final bf16 rounding (2^-9).
 //   1. k k^T: the RT (RT + 1) / 2 tiles (I, J <= I), in row order, dealt
-//      to the subgroups in turn (at most 3 each at BT = 64, against 4 for
-//      row block 3 alone), the k chunk staged in slices of KC columns;
+//      to the subgroups in turn (at most 3 each at BT = 64, where row
+//      block 3 alone has 4), the k chunk staged in slices of KC columns;
 //      gate, beta and the mask applied per element; M_IJ stored split,
 //      M_II into the scratch of subgroup I.
 //   2. X_II = (I + M_II)^-1 by forward substitution, one invocation per

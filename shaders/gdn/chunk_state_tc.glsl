@@ -82,7 +82,7 @@ uvec4 pre_w[MAX_PW], pre_k[MAX_PW];
 float pre_g, pre_glast;  // g of row tid % BT, and of the chunk's last row
 uvec4 pre_u;  // this invocation's piece of the subgroup's u tile
 
-// Issues the loads of chunk c of the sequence (w, k, g into registers).
+// Issues the loads of chunk c of the sequence (w, k, g, g_last into registers).
 void load_chunk(TkSeq seq, uint c, uint h, uint kh) {
   const uint tid = gl_LocalInvocationID.x;
   const uint slot0 = (seq.first_chunk + c) * BT, tok0 = seq.bos + c * BT;
