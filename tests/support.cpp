@@ -7,11 +7,19 @@
 
 namespace tktest {
 
+namespace {
+// The validation layer on unless TILEKERNELS_VALIDATION=0.
+ContextOptions validated_options() {
+  ContextOptions options;
+  const char* v = std::getenv("TILEKERNELS_VALIDATION");
+  options.validation = !(v && std::string(v) == "0");
+  return options;
+}
+}  // namespace
+
 Context& context() {
   static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options;
-    const char* v = std::getenv("TILEKERNELS_VALIDATION");
-    options.validation = !(v && std::string(v) == "0");
+    ContextOptions options = validated_options();
     auto c = std::make_unique<Context>(options);
     const auto& info = c->info();
     std::printf("[tilekernels] device: %s (subgroup %u, multiprocessors %u, validation %s, path %s)\n",
@@ -24,9 +32,7 @@ Context& context() {
 
 Context& sync_context() {
   static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options;
-    const char* v = std::getenv("TILEKERNELS_VALIDATION");
-    options.validation = !(v && std::string(v) == "0");
+    ContextOptions options = validated_options();
     options.synchronization_validation = true;
     return std::make_unique<Context>(options);
   }();
@@ -35,9 +41,7 @@ Context& sync_context() {
 
 Context& emulation_context() {
   static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options;
-    const char* v = std::getenv("TILEKERNELS_VALIDATION");
-    options.validation = !(v && std::string(v) == "0");
+    ContextOptions options = validated_options();
     options.fence_timeout = std::chrono::minutes(20);
     return std::make_unique<Context>(options);
   }();
