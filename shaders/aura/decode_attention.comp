@@ -90,8 +90,8 @@ const bool V_ALIGNED = (8u * V_BITS) % 32u == 0u;
 const uint VWL = V_ALIGNED ? 8u * V_BITS / 32u : 2u;
 const uint PAGES = BT / PAGE_TOKENS + 2u;  // table entries one block can touch
 const uint PAIRS = (DIM / 2u + WG - 1u) / WG;  // output dim pairs per invocation
-// States whose o loads are in flight together in the merge (<= 16 vec4 per invocation).
-const uint MERGE_BATCH = 8u / (RV * PAIRS);  // RV * PAIRS <= 8
+// States whose o loads are in flight together in the merge (32 vec4 per invocation).
+const uint MERGE_BATCH = 16u / (RV * PAIRS);  // RV * PAIRS <= 8
 
 #include "../common/decode_attention_io.glsl"
 

@@ -64,10 +64,13 @@
       l_fin[r] = l;
     }
     [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
+    // A batch's loads carry no control flow between them and their use (past
+    // the end: the last state again, weighted 0), so that they are all in
+    // flight together rather than one round trip per state.
     for (uint s0 = 0; s0 < pc.splits; s0 += MERGE_BATCH) {
       vec4 os[MERGE_BATCH * RV * PAIRS * 2u];
       [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
-        const uint s = min(s0 + u, pc.splits - 1u);  // past the end: loaded, never used
+        const uint s = min(s0 + u, pc.splits - 1u);
         [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
           const uint p = min(inv + n * WG, DIM / 2u - 1u);
           [[unroll]] for (uint h = 0; h < 2u; ++h)
@@ -76,11 +79,13 @@
         }
       }
       [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
-        if (s0 + u >= pc.splits) break;
+        const uint s = min(s0 + u, pc.splits - 1u);
+        const bool real = s0 + u < pc.splits;
         [[unroll]] for (uint r = 0; r < RV; ++r) {
-          const uint at = ((s0 + u) * RV + r) * 2u;
+          const uint at = (s * RV + r) * 2u;
           const vec4 w = s_scratch[at];
-          const bvec4 full = notEqual(s_scratch[at + 1u], vec4(0.0));  // empty states' o is never read
+          // Empty states' o is never written: selected away, not multiplied.
+          const bvec4 full = real ? notEqual(s_scratch[at + 1u], vec4(0.0)) : bvec4(false);
           [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i)
             o_fin[r * PAIRS * 2u + i] += mix(vec4(0.0), w * os[(u * RV + r) * PAIRS * 2u + i], full);
         }
