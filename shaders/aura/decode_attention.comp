@@ -259,6 +259,32 @@ void main() {
       vn[k] = V_RAW ? 1.0 : TK_LOAD_NORM(NORM_DTYPE, v_norms, krow[k]);
     }
 
+    // The value lane's words of the block's keys, loaded with the keys' codes.
+    uvec4 vw[VJ];
+    TK_UNROLL_LONG for (uint j = 0; j < VJ; ++j) {
+      const uint tl = tg + j * TG;
+      const uint row = cache_row(min(t_base + tl, t_last), fp, buf, kvh);
+      uint w0 = 0u, w1 = 0u, w2 = 0u, w3 = 0u;
+      if (V_RAW) {
+        const uvec4 v = v_words4[row * (VW / 4u) + c];
+        w0 = v.x;
+        w1 = v.y;
+        w2 = v.z;
+        w3 = v.w;
+      } else if (V_ALIGNED && VWL == 2u) {
+        const uvec2 v = v_words2[row * (VW / 2u) + c];
+        w0 = v.x;
+        w1 = v.y;
+      } else if (V_ALIGNED) {
+        w0 = v_words[row * VW + c];
+      } else {
+        const uint wi = (8u * c * V_BITS) >> 5;
+        w0 = v_words[row * VW + wi];
+        w1 = v_words[row * VW + min(wi + 1u, VW - 1u)];
+      }
+      vw[j] = uvec4(w0, w1, w2, w3);
+    }
+
     // Scores of my keys against every row, code rows taken KCW words (whole
     // codes, KDC dims) at a time.
     vec4 z[TPI * RV];
@@ -341,25 +367,7 @@ void main() {
         [[unroll]] for (uint e = 0; e < 8u; ++e) o_acc[r * 8u + e] *= alpha[r];
       TK_UNROLL_LONG for (uint j = 0; j < VJ; ++j) {
         const uint tl = tg + j * TG;
-        const uint row = cache_row(min(t_base + tl, t_last), fp, buf, kvh);
-        uint w0 = 0u, w1 = 0u, w2 = 0u, w3 = 0u;
-        if (V_RAW) {
-          const uvec4 v = v_words4[row * (VW / 4u) + c];
-          w0 = v.x;
-          w1 = v.y;
-          w2 = v.z;
-          w3 = v.w;
-        } else if (V_ALIGNED && VWL == 2u) {
-          const uvec2 v = v_words2[row * (VW / 2u) + c];
-          w0 = v.x;
-          w1 = v.y;
-        } else if (V_ALIGNED) {
-          w0 = v_words[row * VW + c];
-        } else {
-          const uint wi = (8u * c * V_BITS) >> 5;
-          w0 = v_words[row * VW + wi];
-          w1 = v_words[row * VW + min(wi + 1u, VW - 1u)];
-        }
+        const uint w0 = vw[j].x, w1 = vw[j].y, w2 = vw[j].z, w3 = vw[j].w;
         float val[8];
         value_dims(c, w0, w1, w2, w3, val);
         const bool in_block = tl < BT;
