@@ -72,8 +72,11 @@ shared uvec4 smem[TK_KKT_TC_SMEM_VEC4(BT, KDIM)];
 // row order (the last row's other blocks are never read back); M_IJ, J < I.
 uint xblk(uint I, uint J) { return I + 1 < RT ? I * (I + 1) / 2 + J : (RT - 1) * RT / 2; }
 uint mblk(uint I, uint J) { return I * (I - 1) / 2 + J; }
-// Tile t of k k^T in row order: its row block (RT <= 4: t < 10).
-uint tile_row(uint t) { return t < 1 ? 0u : t < 3 ? 1u : t < 6 ? 2u : 3u; }
+// Tile t of k k^T in row order: its row and column blocks (I, J) (RT <= 4: t < 10).
+uvec2 tile_of(uint t) {
+  const uint I = t < 1 ? 0u : t < 3 ? 1u : t < 6 ? 2u : 3u;
+  return uvec2(I, t - I * (I + 1) / 2);
+}
 
 float f32_at(uint off, uint r, uint c) {
   const uint w = off * 4 + r * FS * 4 + c;
@@ -156,7 +159,7 @@ void main() {
       }
     }
     TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
-      const uint t = sg + q * RT, I = tile_row(t), J = t - I * (I + 1) / 2;
+      const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
       if (q < TPS && t < NT) {  // uniform per subgroup
         TK_CM_UNROLL for (uint kk = 0; kk < KC / 16; ++kk) {
           TK_CM_A a;
@@ -172,7 +175,7 @@ void main() {
   TK_CM_LOAD32_ROW(row_of, smem, IDX_OFF, 4);
   TK_CM_LOAD32_ROW(col_of, smem, IDX_OFF + 64, 4);
   TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
-    const uint t = sg + q * RT, I = tile_row(t), J = t - I * (I + 1) / 2;
+    const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
     if (q < TPS && t < NT) {
       for (int e = 0; e < TK_CM_LEN(acc[q]); ++e) {
         const uint i = I * 16 + tk_cm_pos(TK_CM_EL(row_of, e)), jj = J * 16 + tk_cm_pos(TK_CM_EL(col_of, e));
@@ -185,7 +188,7 @@ void main() {
   // ---- M below the diagonal (split) and M_II (f32 scratch of subgroup I) --
   const uint sc = SC_OFF + sg * SC_SIZE;
   TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
-    const uint t = sg + q * RT, I = tile_row(t), J = t - I * (I + 1) / 2;
+    const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
     if (q < TPS && t < NT) {
       if (J < I) {
         TK_STORE_SPLIT(acc[q], M_OFF + 2 * mblk(I, J) * TILE);
