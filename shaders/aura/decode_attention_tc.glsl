@@ -327,7 +327,7 @@ void main() {
     TK_CM_SYNC();
 
     if (s_flag[warp] != 0u) {
-      for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
+      TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
         const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
         [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
       }
@@ -362,7 +362,7 @@ void main() {
     s_alpha[warp * ROWS + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
   }
   barrier();
-  for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
+  TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
     const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
     [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
   }
@@ -373,7 +373,7 @@ void main() {
       [[unroll]] for (uint t = 0; t < DT; ++t) {
         TK_CMH_ACC prev;
         TK_CMH_LOAD32_ROW(prev, smem, 4u * t, OS);
-        for (uint i = 0; i < TK_CM_LEN(prev); ++i) TK_CM_EL(o_acc[t], i) += TK_CM_EL(prev, i);
+        TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(prev); ++i) TK_CM_EL(o_acc[t], i) += TK_CM_EL(prev, i);
       }
     barrier();
     if (warp == w)

@@ -91,7 +91,7 @@ void f32_set(uint off, uint r, uint c, float v) {
 #define TK_STORE_SPLIT(x, off)                                                  \
   {                                                                             \
     TK_CM_ACC hi_ = x, lo_ = x;                                                 \
-    for (int e_ = 0; e_ < TK_CM_LEN(hi_); ++e_) {                               \
+    TK_CM_UNROLL for (int e_ = 0; e_ < TK_CM_LEN(hi_); ++e_) {                  \
       const float v_ = TK_CM_EL(hi_, e_), h_ = tk_round_bf16_split(v_);         \
       TK_CM_EL(hi_, e_) = h_;                                                   \
       TK_CM_EL(lo_, e_) = tk_round_bf16_split(v_ - h_);                         \
@@ -177,7 +177,7 @@ void main() {
   TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
     const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
     if (q < TPS && t < NT) {
-      for (int e = 0; e < TK_CM_LEN(acc[q]); ++e) {
+      TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(acc[q]); ++e) {
         const uint i = I * 16 + tk_cm_pos(TK_CM_EL(row_of, e)), jj = J * 16 + tk_cm_pos(TK_CM_EL(col_of, e));
         TK_CM_EL(acc[q], e) = gated(TK_CM_EL(acc[q], e), i, jj, ch.rows);
       }
@@ -218,7 +218,7 @@ void main() {
     TK_CM_ACC xd;
     TK_CM_LOAD32_ROW(xd, smem, sc + 16 * FS, FS);
     TK_STORE_SPLIT(xd, X_OFF + 2 * xblk(sg, sg) * TILE);
-    for (int e = 0; e < TK_CM_LEN(xd); ++e) {
+    TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(xd); ++e) {
       const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
       TK_CM_EL(xd, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xd, e)) : 0.0;
     }
@@ -246,9 +246,9 @@ void main() {
       if (mine) {
         TK_CM_ACC xo = TK_CM_FILL(TK_CM_ACC, 0.0);
         TK_MMA_SPLIT(xo, X_OFF + 2 * xblk(sg, sg) * TILE, sc + 16 * FS);
-        for (int e = 0; e < TK_CM_LEN(xo); ++e) TK_CM_EL(xo, e) = -TK_CM_EL(xo, e);
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(xo); ++e) TK_CM_EL(xo, e) = -TK_CM_EL(xo, e);
         if (sg + 1 < RT) TK_STORE_SPLIT(xo, X_OFF + 2 * xblk(sg, J) * TILE);
-        for (int e = 0; e < TK_CM_LEN(xo); ++e) {
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(xo); ++e) {
           const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
           TK_CM_EL(xo, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xo, e)) : 0.0;
         }

@@ -165,7 +165,7 @@ void main() {
         const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
         TK_CM_ACC r16;
         r16 = S[j];
-        for (int e = 0; e < TK_CM_LEN(r16); ++e) TK_CM_EL(r16, e) = tk_round_bf16_split(TK_CM_EL(r16, e));
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(r16); ++e) TK_CM_EL(r16, e) = tk_round_bf16_split(TK_CM_EL(r16, e));
         TK_CM_ACC16 b16 = TK_CM_TO_ACC16(r16);
         TK_CM_STORE16_COL(b16, smem, HST_OFF + sc * 16 * SW + kr * 2, SW);
       }
@@ -197,7 +197,7 @@ void main() {
     }
     TK_CM_ACC vn = TK_CM_TO_ACC(u_cur);
     TK_CM_ACC op = TK_CM_FILL(TK_CM_ACC, 0.0);
-    for (int e = 0; e < TK_CM_LEN(vn); ++e) {
+    TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(vn); ++e) {
       const uint i = rt * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
       const float x = TK_CM_EL(vn, e) - TK_CM_EL(wh, e);
       TK_CM_EL(op, e) = i < rows ? tk_round_bf16_split(x * s_f[i]) : 0.0;
@@ -213,7 +213,7 @@ void main() {
     [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
       if (j < SPT) {
         const uint t = sg * SPT + j, kr = t / CTV, sc = t % CTV;
-        for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_EL(S[j], e) *= decay;
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_EL(S[j], e) *= decay;
         [[unroll]] for (uint tt = 0; tt < RT; ++tt) {
           TK_CM_A a;
           TK_CM_B b;
