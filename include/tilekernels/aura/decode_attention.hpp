@@ -347,8 +347,10 @@ class DecodeAttentionKernel {
     return geometry(p, workspace, select_variant(*ctx_, name, variants, p));
   }
   // The same for a given variant. The tensor-core one has fixed blocks
-  // (workgroups of 128 invocations, 16 rows, 64 keys per block) and takes
-  // the same split rule.
+  // (workgroups of 128 invocations, 16 rows, 64 keys per block) and its own
+  // split rule at one workgroup per multiprocessor: its merge reads 16-row
+  // states two at a time, and fewer splits won at every length measured
+  // (bench/NOTES-aura-attention.md).
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
     if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace);
     Geometry g;
@@ -381,10 +383,12 @@ class DecodeAttentionKernel {
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
     const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 15) / 16);
     const auto& info = ctx_->info();
-    const std::int64_t target = info.multiprocessors ? 2 * info.multiprocessors : 256;
+    const std::int64_t target = info.multiprocessors ? info.multiprocessors : 128;
     const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + tc_workgroup / 2 - 1) / (tc_workgroup / 2);
     if (workspace && units < target * 3 / 4) {
-      const std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
+      // Rounded down: one workgroup more than the multiprocessors doubles
+      // the time of those that take two.
+      const std::int64_t splits = std::min<std::int64_t>({target / units, blocks, max_splits});
       const std::int64_t per_split = (blocks + splits - 1) / splits;
       g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
     }
