@@ -370,12 +370,16 @@ class DecodeAttentionKernel {
       blocks = (keys + c[0] * c[1] - 1) / (c[0] * c[1]);
       if (!workspace || units * blocks >= enough) break;
     }
-    if (workspace && units < enough) {
-      std::int64_t splits = std::min<std::int64_t>({(target + units - 1) / units, blocks, max_splits});
-      const std::int64_t per_split = (blocks + splits - 1) / splits;
-      g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
-    }
+    if (workspace && units < enough) g.splits = even_splits((target + units - 1) / units, blocks);
     return g;
+  }
+
+  // At most `wanted` splits (and no more than blocks or max_splits), rounded
+  // so that every split takes the same number of blocks but the last.
+  static std::uint32_t even_splits(std::int64_t wanted, std::int64_t blocks) {
+    const std::int64_t splits = std::min<std::int64_t>({wanted, blocks, max_splits});
+    const std::int64_t per_split = (blocks + splits - 1) / splits;
+    return static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
   }
 
   Geometry tensor_core_geometry(const Problem& p, bool workspace) const {
@@ -385,13 +389,9 @@ class DecodeAttentionKernel {
     const auto& info = ctx_->info();
     const std::int64_t target = info.multiprocessors ? info.multiprocessors : 128;
     const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + tc_workgroup / 2 - 1) / (tc_workgroup / 2);
-    if (workspace && units < target * 3 / 4) {
-      // Rounded down: one workgroup more than the multiprocessors doubles
-      // the time of those that take two.
-      const std::int64_t splits = std::min<std::int64_t>({target / units, blocks, max_splits});
-      const std::int64_t per_split = (blocks + splits - 1) / splits;
-      g.splits = static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
-    }
+    // Rounded down: one workgroup more than the multiprocessors doubles the
+    // time of those that take two.
+    if (workspace && units < target * 3 / 4) g.splits = even_splits(target / units, blocks);
     return g;
   }
 
