@@ -177,10 +177,14 @@ void main() {
   TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
     const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
     if (q < TPS && t < NT) {
-      TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(acc[q]); ++e) {
+      // Gated in a copy: element access on an element of the array made
+      // NVIDIA's driver keep the whole array in local memory.
+      TK_CM_ACC m = acc[q];
+      TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(m); ++e) {
         const uint i = I * 16 + tk_cm_pos(TK_CM_EL(row_of, e)), jj = J * 16 + tk_cm_pos(TK_CM_EL(col_of, e));
-        TK_CM_EL(acc[q], e) = gated(TK_CM_EL(acc[q], e), i, jj, ch.rows);
+        TK_CM_EL(m, e) = gated(TK_CM_EL(m, e), i, jj, ch.rows);
       }
+      acc[q] = m;
     }
   }
   barrier();  // every subgroup is done with the k slice: X, M and the scratch may take its place
