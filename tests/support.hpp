@@ -33,7 +33,7 @@ Context& sync_context();
 Context& emulation_context();
 
 // Fails the current test if the validation layer said anything since the
-// last call (on either Context), and clears the logs.
+// last call (on any of the three Contexts that exist), and clears the logs.
 void expect_no_validation_messages();
 
 class DeviceTest : public ::testing::Test {

