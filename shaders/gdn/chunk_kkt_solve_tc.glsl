@@ -78,10 +78,6 @@ uvec2 tile_of(uint t) {
   return uvec2(I, t - I * (I + 1) / 2);
 }
 
-float f32_at(uint off, uint r, uint c) {
-  const uint w = off * 4 + r * FS * 4 + c;
-  return uintBitsToFloat(smem[w >> 2][w & 3u]);
-}
 void f32_set(uint off, uint r, uint c, float v) {
   const uint w = off * 4 + r * FS * 4 + c;
   smem[w >> 2][w & 3u] = floatBitsToUint(v);
@@ -215,7 +211,12 @@ void main() {
     float xs[16];
     [[unroll]] for (uint i = 0; i < 16; ++i) {
       float s = i == j ? 1.0 : 0.0;  // rows above j come out 0: their sums only see zeros
-      [[unroll]] for (uint q = 0; q < i; ++q) s -= f32_at(sc, i, q) * xs[q];
+      // Row i of M_II four elements per load (the same for every lane).
+      [[unroll]] for (uint q4 = 0; 4 * q4 < i; ++q4) {
+        const vec4 m = uintBitsToFloat(smem[sc + i * FS + q4]);
+        [[unroll]] for (uint e = 0; e < 4; ++e)
+          if (4 * q4 + e < i) s -= m[e] * xs[4 * q4 + e];
+      }
       xs[i] = s;
     }
     // Into the T area (M_II is still being read by the other lanes).
