@@ -17,10 +17,12 @@
 //          whole 16-byte rows of h);
 //   barrier, then issue the next chunk's loads (w, k, g, and this
 //          subgroup's u tile, into registers), so that they are in flight
-//          while this chunk computes; the previous chunk's v_new tile out
-//          of shared memory to v_new; h_c from shared memory to h; u through
-//          shared memory into a fragment; v_new = u - w bf16(S) (K / 16
-//          products per tile); the operand bf16(v_new exp(g_last - g_i))
+//          while this chunk computes; the previous chunk's v_new tile and
+//          h_c read out of shared memory into registers; u through shared
+//          memory into a fragment; v_new = u - w bf16(S) (K / 16 products
+//          per tile); then the v_new and h_c pieces stored to memory (a
+//          store waits for its shared load, so it follows the products
+//          instead of delaying them); the operand bf16(v_new exp(g_last - g_i))
 //          (rows past the end selected to 0) into shared memory;
 //   barrier, S = exp(g_last) S + k^T operand (BT / 16 products per tile);
 //   barrier (the next stage overwrites what this chunk read); bf16(v_new)
@@ -178,15 +180,16 @@ void main() {
       load_chunk(seq, c + 1, h, kh);
       pre_u = u_4[((slot0 + BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
     }
-    if (c > 0) vn_4[((slot0 - BT + pr) * pc.H + h) * (VDIM / 8) + pc2] = smem[piece];
+    const uvec4 vn_prev = smem[piece];
+    uvec4 h_piece[PH];
+    [[unroll]] for (uint m = 0; m < PH; ++m) {
+      const uint p = tid + m * WG;
+      h_piece[m] = smem[HST_OFF + (p / (KDIM / 8)) * SW + p % (KDIM / 8)];
+    }
     smem[piece] = u_piece;
     TK_CM_SYNC();
     TK_CM_ACC16 u_cur;
     TK_CM_LOAD16_ROW(u_cur, smem, VS_OFF + rt * 16 * SVS + vc * 2, SVS);
-    [[unroll]] for (uint m = 0; m < PH; ++m) {
-      const uint p = tid + m * WG, vv = p / (KDIM / 8), c8 = p % (KDIM / 8);
-      h_4[((cg * pc.H + h) * VDIM + v0 + vv) * (KDIM / 8) + c8] = smem[HST_OFF + vv * SW + c8];
-    }
     TK_CM_ACC wh = TK_CM_FILL(TK_CM_ACC, 0.0);
     [[unroll]] for (uint kk = 0; kk < KDIM / 16; ++kk) {
       TK_CM_A a;
@@ -194,6 +197,13 @@ void main() {
       TK_CM_LOAD16_ROW(a, smem, W_OFF + rt * 16 * SW + kk * 2, SW);
       TK_CM_LOAD16_COL(b, smem, HST_OFF + vc * 16 * SW + kk * 2, SW);
       wh = TK_CM_MMA(a, b, wh);
+    }
+    // The stores wait on their shared loads; written after the products so
+    // that the warp issues the products' loads and MMAs first.
+    if (c > 0) vn_4[((slot0 - BT + pr) * pc.H + h) * (VDIM / 8) + pc2] = vn_prev;
+    [[unroll]] for (uint m = 0; m < PH; ++m) {
+      const uint p = tid + m * WG;
+      h_4[((cg * pc.H + h) * VDIM + v0 + p / (KDIM / 8)) * (KDIM / 8) + p % (KDIM / 8)] = h_piece[m];
     }
     TK_CM_ACC vn = TK_CM_TO_ACC(u_cur);
     TK_CM_ACC op = TK_CM_FILL(TK_CM_ACC, 0.0);
