@@ -76,6 +76,7 @@ const uint SMEM_VEC4 = VS_OFF + BT * SVS;
 const uint PW = BT * (KDIM / 8) / WG;  // 16-byte pieces of w (and of k) per invocation: K / BV
 const uint MAX_PW = 8;
 const uint PH = BV * (KDIM / 8) / WG;  // pieces of h per invocation: K / BT
+const uint MAX_PH = 8;
 
 shared uvec4 smem[SMEM_VEC4];
 shared float s_f[BT];  // exp(g_last - g_i): row i's factor in the update's operand
@@ -180,11 +181,13 @@ void main() {
       load_chunk(seq, c + 1, h, kh);
       pre_u = u_4[((slot0 + BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
     }
-    const uvec4 vn_prev = smem[piece];
-    uvec4 h_piece[PH];
-    [[unroll]] for (uint m = 0; m < PH; ++m) {
-      const uint p = tid + m * WG;
-      h_piece[m] = smem[HST_OFF + (p / (KDIM / 8)) * SW + p % (KDIM / 8)];
+    const uvec4 vn_prev = smem[piece];  // stored only from the second chunk on
+    uvec4 h_piece[MAX_PH];
+    [[unroll]] for (uint m = 0; m < MAX_PH; ++m) {
+      if (m < PH) {
+        const uint p = tid + m * WG;
+        h_piece[m] = smem[HST_OFF + (p / (KDIM / 8)) * SW + p % (KDIM / 8)];
+      }
     }
     smem[piece] = u_piece;
     TK_CM_SYNC();
@@ -201,9 +204,11 @@ void main() {
     // The stores wait on their shared loads; written after the products so
     // that the warp issues the products' loads and MMAs first.
     if (c > 0) vn_4[((slot0 - BT + pr) * pc.H + h) * (VDIM / 8) + pc2] = vn_prev;
-    [[unroll]] for (uint m = 0; m < PH; ++m) {
-      const uint p = tid + m * WG;
-      h_4[((cg * pc.H + h) * VDIM + v0 + p / (KDIM / 8)) * (KDIM / 8) + p % (KDIM / 8)] = h_piece[m];
+    [[unroll]] for (uint m = 0; m < MAX_PH; ++m) {
+      if (m < PH) {
+        const uint p = tid + m * WG;
+        h_4[((cg * pc.H + h) * VDIM + v0 + p / (KDIM / 8)) * (KDIM / 8) + p % (KDIM / 8)] = h_piece[m];
+      }
     }
     TK_CM_ACC vn = TK_CM_TO_ACC(u_cur);
     TK_CM_ACC op = TK_CM_FILL(TK_CM_ACC, 0.0);
