@@ -75,8 +75,7 @@ const uint W_OFF = 0, K_OFF = BT * SW, HST_OFF = 2 * BT * SW, VS_OFF = HST_OFF +
 const uint SMEM_VEC4 = VS_OFF + BT * SVS;
 const uint PW = BT * (KDIM / 8) / WG;  // 16-byte pieces of w (and of k) per invocation: K / BV
 const uint MAX_PW = 8;
-const uint PH = BV * (KDIM / 8) / WG;  // pieces of h per invocation: K / BT
-const uint MAX_PH = 8;
+const uint PH = BV * (KDIM / 8) / WG;  // pieces of h per invocation: K / BT = SPT (at most MAX_SPT)
 
 shared uvec4 smem[SMEM_VEC4];
 shared float s_f[BT];  // exp(g_last - g_i): row i's factor in the update's operand
@@ -182,8 +181,8 @@ void main() {
       pre_u = u_4[((slot0 + BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
     }
     const uvec4 vn_prev = smem[piece];  // stored only from the second chunk on
-    uvec4 h_piece[MAX_PH];
-    [[unroll]] for (uint m = 0; m < MAX_PH; ++m) {
+    uvec4 h_piece[MAX_SPT];
+    [[unroll]] for (uint m = 0; m < MAX_SPT; ++m) {
       if (m < PH) {
         const uint p = tid + m * WG;
         h_piece[m] = smem[HST_OFF + (p / (KDIM / 8)) * SW + p % (KDIM / 8)];
@@ -204,7 +203,7 @@ void main() {
     // The stores wait on their shared loads; written after the products so
     // that the warp issues the products' loads and MMAs first.
     if (c > 0) vn_4[((slot0 - BT + pr) * pc.H + h) * (VDIM / 8) + pc2] = vn_prev;
-    [[unroll]] for (uint m = 0; m < MAX_PH; ++m) {
+    [[unroll]] for (uint m = 0; m < MAX_SPT; ++m) {
       if (m < PH) {
         const uint p = tid + m * WG;
         h_4[((cg * pc.H + h) * VDIM + v0 + p / (KDIM / 8)) * (KDIM / 8) + p % (KDIM / 8)] = h_piece[m];
