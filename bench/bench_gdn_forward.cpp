@@ -188,6 +188,21 @@ BENCHMARK_CAPTURE(BM_GdnChunkForward, B8_T2048, ForwardShape{8, 2048, 16, 32, {}
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N8, ForwardShape{1, 0, 16, 32, kVarlenLengths})
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
+// Many short sequences, 16384 tokens: 128 of 128 tokens (every stage one
+// dispatch) against 128 of 127 and 129 (recompute_wu and chunk_o then
+// dispatch per sequence; 320 chunks instead of 256).
+const std::vector<std::int32_t> kManyAligned(128, 128);
+std::vector<std::int32_t> many_unaligned() {
+  std::vector<std::int32_t> l;
+  for (int i = 0; i < 128; ++i) l.push_back(i % 2 ? 129 : 127);
+  return l;
+}
+BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N128_aligned, ForwardShape{1, 0, 16, 32, kManyAligned})
+    ->Name("Sweep_GdnChunkForward/varlen_N128_aligned")
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N128_unaligned, ForwardShape{1, 0, 16, 32, many_unaligned()})
+    ->Name("Sweep_GdnChunkForward/varlen_N128_unaligned")
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
 // A small shape that a CPU device runs in seconds (--benchmark_filter=^Sweep_).
 BENCHMARK_CAPTURE(BM_GdnChunkForward, small, ForwardShape{1, 200, 2, 4, {}})
     ->Name("Sweep_GdnChunkForward/small")

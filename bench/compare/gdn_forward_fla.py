@@ -35,6 +35,8 @@ import types
 
 CHUNK_SHAPES = [(1, 8192, 16, 32, 128, 128), (8, 2048, 16, 32, 128, 128)]  # B, T, Hg, H, K, V
 VARLEN_LENS = [4096, 1000, 3000, 517, 2048, 63, 3500, 2160]  # 8 sequences, 16384 tokens, B = 1
+# --many: the benchmark's Sweep_GdnChunkForward/varlen_N128_* (128 short sequences, 16384 tokens)
+MANY_LENS = {"N128 aligned": [128] * 128, "N128 unaligned": [127, 129] * 64}
 DECODE = [(1, 16, 32, 128, 128), (32, 16, 32, 128, 128)]  # N, Hg, H, K, V; one new token each
 BT = 64
 
@@ -156,6 +158,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20, help="calls per timing")
     ap.add_argument("--dispatch", action="store_true", help="let FLA pick its optional backends")
     ap.add_argument("--qwen", action="store_true", help="q/k L2 norm, gate and beta sigmoid in the kernel")
+    ap.add_argument("--many", action="store_true", help="also 128 short sequences, aligned and not")
     args = ap.parse_args()
     root = find_fla(args.fla)
     if root is None:
@@ -183,16 +186,20 @@ def main():
             cases.append(("chunk", f"B={B} T={T} Hg={Hg} H={H} K={K} V={V}",
                           lambda q=q, k=k, v=v, g=g, beta=beta, kw=kw: chunk_gdr(q, k, v, g, beta, **kw)))
         Hg, H, K, V = 16, 32, 128, 128
-        total, N = sum(VARLEN_LENS), len(VARLEN_LENS)
-        q, k, v, g, beta, kw = gdn_inputs(torch, F, 1, total, Hg, H, K, V, N, args.qwen, gen)
-        offsets = [0]
-        for n in VARLEN_LENS:
-            offsets.append(offsets[-1] + n)
-        # cu_seqlens_cpu spares FLA a device-to-host read when it builds its chunk indices.
-        kw.update(cu_seqlens=torch.tensor(offsets, dtype=torch.int32, device="cuda"),
-                  cu_seqlens_cpu=torch.tensor(offsets, dtype=torch.int32))
-        cases.append(("chunk varlen", f"N={N} T={total} Hg={Hg} H={H} K={K} V={V}",
-                      lambda q=q, k=k, v=v, g=g, beta=beta, kw=kw: chunk_gdr(q, k, v, g, beta, **kw)))
+        varlen = [("chunk varlen", VARLEN_LENS)]
+        if args.many:
+            varlen += [(f"chunk {name}", lens) for name, lens in MANY_LENS.items()]
+        for label, lens in varlen:
+            total, N = sum(lens), len(lens)
+            q, k, v, g, beta, kw = gdn_inputs(torch, F, 1, total, Hg, H, K, V, N, args.qwen, gen)
+            offsets = [0]
+            for n in lens:
+                offsets.append(offsets[-1] + n)
+            # cu_seqlens_cpu spares FLA a device-to-host read when it builds its chunk indices.
+            kw.update(cu_seqlens=torch.tensor(offsets, dtype=torch.int32, device="cuda"),
+                      cu_seqlens_cpu=torch.tensor(offsets, dtype=torch.int32))
+            cases.append((label, f"N={N} T={total} Hg={Hg} H={H} K={K} V={V}",
+                          lambda q=q, k=k, v=v, g=g, beta=beta, kw=kw: chunk_gdr(q, k, v, g, beta, **kw)))
         for N, Hg, H, K, V in DECODE:
             q, k, v, g, beta, kw = gdn_inputs(torch, F, N, 1, Hg, H, K, V, N, args.qwen, gen)
             cases.append(("decode", f"N={N} T=1 Hg={Hg} H={H} K={K} V={V}",
