@@ -28,7 +28,7 @@ void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
     with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
       with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
         using Config = tilekernels::gdn::ChunkOConfig<decltype(bt_c)::value, decltype(k_c)::value, decltype(v_c)::value>;
-        tilekernels::gdn::ChunkO<Config>(ctx).run({q, k, v, h, g, o, static_cast<float>(scale)});
+        tilekernels::gdn::ChunkO<Config>(ctx).run({q, k, v, h, g, o, static_cast<float>(scale), {}, {}});
       });
     });
   });

@@ -28,7 +28,7 @@ void run_recompute_wu(tilekernels::Context& ctx, Invocation& inv) {
         const auto run = [&](auto a_c) {
           using Config = tilekernels::gdn::RecomputeWUConfig<decltype(bt_c)::value, decltype(k_c)::value,
                                                              decltype(v_c)::value, decltype(a_c)::value>;
-          tilekernels::gdn::RecomputeWU<Config>(ctx).run({k, v, beta, g, A, w, u});
+          tilekernels::gdn::RecomputeWU<Config>(ctx).run({k, v, beta, g, A, w, u, {}, {}});
         };
         if (a_dtype == DType::bf16)
           run(std::integral_constant<DType, DType::bf16>{});

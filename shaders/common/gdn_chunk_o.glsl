@@ -4,9 +4,10 @@
 // specialization constants (TK_DECLARE_SPEC) and WG first.
 //
 // Layouts (row-major, bf16 stored as 16-bit halves of 32-bit words, low half
-// first): q, k [B, T, Hg, K]; v [B, T, H, V]; h [B, NT, H, V, K];
-// g [B, T, H] f32; o [B, T, H, V]. K and V are multiples of 16, so every row
-// starts on a 32-byte boundary.
+// first): q, k [B, T, Hg, K]; o [B, T, H, V]; v [rows, H, V] and g [rows, H]
+// f32 with rows tokens or slots (gdn_chunks.glsl's tk_gdn_rows); h [chunks,
+// H, V, K]. K and V are multiples of 16, so every row starts on a 32-byte
+// boundary.
 #ifndef TK_GDN_CHUNK_O_GLSL
 #define TK_GDN_CHUNK_O_GLSL
 
@@ -25,12 +26,16 @@ layout(std430, binding = 3) readonly buffer H4 { uvec4 h_4[]; };
 layout(std430, binding = 4) readonly buffer G { float g_f[]; };
 layout(std430, binding = 5) writeonly buffer O { uint o_w[]; };
 layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
+layout(std430, binding = 6) readonly buffer IndexBuf { uvec4 index_table[]; };
+#define TK_GDN_INDEX(i) index_table[i]
+#include "gdn_chunks.glsl"
 
 // The tile a workgroup owns: V tile fastest, then head, so that the heads
 // sharing one q/k head (GQA) and the V tiles of one head run side by side
 // and share q and k in the cache.
 struct ChunkOTile {
-  uint b, ih, kh, it, v0;
+  uint ih, kh, v0;
+  TkTileRows c;  // the chunk's rows
 };
 
 ChunkOTile chunk_o_tile(uint id) {
@@ -40,8 +45,9 @@ ChunkOTile chunk_o_tile(uint id) {
   id /= nvt;
   s.ih = id % pc.H;
   id /= pc.H;
-  s.it = id % pc.NT;
-  s.b = id / pc.NT;
+  const uint it = id % pc.NT, b = id / pc.NT;
+  const bool varlen = pc.varlen != 0u;
+  s.c = tk_gdn_rows(b, it, tk_gdn_entry(pc.N, it, varlen), pc.T, pc.NT, BT, varlen, pc.slots != 0u);
   s.kh = s.ih / (pc.H / pc.Hg);
   return s;
 }
@@ -54,8 +60,8 @@ float round_bf16(float x) { return tk_bf16_to_f32(tk_f32_to_bf16(x)); }
 // invocations per row, each owning CPT = BV * BT / WG consecutive columns,
 // done CHUNK_O_GROUP columns at a time (the includer's choice: all CPT at
 // once for speed, fewer to keep registers free for a faster path in the same
-// shader; each pass recomputes the row of A). Rows at or past T are neither
-// read nor written. Contains no barrier.
+// shader; each pass recomputes the row of A). Rows past the chunk's end are
+// neither read nor written. Contains no barrier.
 const uint CPT = BV * BT / WG;
 #ifndef CHUNK_O_GROUP
 #define CHUNK_O_GROUP CPT
@@ -64,28 +70,25 @@ const uint CPT = BV * BT / WG;
 void chunk_o_scalar(ChunkOTile s, uint tid) {
   const uint per_row = WG / BT;
   const uint i = tid / per_row;
-  const uint t0 = s.it * BT;
-  const uint t = t0 + i;
-  if (t >= pc.T) return;
-  const uint qw = (((s.b * pc.T + t) * pc.Hg + s.kh) * KDIM) / 2;
-  const float gi = g_f[(s.b * pc.T + t) * pc.H + s.ih];
+  if (i >= s.c.rows) return;
+  const uint qw = (((s.c.token + i) * pc.Hg + s.kh) * KDIM) / 2;
+  const float gi = g_f[(s.c.slot + i) * pc.H + s.ih];
   const float eg = exp(gi);
-  const uint hbase = ((s.b * pc.NT + s.it) * pc.H + s.ih) * VDIM;
+  const uint hbase = (s.c.chunk * pc.H + s.ih) * VDIM;
   for (uint c0 = s.v0 + (tid % per_row) * CPT, cend = c0 + CPT; c0 < cend; c0 += CHUNK_O_GROUP) {
     float acc[CHUNK_O_GROUP];
     for (uint c = 0; c < CHUNK_O_GROUP; ++c) acc[c] = 0.0;
     // Intra-chunk part: bf16(mask(q k^T * exp(gi - gj))) v, one j at a time.
     for (uint j = 0; j <= i; ++j) {
-      const uint tj = t0 + j;
-      const uint kw = (((s.b * pc.T + tj) * pc.Hg + s.kh) * KDIM) / 2;
+      const uint kw = (((s.c.token + j) * pc.Hg + s.kh) * KDIM) / 2;
       float dot = 0.0;
       for (uint x = 0; x < KDIM / 2; ++x) {
         const uint a = q_w[qw + x], b = k_w[kw + x];
         dot = fma(bf16_lo(a), bf16_lo(b), dot);
         dot = fma(bf16_hi(a), bf16_hi(b), dot);
       }
-      const float a = round_bf16(dot * exp(gi - g_f[(s.b * pc.T + tj) * pc.H + s.ih]));
-      const uint vw = (((s.b * pc.T + tj) * pc.H + s.ih) * VDIM + c0) / 2;
+      const float a = round_bf16(dot * exp(gi - g_f[(s.c.slot + j) * pc.H + s.ih]));
+      const uint vw = (((s.c.slot + j) * pc.H + s.ih) * VDIM + c0) / 2;
       for (uint c = 0; c < CHUNK_O_GROUP; c += 2) {
         const uint w = v_w[vw + c / 2];
         acc[c] = fma(a, bf16_lo(w), acc[c]);
@@ -103,7 +106,7 @@ void chunk_o_scalar(ChunkOTile s, uint tid) {
       }
       acc[c] = fma(dot, eg, acc[c]);
     }
-    const uint ow = (((s.b * pc.T + t) * pc.H + s.ih) * VDIM + c0) / 2;
+    const uint ow = (((s.c.token + i) * pc.H + s.ih) * VDIM + c0) / 2;
     for (uint c = 0; c < CHUNK_O_GROUP; c += 2)
       o_w[ow + c / 2] = tk_f32_to_bf16(acc[c] * pc.scale) | (tk_f32_to_bf16(acc[c + 1] * pc.scale) << 16);
   }

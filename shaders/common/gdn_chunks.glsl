@@ -51,6 +51,37 @@ TkChunk tk_gdn_chunk(uint c, uint N, uint T, uint row_chunks, uint bt, bool varl
   return k;
 }
 
+// One chunk as recompute_wu and chunk_o read it: q, k, v and o rows are
+// tokens `token + r`; the intermediates' rows (g, beta, A, w, u, v_new) are
+// `slot + r`, where slot is chunk * BT for slot-major intermediates and the
+// token for token-major ones; h is row `chunk`.
+struct TkTileRows {
+  uint token;
+  uint slot;
+  uint rows;   // 1..BT
+  uint chunk;  // global chunk
+};
+
+// The index entry of global chunk c (unused without the table).
+uvec4 tk_gdn_entry(uint N, uint c, bool varlen) { return varlen ? TK_GDN_INDEX(N + c) : uvec4(0u); }
+
+// Chunk c of batch row b (fixed length, c < row_chunks), or global chunk c
+// with its entry e (varlen; b is 0).
+TkTileRows tk_gdn_rows(uint b, uint c, uvec4 e, uint T, uint row_chunks, uint bt, bool varlen, bool slots) {
+  TkTileRows t;
+  if (varlen) {
+    t.chunk = c;
+    t.token = e.y;
+    t.rows = e.z;
+  } else {
+    t.chunk = b * row_chunks + c;
+    t.token = b * T + c * bt;
+    t.rows = min(bt, T - c * bt);
+  }
+  t.slot = slots ? t.chunk * bt : t.token;
+  return t;
+}
+
 // softplus as FLA computes it: x itself above 20, else log(1 + e^x).
 float tk_softplus(float x) { return x > 20.0 ? x : log(1.0 + exp(x)); }
 

@@ -4,15 +4,14 @@
 //   o = scale * ((q h^T) * exp(g_i) + bf16(tril_incl((q k^T) * exp(g_i - g_j))) v)
 // per chunk of BT rows and head, f32 accumulation.
 //
-// One workgroup of 256 invocations per (batch, chunk, head, BV = 64 columns
-// of V), as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns chunk rows
+// One workgroup of 256 invocations per (chunk, head, BV = 64 columns of V), as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns chunk rows
 // i = tr + 16 r (r < BT / 16), q k^T columns j = tc + 16 m (m < BT / 16) and
 // output columns 2 tc + e + 32 p (e, p in {0, 1}), so that it writes whole
 // 32-bit words of bf16 pairs.
 // Phase 1: q k^T and q h^T over K in stages of 16 columns held as f32 in
 // shared memory. Then the gated, masked, bf16-rounded A goes to shared
 // memory. Phase 2: A v over the chunk in stages of 16 rows of v.
-// Rows past T are read as zeros and never written.
+// Rows past the chunk's end are read as zeros and never written.
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/gdn/chunk_o_abi.h"
 
@@ -40,9 +39,9 @@ void main() {
   const ChunkOTile s = chunk_o_tile(id);
   const uint tid = gl_LocalInvocationID.x;
   const uint tr = tid / 16, tc = tid % 16;
-  const uint t0 = s.it * BT;
+  const uint rows = s.c.rows;
 
-  if (tid < BT) sm[G_OFF + tid] = t0 + tid < pc.T ? g_f[(s.b * pc.T + t0 + tid) * pc.H + s.ih] : 0.0;
+  if (tid < BT) sm[G_OFF + tid] = tid < rows ? g_f[(s.c.slot + tid) * pc.H + s.ih] : 0.0;
 
   float S[RM][RM], P[RM][4];
   for (uint r = 0; r < RM; ++r) {
@@ -50,7 +49,7 @@ void main() {
     for (uint n = 0; n < 4; ++n) P[r][n] = 0.0;
   }
 
-  const uint hrow0 = ((s.b * pc.NT + s.it) * pc.H + s.ih) * VDIM + s.v0;
+  const uint hrow0 = (s.c.chunk * pc.H + s.ih) * VDIM + s.v0;
   for (uint k0 = 0; k0 < KDIM; k0 += KC) {
     barrier();  // the previous stage is consumed
     // BT rows of q and k and BV rows of h, KC / 2 words each.
@@ -59,8 +58,8 @@ void main() {
       uint word = 0u;
       if (row < 2 * BT) {
         const uint r = row % BT;
-        if (t0 + r < pc.T) {
-          const uint e = (((s.b * pc.T + t0 + r) * pc.Hg + s.kh) * KDIM + k0) / 2 + w;
+        if (r < rows) {
+          const uint e = (((s.c.token + r) * pc.Hg + s.kh) * KDIM + k0) / 2 + w;
           word = row < BT ? q_w[e] : k_w[e];
         }
       } else {
@@ -99,7 +98,7 @@ void main() {
     for (uint u = tid; u < JC * (BV / 2); u += WG) {
       const uint row = u / (BV / 2), w = u % (BV / 2);
       uint word = 0u;
-      if (t0 + j0 + row < pc.T) word = v_w[(((s.b * pc.T + t0 + j0 + row) * pc.H + s.ih) * VDIM + s.v0) / 2 + w];
+      if (j0 + row < rows) word = v_w[(((s.c.slot + j0 + row) * pc.H + s.ih) * VDIM + s.v0) / 2 + w];
       sm[V_OFF + row * BV + 2 * w] = bf16_lo(word);
       sm[V_OFF + row * BV + 2 * w + 1] = bf16_hi(word);
     }
@@ -114,9 +113,9 @@ void main() {
   }
 
   for (uint r = 0; r < RM; ++r) {
-    const uint t = t0 + tr + 16 * r;
-    if (t >= pc.T) continue;
-    const uint ow = (((s.b * pc.T + t) * pc.H + s.ih) * VDIM + s.v0) / 2 + tc;
+    const uint i = tr + 16 * r;
+    if (i >= rows) continue;
+    const uint ow = (((s.c.token + i) * pc.H + s.ih) * VDIM + s.v0) / 2 + tc;
     for (uint p = 0; p < 2; ++p)
       o_w[ow + 16 * p] = tk_f32_to_bf16(P[r][2 * p] * pc.scale) | (tk_f32_to_bf16(P[r][2 * p + 1] * pc.scale) << 16);
   }

@@ -11,7 +11,8 @@
 // Geometry (the host relies on it):
 // - 512 invocations (16 subgroups of 32); persistent: workgroup w walks the
 //   tiles (batch, chunk, head) w, w + stride, ... with all of V (<= 128
-//   columns) per tile;
+//   columns) per tile, reading (varlen) each tile's index entry a tile
+//   ahead;
 // - a tile is NK + 1 steps: NK steps over 64-column slices of K (q, k and
 //   h slices staged, q h^T and q k^T accumulated), then the v step (v and
 //   g staged; S gated, masked and rounded into P; the q h^T accumulators
@@ -109,6 +110,9 @@ layout(std430, binding = 2) volatile readonly buffer V4 { uvec4 v_4[]; };
 layout(std430, binding = 4) volatile readonly buffer G { float g_f[]; };
 layout(std430, binding = 3) volatile readonly buffer H4 { uvec4 h_4[]; };
 layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
+layout(std430, binding = 6) readonly buffer IndexBuf { uvec4 index_table[]; };
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
 
 shared uvec4 smem[SMEM_VEC4];
 shared float s_g[64];   // g of the tile's rows
@@ -120,18 +124,21 @@ shared float s_eg[64];  // exp(g)
 #define OUT16 coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
 struct Tile {
-  uint b, ih, kh, it, t0, rows;
+  uint ih, kh, token, slot, chunk, rows;
 };
 
 // Past the last batch: a tile of the last batch (valid addresses, unused).
-Tile tile_of(TkDigits d) {
+// e: the index entry of chunk d.c (varlen).
+Tile tile_of(TkDigits d, uvec4 e) {
   Tile s;
-  s.b = min(d.b, pc.batch - 1);
+  const TkTileRows r =
+      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.NT, BT, pc.varlen != 0u, pc.slots != 0u);
   s.kh = d.kh;
   s.ih = d.kh * pc.ratio + d.r;
-  s.it = d.c;
-  s.t0 = s.it * BT;
-  s.rows = min(BT, pc.T - s.t0);
+  s.token = r.token;
+  s.slot = r.slot;
+  s.chunk = r.chunk;
+  s.rows = r.rows;
   return s;
 }
 
@@ -156,13 +163,13 @@ void load_k_step(Tile t, uint c) {
   const uint tid = gl_LocalInvocationID.x;
   const uint pq = tid % QP;
   const uint rq = min(pq / (KC / 8), t.rows - 1), cq = c * (KC / 8) + pq % (KC / 8);
-  const uint qk = ((pc.T * t.b + t.t0 + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
+  const uint qk = ((t.token + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
   pre[0] = q_4[qk];
   pre[1] = k_4[qk];
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint ph = (tid + n * WG) % HP;
     const uint hv = ph / (KC / 8), ch = c * (KC / 8) + ph % (KC / 8);
-    pre[2 + n] = h_4[(((t.b * pc.NT + t.it) * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
+    pre[2 + n] = h_4[((t.chunk * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
   }
 }
 
@@ -172,9 +179,9 @@ void load_v_step(Tile t) {
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = min(tid + n * WG, VP - 1);
     const uint r = min(p / (VDIM / 8), t.rows - 1), c8 = p % (VDIM / 8);
-    pre_v[n] = v_4[((pc.T * t.b + t.t0 + r) * pc.H + t.ih) * (VDIM / 8) + c8];
+    pre_v[n] = v_4[((t.slot + r) * pc.H + t.ih) * (VDIM / 8) + c8];
   }
-  pre_g = g_f[(pc.T * t.b + t.t0 + min(tid % BT, t.rows - 1)) * pc.H + t.ih];
+  pre_g = g_f[(t.slot + min(tid % BT, t.rows - 1)) * pc.H + t.ih];
 }
 
 // q and k rows past the chunk's end repeat its last row (the loads clamp):
@@ -238,12 +245,17 @@ void main() {
 
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.NT);
   const TkDigits stride = tk_digits_of(pc.stride, radix);
+  const bool varlen = pc.varlen != 0u;
   TkDigits dg = tk_digits_of(first, radix);
-  Tile t = tile_of(dg);
+  Tile t = tile_of(dg, tk_gdn_entry(pc.N, dg.c, varlen));
   load_k_step(t, 0);
+  TkDigits dn = tk_digits_add(dg, stride, radix);
+  uvec4 en = tk_gdn_entry(pc.N, dn.c, varlen);
   while (dg.b < pc.batch) {  // uniform per workgroup
-    dg = tk_digits_add(dg, stride, radix);
-    const Tile tn = tile_of(dg);
+    dg = dn;
+    const Tile tn = tile_of(dg, en);
+    dn = tk_digits_add(dg, stride, radix);
+    en = tk_gdn_entry(pc.N, dn.c, varlen);
     ACC o_acc[MAX_OT];
     [[unroll]] for (uint j = 0; j < MAX_OT; ++j) o_acc[j] = ACC(0.0);
     ACC s_acc = ACC(0.0);
@@ -341,7 +353,7 @@ void main() {
           subgroupBarrier();
           // lanes past the chunk's last row store that row again (same words, same address)
           const uint orow = min(lane / 2, t.rows - 1 - rt * 16), half_ = lane % 2;
-          o_4[((pc.T * t.b + t.t0 + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
+          o_4[((t.token + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
               smem[scr + orow * SCR + half_];
           subgroupMemoryBarrierShared();
           subgroupBarrier();  // read before the next tile overwrites it

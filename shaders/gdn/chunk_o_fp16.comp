@@ -6,7 +6,7 @@
 // tile's registers costs more occupancy than the overlap gains).
 //
 // - A workgroup (WR x WC subgroups, WR = BT / 16; WC = 4 gives 512
-//   invocations at BT = 64) owns TILES_PER_GROUP consecutive tiles (batch, chunk, head,
+//   invocations at BT = 64) owns TILES_PER_GROUP consecutive tiles (chunk, head,
 //   V tile): the GQA heads sharing q and k run back to back.
 // - Every K stage of a tile (q, k, h), its v_new and its g live in registers
 //   (NK = K / KC stage sets). Right after a set is converted to fp16 and
@@ -70,13 +70,12 @@ uvec4 rq[NK * RQ], rk[NK * RQ], rh[NK * RH], rv[RV];
 float rg;
 
 void load_stage(ChunkOTile s, uint tid, uint kc) {
-  const uint t0 = s.it * BT;
   [[unroll]] for (uint r = 0; r < RQ; ++r) {
     const uint u = tid + r * WG, row = u / (KC / 8), c8 = u % (KC / 8);
     rq[kc * RQ + r] = uvec4(0);
     rk[kc * RQ + r] = uvec4(0);
-    if (u < QN && t0 + row < pc.T) {
-      const uint e = (((s.b * pc.T + t0 + row) * pc.Hg + s.kh) * KDIM + kc * KC) / 8 + c8;
+    if (u < QN && row < s.c.rows) {
+      const uint e = (((s.c.token + row) * pc.Hg + s.kh) * KDIM + kc * KC) / 8 + c8;
       rq[kc * RQ + r] = q_4[e];
       rk[kc * RQ + r] = k_4[e];
     }
@@ -84,22 +83,20 @@ void load_stage(ChunkOTile s, uint tid, uint kc) {
   [[unroll]] for (uint r = 0; r < RH; ++r) {
     const uint u = tid + r * WG, row = u / (KC / 8), c8 = u % (KC / 8);
     if (u < HN)
-      rh[kc * RH + r] = h_4[((((s.b * pc.NT + s.it) * pc.H + s.ih) * VDIM + s.v0 + row) * KDIM + kc * KC) / 8 + c8];
+      rh[kc * RH + r] = h_4[(((s.c.chunk * pc.H + s.ih) * VDIM + s.v0 + row) * KDIM + kc * KC) / 8 + c8];
   }
 }
 
 void load_v(ChunkOTile s, uint tid) {
-  const uint t0 = s.it * BT;
   [[unroll]] for (uint r = 0; r < RV; ++r) {
     const uint u = tid + r * WG, row = u / (BV / 8), c8 = u % (BV / 8);
     rv[r] = uvec4(0);
-    if (u < VN && t0 + row < pc.T) rv[r] = v_4[(((s.b * pc.T + t0 + row) * pc.H + s.ih) * VDIM + s.v0) / 8 + c8];
+    if (u < VN && row < s.c.rows) rv[r] = v_4[(((s.c.slot + row) * pc.H + s.ih) * VDIM + s.v0) / 8 + c8];
   }
 }
 
 void load_g(ChunkOTile s, uint tid) {
-  const uint t = s.it * BT + tid;
-  rg = tid < BT && t < pc.T ? g_f[(s.b * pc.T + t) * pc.H + s.ih] : 0.0;
+  rg = tid < s.c.rows ? g_f[(s.c.slot + tid) * pc.H + s.ih] : 0.0;
 }
 
 // Bit 15 or 31 set where a bf16 half of `w` has a magnitude of at least
@@ -170,7 +167,6 @@ void main() {
     if (unit >= pc.total_groups) break;  // uniform
     const bool more = j + 1 < TILES_PER_GROUP && unit + 1 < pc.total_groups;
     const ChunkOTile nx = chunk_o_tile(more ? unit + 1 : unit);
-    const uint t0 = s.it * BT;
 
     F32MAT acc_o[OT];
     F32MAT acc_a[NA];
@@ -247,8 +243,8 @@ void main() {
         if (jt <= wr) coopMatLoadNV(af[jt], smem, A_OFF + 16 * wr * SA + 2 * jt, SA, false);
       const uint i = 16 * wr + lr;
       const float eg = exp(gsh[i]);
-      const bool row_ok = t0 + i < pc.T;
-      const uint orow = (((s.b * pc.T + t0 + i) * pc.H + s.ih) * VDIM + s.v0) / 8;
+      const bool row_ok = i < s.c.rows;
+      const uint orow = (((s.c.token + i) * pc.H + s.ih) * VDIM + s.v0) / 8;
       [[unroll]] for (uint n = 0; n < OT; ++n) {
         const uint c16 = wc * OT + n;  // 16-column tile within the V tile
         F32MAT av = F32MAT(0.0);

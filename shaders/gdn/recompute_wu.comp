@@ -4,13 +4,14 @@
 // per chunk of BT rows and per value head, f32 accumulation, A kept in f32.
 //
 // Geometry (the host relies on it):
-// - one workgroup of 256 invocations per (batch, chunk, head), the head
+// - one workgroup of 256 invocations per (batch, chunk, head) (with
+//   varlen: per (global chunk, head)), the head
 //   fastest, so the heads that share one GQA key head run side by side
 //   and their reads of k (and of the beta/g words) meet in cache;
 // - the output columns are the V columns of u followed by the K columns of
 //   w, walked in slabs of 64: invocation (rg, cg) = (tid / 16, tid % 16)
 //   owns columns 4cg..4cg+3 of the slab for rows rg, rg + 16, ... < BT;
-// - rows at or past T (tail chunk) are loaded as zeros and never written;
+// - rows past the chunk's end (tail chunk) are loaded as zeros and never written;
 //   columns of A at or past the chunk's row count are zeroed, so whatever
 //   the caller left there is ignored.
 // No subgroup operation: correct for any subgroup size.
@@ -37,6 +38,9 @@ layout(std430, binding = 4) readonly buffer ABuf { float a_in[]; };
 layout(std430, binding = 4) readonly buffer ABufH { uint a_words[]; };
 layout(std430, binding = 5) writeonly buffer WBuf { uvec2 w_out[]; };
 layout(std430, binding = 6) writeonly buffer UBuf { uvec2 u_out[]; };
+layout(std430, binding = 7) readonly buffer IndexBuf { uvec4 index_table[]; };
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
 
 shared float s_a[BT * BT];                // the chunk's A block, f32
 shared uint s_op[BT * SLAB_WORDS];        // one slab of bf16 operand rows
@@ -49,14 +53,15 @@ void main() {
   const uint chunk = (group / H) % pc.chunks;
   const uint b = group / H / pc.chunks;
   const uint kh = h / (H / pc.Hg);
-  const uint t0 = chunk * BT;
-  const uint rows = min(BT, T - t0);  // valid rows of this chunk
+  const bool varlen = pc.varlen != 0u;
+  const TkTileRows tr = tk_gdn_rows(b, chunk, tk_gdn_entry(pc.N, chunk, varlen), T, pc.chunks, BT, varlen, pc.slots != 0u);
+  const uint rows = tr.rows;  // valid rows of this chunk
 
   for (uint i = tid; i < BT * BT; i += 256) {
     const uint r = i / BT, c = i % BT;
     float a = 0.0;
     if (r < rows && c < rows) {
-      const uint e = ((b * T + t0 + r) * H + h) * BT + c;
+      const uint e = ((tr.slot + r) * H + h) * BT + c;
       if (A_DTYPE == TK_F32)  // a branch, not ?:, so that only the view of the stored dtype is read
         a = a_in[e];
       else
@@ -73,14 +78,14 @@ void main() {
       const uint col = slab * SLAB + 2 * (i % SLAB_WORDS);
       uint packed = 0u;
       if (r < rows && col < COLS) {
-        const uint bh = (b * T + t0 + r) * H + h;
+        const uint bh = (tr.slot + r) * H + h;
         const float bt = beta[bh];
         vec2 x;
         if (col < V) {
-          const uint word = v_words[(bh * V + col) / 2];
+          const uint word = v_words[(((tr.token + r) * H + h) * V + col) / 2];
           x = vec2(tk_bf16_to_f32(word & 0xffffu), tk_bf16_to_f32(word >> 16)) * bt;
         } else {
-          const uint word = k_words[(((b * T + t0 + r) * pc.Hg + kh) * K + col - V) / 2];
+          const uint word = k_words[(((tr.token + r) * pc.Hg + kh) * K + col - V) / 2];
           const float decay = exp(gate[bh]);
           x = vec2(tk_bf16_to_f32(word & 0xffffu), tk_bf16_to_f32(word >> 16)) * bt * decay;
         }
@@ -105,7 +110,7 @@ void main() {
       [[unroll]] for (uint i = 0; i < MAX_ROWS_PER_INV; ++i) {
         const uint r = rg + 16 * i;
         if (i >= ROWS_PER_INV || r >= rows) continue;
-        const uint bh = (b * T + t0 + r) * H + h;
+        const uint bh = (tr.slot + r) * H + h;
         const uvec2 packed = tk_pack4(TK_BF16, acc[i]);
         if (col < V)
           u_out[(bh * V + col) / 4] = packed;

@@ -78,6 +78,9 @@ layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
 // The outputs as bf16 arrays, for whole tiles stored from registers.
 layout(std430, binding = 5) writeonly buffer WBufB { bfloat16_t wb[]; };
 layout(std430, binding = 6) writeonly buffer UBufB { bfloat16_t ub[]; };
+layout(std430, binding = 7) readonly buffer IndexBuf { uvec4 index_table[]; };
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
 
 shared uvec4 smem[SMEM_VEC4];
 
@@ -103,18 +106,20 @@ uvec4 scale8(uvec4 x, float f, float d, bool is_w) {
 
 // One tile: the u (or w) block of one (batch, chunk, value head).
 struct Tile {
-  uint b, h, kh, t0, rows;
+  uint h, kh, token, slot, rows;
 };
 
-// The tile of digits d; past the last batch, a tile of the last batch (a
-// valid address whose loads go unused).
-Tile tile_of(TkDigits d) {
+// The tile of digits d (e: chunk d.c's index entry, varlen); past the last
+// batch, a tile of the last batch (a valid address whose loads go unused).
+Tile tile_of(TkDigits d, uvec4 e) {
   Tile t;
-  t.b = min(d.b, pc.batch - 1);
+  const TkTileRows r =
+      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, pc.varlen != 0u, pc.slots != 0u);
   t.kh = d.kh;
   t.h = d.kh * pc.ratio + d.r;
-  t.t0 = d.c * BT;
-  t.rows = min(BT, pc.T - t.t0);
+  t.token = r.token;
+  t.slot = r.slot;
+  t.rows = r.rows;
   return t;
 }
 
@@ -130,7 +135,7 @@ uvec4 a_raw[MAX_A_SWEEPS];                     // A in bf16, widened when staged
 // at the block's end on the H100, which would serialise the loads.
 void load_tile(const bool IS_W, Tile t) {
   const uint tid = gl_LocalInvocationID.x;
-  const uint H = pc.H, T = pc.T;
+  const uint H = pc.H;
   const uint D8 = (IS_W ? K : V) / 8;
   const uint OP_PIECES = BT * D8;
   const uint OP_SWEEPS = (OP_PIECES + WG - 1) / WG;
@@ -138,7 +143,7 @@ void load_tile(const bool IS_W, Tile t) {
     if (n < OP_SWEEPS) {  // specialisation constants only
       const uint p = min(tid + n * WG, OP_PIECES - 1);
       const uint r = min(p / D8, t.rows - 1), c8 = p % D8;
-      const uint tok = t.b * T + t.t0 + r;
+      const uint tok = t.token + r, slot = t.slot + r;
       if ((SHAPE & 8) != 0) {
         raw[n] = uvec4(tok * 0x10001u);
         row_f[n] = 0.5;
@@ -148,8 +153,8 @@ void load_tile(const bool IS_W, Tile t) {
           raw[n] = k8[(tok * pc.Hg + t.kh) * (K / 8) + c8];
         else
           raw[n] = v8[(tok * H + t.h) * (V / 8) + c8];
-        row_f[n] = beta[tok * H + t.h];
-        row_d[n] = IS_W ? gate[tok * H + t.h] : 0.0;
+        row_f[n] = beta[slot * H + t.h];
+        row_d[n] = IS_W ? gate[slot * H + t.h] : 0.0;
       }
     }
   }
@@ -157,7 +162,7 @@ void load_tile(const bool IS_W, Tile t) {
     if (n < A_SWEEPS) {
       const uint p = min(tid + n * WG, A_PIECES - 1);
       const uint r = min(p / (BT / 8), t.rows - 1), c = 8 * (p % (BT / 8));
-      const uint e = ((t.b * T + t.t0 + r) * H + t.h) * BT + c;
+      const uint e = ((t.slot + r) * H + t.h) * BT + c;
       if ((SHAPE & 8) != 0) {
         a_lo[n] = vec4(float(e));
         a_hi[n] = vec4(float(e + 1));
@@ -257,8 +262,8 @@ void multiply_store(const bool IS_W, Tile t) {
   // while this one's results leave (through scratch of their own).
   barrier();
 
-  const uint o_stride = pc.H * D;  // bf16 elements from one token to the next
-  const uint o_base = ((t.b * pc.T + t.t0 + rt * 16) * pc.H + t.h) * D;
+  const uint o_stride = pc.H * D;  // bf16 elements from one row to the next
+  const uint o_base = ((t.slot + rt * 16) * pc.H + t.h) * D;
   // uniform per subgroup:
   const bool whole = rt * 16 + 16 <= t.rows, partial = !whole && rt * 16 < t.rows;
   const uint lane = gl_SubgroupInvocationID;
@@ -269,7 +274,7 @@ void multiply_store(const bool IS_W, Tile t) {
       coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> ob =
           coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[m]);
       // Each tile leaves through this subgroup's scratch: one 16-byte store
-      // per lane (whole 32-byte sectors), rows past T left alone. (Stored
+      // per lane (whole 32-byte sectors), rows past the chunk's end left alone. (Stored
       // straight from registers, ablation bit 4, the kernel took 2x as long.)
       if ((SHAPE & 2) != 0) {
         if (float(ob[0]) == 1234.5) coopMatStore(ob, wb, o_base, o_stride, gl_CooperativeMatrixLayoutRowMajor);
@@ -278,7 +283,7 @@ void multiply_store(const bool IS_W, Tile t) {
           coopMatStore(ob, wb, o_base + (ct0 + m) * 16, o_stride, gl_CooperativeMatrixLayoutRowMajor);
         else
           coopMatStore(ob, ub, o_base + (ct0 + m) * 16, o_stride, gl_CooperativeMatrixLayoutRowMajor);
-      } else if (whole || partial) {  // in a tail chunk's last rows, only those before T are written
+      } else if (whole || partial) {  // in a tail chunk's last rows, only those before its end are written
         coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
@@ -300,17 +305,23 @@ void multiply_store(const bool IS_W, Tile t) {
 
 // Persistent: pair slot s (workgroups 2s and 2s + 1, u and w) walks the
 // tiles s, s + pairs, ...; the loads of the next tile are in flight while
-// this one is multiplied and stored.
+// this one is multiplied and stored, and (varlen) the index entry of the
+// tile after it.
 void walk(const bool IS_W, uint slot) {
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
   const TkDigits stride = tk_digits_of(pc.stride, radix);
+  const bool varlen = pc.varlen != 0u;
   TkDigits d = tk_digits_of(slot, radix);
-  Tile t = tile_of(d);
+  Tile t = tile_of(d, tk_gdn_entry(pc.N, d.c, varlen));
   load_tile(IS_W, t);
+  TkDigits d_next = tk_digits_add(d, stride, radix);
+  uvec4 e_next = tk_gdn_entry(pc.N, d_next.c, varlen);
   while (d.b < pc.batch) {  // uniform per workgroup
     stage_tile(IS_W, t);
-    d = tk_digits_add(d, stride, radix);
-    const Tile n = tile_of(d);  // past the end: unused loads
+    d = d_next;
+    const Tile n = tile_of(d, e_next);  // past the end: unused loads
+    d_next = tk_digits_add(d, stride, radix);
+    e_next = tk_gdn_entry(pc.N, d_next.c, varlen);
     load_tile(IS_W, n);
     barrier();
     multiply_store(IS_W, t);

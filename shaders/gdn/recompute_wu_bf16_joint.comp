@@ -17,7 +17,8 @@
 // Geometry (the host relies on it):
 // - 512 invocations (16 subgroups of 32), persistent: workgroup s walks the
 //   tiles (batch, chunk, value head) s, s + grid, s + 2 grid, ...; the next
-//   tile's loads are issued before this tile's products;
+//   tile's loads are issued before this tile's products, and (varlen) the
+//   index entry of the tile after it;
 // - every global load of a tile is issued unconditionally in 16-byte pieces
 //   (addresses clamped to the chunk's rows; rows past its end zeroed when
 //   staged); invocation i = 32 * subgroup + lane stages pieces i, i + 512,
@@ -68,6 +69,9 @@ layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
 layout(std430, binding = 4) readonly buffer ABuf { uvec4 a8[]; };  // 8 bf16 values
 layout(std430, binding = 5) writeonly buffer WBuf { uvec4 w8[]; };
 layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
+layout(std430, binding = 7) readonly buffer IndexBuf { uvec4 index_table[]; };
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
 
 shared uvec4 smem[SMEM_VEC4];
 
@@ -79,17 +83,20 @@ uvec4 scale8(uvec4 x, float f) {
 }
 
 struct Tile {
-  uint b, h, kh, t0, rows;
+  uint h, kh, token, slot, rows;
 };
 
-// Past the last batch: a tile of the last batch (valid addresses, unused loads).
-Tile tile_of(TkDigits d) {
+// Past the last batch: a tile of the last batch (valid addresses, unused
+// loads). e: the index entry of chunk d.c (varlen).
+Tile tile_of(TkDigits d, uvec4 e) {
   Tile t;
-  t.b = min(d.b, pc.batch - 1);
+  const TkTileRows r =
+      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, pc.varlen != 0u, pc.slots != 0u);
   t.kh = d.kh;
   t.h = d.kh * pc.ratio + d.r;
-  t.t0 = d.c * BT;
-  t.rows = min(BT, pc.T - t.t0);
+  t.token = r.token;
+  t.slot = r.slot;
+  t.rows = r.rows;
   return t;
 }
 
@@ -101,28 +108,28 @@ uint invocation() { return gl_SubgroupID * 32 + gl_SubgroupInvocationID; }
 
 void load_tile(Tile t) {
   const uint i = invocation();
-  const uint H = pc.H, T = pc.T;
+  const uint H = pc.H;
   [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
     if (n < V_SWEEPS) {
       const uint p = min(i + n * WG, BT * V8 - 1);
-      const uint tok = t.b * T + t.t0 + min(p / V8, t.rows - 1);
-      raw_v[n] = v8[(tok * H + t.h) * V8 + p % V8];
-      beta_v[n] = beta[tok * H + t.h];
+      const uint r = min(p / V8, t.rows - 1);
+      raw_v[n] = v8[((t.token + r) * H + t.h) * V8 + p % V8];
+      beta_v[n] = beta[(t.slot + r) * H + t.h];
     }
     if (n < K_SWEEPS) {
       const uint p = min(i + n * WG, BT * K8 - 1);
-      const uint tok = t.b * T + t.t0 + min(p / K8, t.rows - 1);
-      raw_k[n] = k8[(tok * pc.Hg + t.kh) * K8 + p % K8];
+      const uint r = min(p / K8, t.rows - 1);
+      raw_k[n] = k8[((t.token + r) * pc.Hg + t.kh) * K8 + p % K8];
       if (K == V) {  // same rows as the v pieces
         beta_k[n] = beta_v[n];
       } else {
-        beta_k[n] = beta[tok * H + t.h];
+        beta_k[n] = beta[(t.slot + r) * H + t.h];
       }
-      g_k[n] = gate[tok * H + t.h];
+      g_k[n] = gate[(t.slot + r) * H + t.h];
     }
   }
   const uint r = min(i / (BT / 8), t.rows - 1);
-  raw_a = a8[(((t.b * T + t.t0 + r) * H + t.h) * BT) / 8 + i % (BT / 8)];
+  raw_a = a8[(((t.slot + r) * H + t.h) * BT) / 8 + i % (BT / 8)];
 }
 
 // Operands scaled and rounded to bf16 (as FLA), A as loaded; rows and
@@ -164,7 +171,7 @@ void stage_tile(Tile t) {
 // bytes in A rows it stages itself), one 16-byte store per lane. `row` is
 // the lane's output row in the tile, clamped to the chunk's last row
 // (lanes past it repeat that row: the same words to the same address) and
-// `at` its row index in w or u, (b T + t0 + rt 16 + row) H + h.
+// `at` its row index in w or u, (slot + rt 16 + row) H + h.
 void store_tile(const bool IS_W, coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc, uint row,
                 uint at, uint ct, uint scr) {
   const uint half_ = gl_SubgroupInvocationID % 2;
@@ -215,7 +222,7 @@ void multiply_store(Tile t) {
   if (rt * 16 < t.rows) {  // uniform per subgroup
     const uint scr = A_BASE + gl_SubgroupID * 4 * AS;
     const uint row = min(gl_SubgroupInvocationID / 2, t.rows - 1 - rt * 16);
-    const uint at = (t.b * pc.T + t.t0 + rt * 16 + row) * pc.H + t.h;
+    const uint at = (t.slot + rt * 16 + row) * pc.H + t.h;
     [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
       if (m < MTV && cs * MTV + m < CTV) store_tile(false, acc_u[m], row, at, cs * MTV + m, scr);
       if (m < MTK && cs * MTK + m < CTK) store_tile(true, acc_w[m], row, at, cs * MTK + m, scr);
@@ -226,13 +233,18 @@ void multiply_store(Tile t) {
 void main() {
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
   const TkDigits stride = tk_digits_of(pc.stride, radix);
+  const bool varlen = pc.varlen != 0u;
   TkDigits d = tk_digits_of(gl_WorkGroupID.x + pc.group_offset, radix);
-  Tile t = tile_of(d);
+  Tile t = tile_of(d, tk_gdn_entry(pc.N, d.c, varlen));
   load_tile(t);
+  TkDigits d_next = tk_digits_add(d, stride, radix);
+  uvec4 e_next = tk_gdn_entry(pc.N, d_next.c, varlen);
   while (d.b < pc.batch) {  // uniform per workgroup
     stage_tile(t);
-    d = tk_digits_add(d, stride, radix);
-    const Tile n = tile_of(d);  // past the end: unused loads
+    d = d_next;
+    const Tile n = tile_of(d, e_next);  // past the end: unused loads
+    d_next = tk_digits_add(d, stride, radix);
+    e_next = tk_gdn_entry(pc.N, d_next.c, varlen);  // read a tile ahead of its use
     load_tile(n);  // in flight while this tile is multiplied and stored
     barrier();
     multiply_store(t);

@@ -78,6 +78,9 @@ layout(std430, binding = 4) readonly buffer ABuf { vec4 a4[]; };
 layout(std430, binding = 4) readonly buffer ABufH { uvec4 a8[]; };  // 8 bf16 values
 layout(std430, binding = 5) writeonly buffer WBuf { uvec4 w8[]; };
 layout(std430, binding = 6) writeonly buffer UBuf { uvec4 u8[]; };
+layout(std430, binding = 7) readonly buffer IndexBuf { uvec4 index_table[]; };
+#define TK_GDN_INDEX(i) index_table[i]
+#include "../common/gdn_chunks.glsl"
 
 // Staged fp16 operand rows [BT][OPS], then A hi [BT][AS] (and lo); after the
 // products, per-subgroup f32 scratch [NSG][16][SCR].
@@ -127,14 +130,16 @@ uvec4 pack8(vec4 lo, vec4 hi) {
 void body(const bool IS_W) {
   const uint tid = gl_LocalInvocationID.x;
   const uint group = gl_WorkGroupID.x + pc.group_offset;
-  const uint H = pc.H, T = pc.T;
+  const uint H = pc.H;
   const uint head_group = group >> 1;
   const uint h = head_group % H;
   const uint chunk = (head_group / H) % pc.chunks;
   const uint b = head_group / H / pc.chunks;
   const uint kh = h / (H / pc.Hg);
-  const uint t0 = chunk * BT;
-  const uint rows = min(BT, T - t0);
+  const bool varlen = pc.varlen != 0u;
+  const TkTileRows tr =
+      tk_gdn_rows(b, chunk, tk_gdn_entry(pc.N, chunk, varlen), pc.T, pc.chunks, BT, varlen, pc.slots != 0u);
+  const uint rows = tr.rows;
   const uint D = IS_W ? K : V;
   const uint D8 = D / 8;
 
@@ -151,7 +156,7 @@ void body(const bool IS_W) {
     if (n < OSW && 16 * q < D8) {  // specialisation constants only
       const uint r = min(orow0 + n * OPR, rows - 1);
       const uint c8 = lane16 + 16 * q < D8 ? lane16 + 16 * q : 0;
-      const uint t = b * T + t0 + r;
+      const uint t = tr.token + r;
       if (IS_W)
         raw[x] = k8[(t * pc.Hg + kh) * (K / 8) + c8];
       else
@@ -161,7 +166,7 @@ void body(const bool IS_W) {
   [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {
     if (n < OSW) {
       const uint r = min(orow0 + n * OPR, rows - 1);
-      const uint bh = (b * T + t0 + r) * H + h;
+      const uint bh = (tr.slot + r) * H + h;
       row_f[n] = beta[bh];
       row_d[n] = 0.0;
       if (IS_W) row_d[n] = gate[bh];
@@ -172,7 +177,7 @@ void body(const bool IS_W) {
   [[unroll]] for (uint n = 0; n < MAX_ASW; ++n) {
     if (n < ASW) {
       const uint r = min(arow0 + n * ARS, rows - 1);
-      const uint e = ((b * T + t0 + r) * H + h) * BT + 8 * al;
+      const uint e = ((tr.slot + r) * H + h) * BT + 8 * al;
       if (A_DTYPE == TK_F32) {  // only the view of the stored dtype is read
         a_lo[n] = a4[e / 4];
         a_hi[n] = a4[e / 4 + 1];
@@ -272,7 +277,7 @@ void body(const bool IS_W) {
   const uint i = rt * 16 + orow;
   const float unscale = pow2(-s_row_shift[i]);
   const uint scr = sg * SCR_SG;
-  const uint bh_out = (b * T + t0 + i) * H + h;
+  const uint bh_out = (tr.slot + i) * H + h;
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
     if (m < MT) {  // specialisation constants only
       const bool live = ct0 + m < CT;  // uniform per subgroup

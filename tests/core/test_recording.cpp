@@ -173,8 +173,8 @@ void record_every_kernel_without_submitting(Context& ctx) {
   aura::Decode<aura::DecodeConfig<64, 4>>(ctx).record(cmd.get(), {packed, norms, rot, codes, decoded});
   aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>>(ctx).record(cmd.get(),
                                                                       {parts_o, parts_m, parts_l, signs, reduced});
-  gdn::ChunkO<CO>(ctx).record(cmd.get(), {q, k, v, h, g, o, 0.125f});
-  gdn::RecomputeWU<RW>(ctx).record(cmd.get(), {k, v, beta, g, A, w, u});
+  gdn::ChunkO<CO>(ctx).record(cmd.get(), {q, k, v, h, g, o, 0.125f, {}, {}});
+  gdn::RecomputeWU<RW>(ctx).record(cmd.get(), {k, v, beta, g, A, w, u, {}, {}});
   CF(ctx).record(cmd.get(), fwd);
   gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>(ctx).record(cmd.get(), step);
   writer.record(cmd.get(), append);
@@ -280,7 +280,7 @@ TEST(RecordingDevices, EveryDeviceAtOnce) {
         Tensor ot(ctx, DType::bf16, {1, I(s.T), I(s.H), 64});
         MergeCase merge(ctx, 500 + d);
         OwnCommandBuffer cmd(ctx);
-        gdn::ChunkO<Config>(ctx).record(cmd.get(), {qt, kt, vt, ht, gt, ot, 0.125f});
+        gdn::ChunkO<Config>(ctx).record(cmd.get(), {qt, kt, vt, ht, gt, ot, 0.125f, {}, {}});
         Merge(ctx).record(cmd.get(), merge.args(std::nullopt));
         cmd.end();
         OwnCommandBuffer::submit(ctx, {&cmd});

@@ -25,13 +25,10 @@
 //                                 cu_seqlens_host is what the kernels use)
 // H is a multiple of Hg (value head h reads q/k head h / (H / Hg)).
 //
-// Variable length and tails: the stages that are this library's own honour
-// sequence boundaries through gdn/chunking.hpp. gdn::RecomputeWU and
-// gdn::ChunkO see one fixed-length batch where slot and token coincide
-// (every sequence a multiple of BT long), else one dispatch per non-empty
-// sequence on views of the tensors; that needs each sequence's rows of q,
-// k, v and o to start at a multiple of minStorageBufferOffsetAlignment
-// (check() says so otherwise), and costs a dispatch per sequence.
+// Variable length and tails: every stage honours sequence boundaries through
+// gdn/chunking.hpp (one dispatch per stage for any lengths); the
+// intermediates are slot-major, so a chunk's rows start at a multiple of BT
+// whatever the lengths.
 #pragma once
 
 #include <cmath>
@@ -151,24 +148,6 @@ class ChunkForward {
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
     if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
     detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
-    if (!ch.aligned()) {  // the per-sequence views of RecomputeWU and ChunkO
-      const auto align = std::max<std::uint64_t>(ctx_->info().min_storage_buffer_offset_alignment, 1);
-      ch.for_each_sequence([&](std::int64_t n, std::int64_t bos, std::int64_t len, std::int64_t first) {
-        if (len == 0) return;
-        const std::uint64_t offs[] = {a.q.offset + std::uint64_t(bos) * Hg * K * 2,
-                                      a.v.offset + std::uint64_t(bos) * H * V * 2,
-                                      a.o.offset + std::uint64_t(bos) * H * V * 2,
-                                      std::uint64_t(first) * BT * H * 4};
-        for (auto off : offs)
-          if (off % align)
-            throw Error(ErrorCode::unsupported,
-                        std::string(name) + ": sequence " + std::to_string(n) + " starts at token " +
-                            std::to_string(bos) + ", whose rows of q, k, v or o (or g, for BT = " +
-                            std::to_string(BT) + " and H = " + std::to_string(H) +
-                            ") are not at a multiple of this device's minStorageBufferOffsetAlignment (" +
-                            std::to_string(align) + " bytes)");
-      });
-    }
   }
 
   Status can_implement(const Args& a) const {
@@ -220,13 +199,10 @@ class ChunkForward {
     mark(cmd, ChunkForwardStage::kkt_solve);
     compute_barrier(*ctx_, cmd);
 
-    for_each_piece(a, ch, [&](const Piece& p) {
-      typename RecomputeWU<typename Config::WU>::Args wa;
-      wa.k = p.rows(k, Hg * K * 2, {Hg, K}), wa.v = p.rows(a.v, H * V * 2, {H, V});
-      wa.beta = p.slots(beta, H * 4, {H}), wa.g = p.slots(g, H * 4, {H}), wa.A = p.slots(A, H * BT * 2, {H, BT});
-      wa.w = p.slots(w, H * K * 2, {H, K}), wa.u = p.slots(u, H * V * 2, {H, V});
-      wu_.record(cmd, wa);
-    });
+    typename RecomputeWU<typename Config::WU>::Args wa;
+    wa.k = k, wa.v = a.v, wa.beta = beta, wa.g = g, wa.A = A, wa.w = w, wa.u = u;
+    wa.cu_seqlens_host = a.cu_seqlens_host, wa.index = index;
+    wu_.record(cmd, wa);
     mark(cmd, ChunkForwardStage::recompute_wu);
     compute_barrier(*ctx_, cmd);
 
@@ -239,14 +215,10 @@ class ChunkForward {
     compute_barrier(*ctx_, cmd);
 
     const float scale = a.scale != 0 ? a.scale : 1.0f / std::sqrt(float(K));
-    for_each_piece(a, ch, [&](const Piece& p) {
-      typename ChunkO<typename Config::Output>::Args oa;
-      oa.q = p.rows(q, Hg * K * 2, {Hg, K}), oa.k = p.rows(k, Hg * K * 2, {Hg, K});
-      oa.v = p.slots(u, H * V * 2, {H, V}), oa.h = p.chunks(h, H * V * K * 2, {H, V, K});
-      oa.g = p.slots(g, H * 4, {H}), oa.o = p.rows(a.o, H * V * 2, {H, V});
-      oa.scale = scale;
-      out_.record(cmd, oa);
-    });
+    typename ChunkO<typename Config::Output>::Args oa;
+    oa.q = q, oa.k = k, oa.v = u, oa.h = h, oa.g = g, oa.o = a.o, oa.scale = scale;
+    oa.cu_seqlens_host = a.cu_seqlens_host, oa.index = index;
+    out_.record(cmd, oa);
     mark(cmd, ChunkForwardStage::chunk_o);
   }
 
@@ -265,42 +237,6 @@ class ChunkForward {
   }
 
  private:
-  // One dispatch's share of the tokens for RecomputeWU and ChunkO: the whole
-  // batch where slots and tokens coincide, else one sequence. Views: rows()
-  // of a token-major tensor, slots() of a slot-major one, chunks() of h.
-  struct Piece {
-    std::int64_t B, T, first_token, first_slot, first_chunk, nchunks;
-    TensorRef view(const TensorRef& t, std::uint64_t row_bytes, std::int64_t first, std::int64_t dim0,
-                   std::int64_t dim1, const Shape& inner) const {
-      Shape s{dim0, dim1};
-      s.insert(s.end(), inner.begin(), inner.end());
-      TensorRef v{t.buffer, t.offset + std::uint64_t(first) * row_bytes, 0, t.dtype, std::move(s)};
-      v.size = v.bytes();
-      return v;
-    }
-    TensorRef rows(const TensorRef& t, std::uint64_t row_bytes, const Shape& inner) const {
-      return view(t, row_bytes, first_token, B, T, inner);
-    }
-    TensorRef slots(const TensorRef& t, std::uint64_t row_bytes, const Shape& inner) const {
-      return view(t, row_bytes, first_slot, B, T, inner);
-    }
-    TensorRef chunks(const TensorRef& t, std::uint64_t row_bytes, const Shape& inner) const {
-      return view(t, row_bytes, first_chunk, B, nchunks, inner);
-    }
-  };
-
-  template <class F>
-  void for_each_piece(const Args& a, const Chunking& ch, F&& f) const {
-    if (ch.aligned()) {
-      const auto B = a.q.shape[0], T = a.q.shape[1];
-      if (B * T > 0) f(Piece{B, T, 0, 0, 0, ch.varlen() ? ch.chunks() : ch.row_chunks()});
-      return;
-    }
-    ch.for_each_sequence([&](std::int64_t, std::int64_t bos, std::int64_t len, std::int64_t first) {
-      if (len > 0) f(Piece{1, len, bos, first * BT, first, (len + BT - 1) / BT});
-    });
-  }
-
   Context* ctx_;
   L2Norm<K> l2_;
   KKTSolve<typename Config::KKT> kkt_;

@@ -1,13 +1,14 @@
 // Gated DeltaNet chunk_fwd_o: the output of chunked gated linear attention.
 //
-// For each batch b, head i_h (q/k head kh = i_h / (H / Hg)) and chunk of BT
-// rows t0..t0+BT-1 (the last one may be partial: T need not be a multiple
-// of BT):
+// For each head i_h (q/k head kh = i_h / (H / Hg)) and chunk of BT
+// consecutive tokens of one sequence (its last chunk may be partial: a
+// sequence's length need not be a multiple of BT):
 //   A = bf16( tril_incl( (q k^T) * exp(g_i - g_j) ) )           [BT, BT]
 //   o = scale * ( (q h^T) * exp(g_i) + A v_new )                  [BT, V]
 // with f32 accumulation. The causal mask includes the diagonal, and A is
 // rounded to bf16 after the mask and before its product with v_new, as FLA's
-// Triton kernel does. Rows past T are neither read nor written.
+// Triton kernel does. Rows past a sequence's end are neither read nor
+// written.
 //
 // Layout (row-major, last index innermost):
 //   q, k  [B, T, Hg, K]       bf16
@@ -15,6 +16,12 @@
 //   h     [B, NT, H, V, K]    bf16   (state per chunk and head, V rows of K; NT = ceil(T / BT))
 //   g     [B, T, H]           f32    (chunk-local cumulative gate, natural log)
 //   o     [B, T, H, V]        bf16
+// or, with v, g and h slot-major as gdn::KKTSolve and gdn::StateRecurrence
+// write them (gdn/chunking.hpp; chosen by g's rank): v [slots, H, V], g
+// [slots, H], h [chunks, H, V, K]. Sequences: B rows of T tokens, or with
+// cu_seqlens_host (B = 1) any lengths, chunks never straddling them (the
+// device reads `index`, Chunking::record_index); token-major h is then [1,
+// chunks, H, V, K].
 //
 // Variants, fastest first (ChunkO::variants):
 // - tensor_core_bf16: bf16 tensor cores (VK_KHR_cooperative_matrix with
@@ -37,10 +44,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "tilekernels/core.hpp"
 #include "tilekernels/gdn/chunk_o_abi.h"
+#include "tilekernels/gdn/chunking.hpp"
 #include "tilekernels/spirv/gdn/chunk_o.hpp"
 #include "tilekernels/spirv/gdn/chunk_o_bf16.hpp"
 #include "tilekernels/spirv/gdn/chunk_o_fp16.hpp"
@@ -89,6 +99,8 @@ class ChunkO {
   struct Args {
     TensorRef q, k, v, h, g, o;
     float scale = 1.0f;
+    std::span<const std::int32_t> cu_seqlens_host;  // empty: fixed-length batches
+    std::optional<TensorRef> index;  // the index table (Chunking::record_index), with cu_seqlens
   };
   struct Problem {
     std::int64_t B = 0, T = 0, Hg = 0, H = 0;
@@ -118,24 +130,43 @@ class ChunkO {
 
   static constexpr std::uint64_t workspace_bytes() { return 0; }
 
-  static Problem problem(const Args& a) { return {a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.v.shape.at(2)}; }
+  static Problem problem(const Args& a) { return {a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.o.shape.at(2)}; }
+  static Chunking chunking(const Args& a) {
+    return Chunking(a.q.shape.at(0), a.q.shape.at(1), a.cu_seqlens_host, Config::BT);
+  }
+  // Whether v, g and h are slot-major (g [slots, H]).
+  static bool slot_major(const Args& a) { return a.g.shape.size() == 2; }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
     detail::expect_rank(name, "q", a.q, 4);
-    detail::expect_rank(name, "v", a.v, 4);
-    const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
-    const std::int64_t K = Config::K, V = Config::V, NT = (T + Config::BT - 1) / Config::BT;
+    detail::expect_rank(name, "o", a.o, 4);
+    const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.o.shape[2];
+    const std::int64_t K = Config::K, V = Config::V;
+    const Chunking ch = chunking(a);
+    ch.check(*ctx_, name, std::nullopt);
     detail::expect_tensor(*ctx_, name, "q", a.q, DType::bf16, {B, T, Hg, K});
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
     if (H % Hg != 0)
-      throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "H = " + std::to_string(H) +
+      throw Error(ErrorCode::shape_mismatch, detail::where(name, "o") + "H = " + std::to_string(H) +
                                                  " heads is not a multiple of Hg = " + std::to_string(Hg) +
                                                  " (the heads of q and k)");
-    detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
-    detail::expect_tensor(*ctx_, name, "h", a.h, DType::bf16, {B, NT, H, V, K});
-    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
+    if (slot_major(a)) {
+      detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {ch.slots(), H, V});
+      detail::expect_tensor(*ctx_, name, "h", a.h, DType::bf16, {ch.chunks(), H, V, K});
+      detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {ch.slots(), H});
+    } else {
+      const std::int64_t NT = ch.varlen() ? ch.chunks() : ch.row_chunks();
+      detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
+      detail::expect_tensor(*ctx_, name, "h", a.h, DType::bf16, {B, NT, H, V, K});
+      detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
+    }
     detail::expect_tensor(*ctx_, name, "o", a.o, DType::bf16, {B, T, H, V});
+    if (ch.varlen()) {
+      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
+      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
+                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
+    }
     // The shaders index elements with 32-bit integers.
     const std::int64_t limit = std::int64_t(1) << 32;
     for (const auto* t : {&a.q, &a.v, &a.h})
@@ -160,7 +191,10 @@ class ChunkO {
     check(a);
     const Variant<Problem>& v = *plan.variant;
     const Problem p = problem(a);
-    const auto NT = (p.T + Config::BT - 1) / Config::BT;
+    const Chunking ch = chunking(a);
+    // The tile walk: B rows of NT chunks each, or one row of every chunk.
+    const std::int64_t batch = ch.varlen() ? 1 : p.B, NT = ch.varlen() ? ch.chunks() : ch.row_chunks();
+    if (ch.chunks() == 0) return;
     Spec spec;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
@@ -178,7 +212,7 @@ class ChunkO {
       bv = Config::portable_bv;
     }
     spec.BV = bv;
-    const std::uint64_t tiles = static_cast<std::uint64_t>(p.B * NT * p.H) * (Config::V / bv);
+    const std::uint64_t tiles = static_cast<std::uint64_t>(ch.chunks() * p.H) * (Config::V / bv);
     std::uint64_t groups = tiles;
     if (v.path == Path::tensor_core_bf16)
       groups = std::min<std::uint64_t>(tiles, plan.workgroups ? plan.workgroups : ctx_->info().persistent_grid(264));
@@ -191,9 +225,13 @@ class ChunkO {
     push.scale = a.scale;
     push.stride = static_cast<std::uint32_t>(groups);
     push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
-    push.batch = static_cast<std::uint32_t>(p.B);
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 6), {a.q, a.k, a.v, a.h, a.g, a.o},
-                            push, groups);
+    push.batch = static_cast<std::uint32_t>(batch);
+    push.N = static_cast<std::uint32_t>(ch.N());
+    push.varlen = ch.varlen() ? 1u : 0u;
+    push.slots = slot_major(a) ? 1u : 0u;
+    // Without cu_seqlens the index binding gets g, never read there.
+    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 7),
+                            {a.q, a.k, a.v, a.h, a.g, a.o, a.index.value_or(a.g)}, push, groups);
   }
 
   // Records into a fresh command buffer, submits and waits.

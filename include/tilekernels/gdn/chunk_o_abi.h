@@ -16,8 +16,10 @@
   F(5, WC, 4)              \
   F(6, KSTAGE, 64)
 
-// total_groups: tiles (B * NT * H * VDIM / BV); stride: workgroups of the
-// persistent bf16 grid; ratio: H / Hg.
+// batch, NT: B and ceil(T / BT), or 1 and every sequence's chunks with
+// varlen; total_groups: tiles (batch * NT * H * VDIM / BV); stride:
+// workgroups of the persistent bf16 grid; ratio: H / Hg; N, varlen, slots:
+// as gdn_chunks.glsl's tk_gdn_rows reads them.
 #define TK_CHUNK_O_PUSH(F) \
   F(uint, group_offset)    \
   F(uint, T)               \
@@ -28,7 +30,10 @@
   F(float, scale)          \
   F(uint, stride)          \
   F(uint, ratio)           \
-  F(uint, batch)
+  F(uint, batch)           \
+  F(uint, N)               \
+  F(uint, varlen)          \
+  F(uint, slots)
 
 // Shared memory. portable: f32 stages of q, k (16 columns) and h, then A and g.
 #define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) (4u * ((2u * (BT) + 64u) * 17u + (BT) * ((BT) + 1u) + (BT)))

@@ -92,11 +92,9 @@ class Chunking {
       for (std::size_t n = 0; n + 1 < cu_.size(); ++n) {
         const std::int64_t len = std::int64_t(cu_[n + 1]) - cu_[n];
         if (len > 0) chunks_ += (len + bt - 1) / bt;
-        if (len % bt) aligned_ = false;
       }
     } else {
       chunks_ = B * ((T + bt - 1) / bt);
-      aligned_ = T % bt == 0;
     }
   }
 
@@ -109,8 +107,6 @@ class Chunking {
   std::int64_t slots() const noexcept { return chunks_ * bt_; }
   // Chunks of one fixed-length row (0 with cu_seqlens).
   std::int64_t row_chunks() const noexcept { return varlen() ? 0 : (T_ + bt_ - 1) / bt_; }
-  // Whether slot and token coincide everywhere (no sequence has a short chunk).
-  bool aligned() const noexcept { return aligned_; }
 
   // Calls f(n, bos, len, first_chunk) for every sequence, in order.
   template <class F>
@@ -200,7 +196,6 @@ class Chunking {
   std::span<const std::int32_t> cu_;
   std::uint32_t bt_;
   std::int64_t chunks_ = 0;
-  bool aligned_ = true;
 };
 
 }  // namespace tilekernels::gdn

@@ -1,6 +1,6 @@
 // Gated DeltaNet: recompute_w_u_fwd, the WY representation of a chunk.
 //
-// For each batch b, value head h and chunk of BT consecutive tokens:
+// For each value head h and chunk of BT consecutive tokens of one sequence:
 //   u = A bf16(v * beta)               [BT, V]
 //   w = A bf16((k * beta) * exp(g))    [BT, K]
 // with A the chunk's solved (I + A)^-1 block, f32 accumulation, and the
@@ -13,7 +13,12 @@
 //   A    [B, T, H, BT]  f32 (or bf16, Config::a_dtype, as FLA's pipeline passes it)
 //                                  (row t holds the BT coefficients of its chunk)
 //   w    [B, T, H, K]   bf16 out    u    [B, T, H, V]  bf16 out
-// T need not be a multiple of BT: in the last chunk, rows past T are neither
+// or, with beta, g, A, w and u slot-major as gdn::KKTSolve writes them
+// (gdn/chunking.hpp; chosen by g's rank): [slots, H], [slots, H, BT],
+// [slots, H, K], [slots, H, V]. Sequences: B rows of T tokens, or with
+// cu_seqlens_host (B = 1) any lengths, chunks never straddling them (the
+// device reads `index`, Chunking::record_index). A sequence's length need
+// not be a multiple of BT: in its last chunk, rows past its end are neither
 // read nor written, and the columns of A past the chunk's last row are
 // ignored (they may hold anything).
 //
@@ -40,9 +45,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "tilekernels/core.hpp"
+#include "tilekernels/gdn/chunking.hpp"
 #include "tilekernels/gdn/recompute_wu_abi.h"
 #include "tilekernels/spirv/gdn/recompute_wu.hpp"
 #include "tilekernels/spirv/gdn/recompute_wu_bf16.hpp"
@@ -104,6 +112,8 @@ class RecomputeWU {
 
   struct Args {
     TensorRef k, v, beta, g, A, w, u;
+    std::span<const std::int32_t> cu_seqlens_host;  // empty: fixed-length batches
+    std::optional<TensorRef> index;  // the index table (Chunking::record_index), with cu_seqlens
   };
   struct Problem {
     std::int64_t B = 0, T = 0, Hg = 0, H = 0;
@@ -142,6 +152,11 @@ class RecomputeWU {
   static constexpr std::uint64_t workspace_bytes() { return 0; }
 
   static Problem problem(const Args& a) { return {a.k.shape.at(0), a.k.shape.at(1), a.k.shape.at(2), a.v.shape.at(2)}; }
+  static Chunking chunking(const Args& a) {
+    return Chunking(a.k.shape.at(0), a.k.shape.at(1), a.cu_seqlens_host, Config::bt);
+  }
+  // Whether beta, g, A, w and u are slot-major (g [slots, H]).
+  static bool slot_major(const Args& a) { return a.g.shape.size() == 2; }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -149,17 +164,31 @@ class RecomputeWU {
     detail::expect_rank(name, "v", a.v, 4);
     const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.v.shape[2];
     const std::int64_t K = Config::k, V = Config::v, BT = Config::bt;
+    const Chunking ch = chunking(a);
+    ch.check(*ctx_, name, std::nullopt);
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
     detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
     if (H % Hg != 0)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "value heads H = " + std::to_string(H) +
                                                  " must be a multiple of the key heads Hg = " + std::to_string(Hg) +
                                                  " of k");
-    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
-    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
-    detail::expect_tensor(*ctx_, name, "A", a.A, Config::a_dtype, {B, T, H, BT});
-    detail::expect_tensor(*ctx_, name, "w", a.w, DType::bf16, {B, T, H, K});
-    detail::expect_tensor(*ctx_, name, "u", a.u, DType::bf16, {B, T, H, V});
+    // Rows of the intermediates: B, T token-major, or slots.
+    const Shape rows = slot_major(a) ? Shape{ch.slots()} : Shape{B, T};
+    const auto with = [&](std::initializer_list<std::int64_t> inner) {
+      Shape s = rows;
+      s.insert(s.end(), inner);
+      return s;
+    };
+    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, with({H}));
+    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, with({H}));
+    detail::expect_tensor(*ctx_, name, "A", a.A, Config::a_dtype, with({H, BT}));
+    detail::expect_tensor(*ctx_, name, "w", a.w, DType::bf16, with({H, K}));
+    detail::expect_tensor(*ctx_, name, "u", a.u, DType::bf16, with({H, V}));
+    if (ch.varlen()) {
+      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
+      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
+                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
+    }
     // The shaders index elements with 32-bit integers.
     const auto index_limit = [&](const char* tensor, const TensorRef& t) {
       if (t.elements() >= (std::int64_t(1) << 32))
@@ -189,8 +218,11 @@ class RecomputeWU {
     check(a);
     const Variant<Problem>& v = *plan.variant;
     const Problem p = problem(a);
-    const std::int64_t chunks = (p.T + Config::bt - 1) / Config::bt;
-    const auto tiles = static_cast<std::uint64_t>(p.B * chunks * p.H);
+    const Chunking ch = chunking(a);
+    // The tile walk: B rows of `chunks` each, or one row of every chunk.
+    const std::int64_t batch = ch.varlen() ? 1 : p.B, chunks = ch.varlen() ? ch.chunks() : ch.row_chunks();
+    const auto tiles = static_cast<std::uint64_t>(ch.chunks() * p.H);
+    if (tiles == 0) return;
     const std::uint32_t grid = plan.workgroups ? plan.workgroups : ctx_->info().persistent_grid(264);
     Spec spec;
     spec.BT = Config::bt;
@@ -198,12 +230,15 @@ class RecomputeWU {
     spec.V = Config::v;
     spec.A_DTYPE = static_cast<std::uint32_t>(Config::a_dtype);
     Push push;
-    push.batch = static_cast<std::uint32_t>(p.B);
+    push.batch = static_cast<std::uint32_t>(batch);
     push.T = static_cast<std::uint32_t>(p.T);
     push.Hg = static_cast<std::uint32_t>(p.Hg);
     push.H = static_cast<std::uint32_t>(p.H);
     push.chunks = static_cast<std::uint32_t>(chunks);
     push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
+    push.N = static_cast<std::uint32_t>(ch.N());
+    push.varlen = ch.varlen() ? 1u : 0u;
+    push.slots = slot_major(a) ? 1u : 0u;
     std::uint64_t groups = tiles;
     if (v.name == "tensor_core_bf16_joint") {
       spec.workgroup = 512;
@@ -222,8 +257,9 @@ class RecomputeWU {
     } else {
       spec.workgroup = Config::portable_workgroup;
     }
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 7),
-                            {a.k, a.v, a.beta, a.g, a.A, a.w, a.u}, push, groups);
+    // Without cu_seqlens the index binding gets g, never read there.
+    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 8),
+                            {a.k, a.v, a.beta, a.g, a.A, a.w, a.u, a.index.value_or(a.g)}, push, groups);
   }
 
   // Records into a fresh command buffer, submits and waits.

@@ -17,9 +17,11 @@
   F(4, A_DTYPE, 0)              \
   F(5, SHAPE, 0)
 
-// chunks: ceil(T / BT); stride: the persistent bf16 kernels' grid (pairs of
+// batch, chunks: B and ceil(T / BT), or 1 and every sequence's chunks
+// with varlen; stride: the persistent bf16 kernels' grid (pairs of
 // workgroups for recompute_wu_bf16, workgroups for the joint kernel);
-// ratio: H / Hg.
+// ratio: H / Hg; N, varlen, slots: as gdn_chunks.glsl's tk_gdn_rows reads
+// them (sequences, the index table read, the intermediates slot-major).
 #define TK_RECOMPUTE_WU_PUSH(F) \
   F(uint, group_offset)         \
   F(uint, batch)                \
@@ -28,7 +30,10 @@
   F(uint, H)                    \
   F(uint, chunks)               \
   F(uint, stride)               \
-  F(uint, ratio)
+  F(uint, ratio)                \
+  F(uint, N)                    \
+  F(uint, varlen)               \
+  F(uint, slots)
 
 // uvec4s per staged operand row (one of skew).
 #define TK_RECOMPUTE_WU_OPS(K, V) (TK_ABI_MAX(K, V) / 8u + 1u)
