@@ -46,8 +46,8 @@ ChunkOTile chunk_o_tile(uint id) {
   s.ih = id % pc.H;
   id /= pc.H;
   const uint it = id % pc.NT, b = id / pc.NT;
-  const bool varlen = pc.varlen != 0u;
-  s.c = tk_gdn_rows(b, it, tk_gdn_entry(pc.N, it, varlen), pc.T, pc.NT, BT, varlen, pc.slots != 0u);
+  const bool varlen = VARLEN != 0u;
+  s.c = tk_gdn_rows(b, it, tk_gdn_entry(pc.N, it, varlen), pc.T, pc.NT, BT, varlen, SLOTS != 0u);
   s.kh = s.ih / (pc.H / pc.Hg);
   return s;
 }

@@ -132,7 +132,7 @@ struct Tile {
 Tile tile_of(TkDigits d, uvec4 e) {
   Tile s;
   const TkTileRows r =
-      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.NT, BT, pc.varlen != 0u, pc.slots != 0u);
+      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.NT, BT, VARLEN != 0u, SLOTS != 0u);
   s.kh = d.kh;
   s.ih = d.kh * pc.ratio + d.r;
   s.token = r.token;
@@ -245,16 +245,19 @@ void main() {
 
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.NT);
   const TkDigits stride = tk_digits_of(pc.stride, radix);
-  const bool varlen = pc.varlen != 0u;
-  TkDigits dg = tk_digits_of(first, radix);
-  Tile t = tile_of(dg, tk_gdn_entry(pc.N, dg.c, varlen));
+  const bool varlen = VARLEN != 0u;
+  // One set of digits lives through the loop: those of the next tile (dn),
+  // whose index entry (en, varlen only) is read a tile ahead of its use.
+  TkDigits dn = tk_digits_of(first, radix);
+  bool live = dn.b < pc.batch;
+  Tile t = tile_of(dn, tk_gdn_entry(pc.N, dn.c, varlen));
   load_k_step(t, 0);
-  TkDigits dn = tk_digits_add(dg, stride, radix);
+  dn = tk_digits_add(dn, stride, radix);
   uvec4 en = tk_gdn_entry(pc.N, dn.c, varlen);
-  while (dg.b < pc.batch) {  // uniform per workgroup
-    dg = dn;
-    const Tile tn = tile_of(dg, en);
-    dn = tk_digits_add(dg, stride, radix);
+  while (live) {  // uniform per workgroup
+    live = dn.b < pc.batch;
+    const Tile tn = tile_of(dn, en);
+    dn = tk_digits_add(dn, stride, radix);
     en = tk_gdn_entry(pc.N, dn.c, varlen);
     ACC o_acc[MAX_OT];
     [[unroll]] for (uint j = 0; j < MAX_OT; ++j) o_acc[j] = ACC(0.0);

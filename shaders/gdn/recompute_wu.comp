@@ -53,8 +53,8 @@ void main() {
   const uint chunk = (group / H) % pc.chunks;
   const uint b = group / H / pc.chunks;
   const uint kh = h / (H / pc.Hg);
-  const bool varlen = pc.varlen != 0u;
-  const TkTileRows tr = tk_gdn_rows(b, chunk, tk_gdn_entry(pc.N, chunk, varlen), T, pc.chunks, BT, varlen, pc.slots != 0u);
+  const bool varlen = VARLEN != 0u;
+  const TkTileRows tr = tk_gdn_rows(b, chunk, tk_gdn_entry(pc.N, chunk, varlen), T, pc.chunks, BT, varlen, SLOTS != 0u);
   const uint rows = tr.rows;  // valid rows of this chunk
 
   for (uint i = tid; i < BT * BT; i += 256) {

@@ -114,7 +114,7 @@ struct Tile {
 Tile tile_of(TkDigits d, uvec4 e) {
   Tile t;
   const TkTileRows r =
-      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, pc.varlen != 0u, pc.slots != 0u);
+      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, VARLEN != 0u, SLOTS != 0u);
   t.kh = d.kh;
   t.h = d.kh * pc.ratio + d.r;
   t.token = r.token;
@@ -310,18 +310,21 @@ void multiply_store(const bool IS_W, Tile t) {
 void walk(const bool IS_W, uint slot) {
   const uvec3 radix = uvec3(pc.ratio, pc.Hg, pc.chunks);
   const TkDigits stride = tk_digits_of(pc.stride, radix);
-  const bool varlen = pc.varlen != 0u;
-  TkDigits d = tk_digits_of(slot, radix);
-  Tile t = tile_of(d, tk_gdn_entry(pc.N, d.c, varlen));
+  const bool varlen = VARLEN != 0u;
+  // One set of digits lives through the loop: those of the next tile (dn),
+  // whose index entry (en, varlen only) is read a tile ahead of its use.
+  TkDigits dn = tk_digits_of(slot, radix);
+  bool live = dn.b < pc.batch;
+  Tile t = tile_of(dn, tk_gdn_entry(pc.N, dn.c, varlen));
   load_tile(IS_W, t);
-  TkDigits d_next = tk_digits_add(d, stride, radix);
-  uvec4 e_next = tk_gdn_entry(pc.N, d_next.c, varlen);
-  while (d.b < pc.batch) {  // uniform per workgroup
+  dn = tk_digits_add(dn, stride, radix);
+  uvec4 en = tk_gdn_entry(pc.N, dn.c, varlen);
+  while (live) {  // uniform per workgroup
     stage_tile(IS_W, t);
-    d = d_next;
-    const Tile n = tile_of(d, e_next);  // past the end: unused loads
-    d_next = tk_digits_add(d, stride, radix);
-    e_next = tk_gdn_entry(pc.N, d_next.c, varlen);
+    live = dn.b < pc.batch;
+    const Tile n = tile_of(dn, en);  // past the end: unused loads
+    dn = tk_digits_add(dn, stride, radix);
+    en = tk_gdn_entry(pc.N, dn.c, varlen);
     load_tile(IS_W, n);
     barrier();
     multiply_store(IS_W, t);

@@ -136,9 +136,9 @@ void body(const bool IS_W) {
   const uint chunk = (head_group / H) % pc.chunks;
   const uint b = head_group / H / pc.chunks;
   const uint kh = h / (H / pc.Hg);
-  const bool varlen = pc.varlen != 0u;
+  const bool varlen = VARLEN != 0u;
   const TkTileRows tr =
-      tk_gdn_rows(b, chunk, tk_gdn_entry(pc.N, chunk, varlen), pc.T, pc.chunks, BT, varlen, pc.slots != 0u);
+      tk_gdn_rows(b, chunk, tk_gdn_entry(pc.N, chunk, varlen), pc.T, pc.chunks, BT, varlen, SLOTS != 0u);
   const uint rows = tr.rows;
   const uint D = IS_W ? K : V;
   const uint D8 = D / 8;

@@ -196,6 +196,8 @@ class ChunkO {
     const std::int64_t batch = ch.varlen() ? 1 : p.B, NT = ch.varlen() ? ch.chunks() : ch.row_chunks();
     if (ch.chunks() == 0) return;
     Spec spec;
+    spec.VARLEN = ch.varlen() ? 1u : 0u;
+    spec.SLOTS = slot_major(a) ? 1u : 0u;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.VDIM = Config::V;
@@ -227,8 +229,6 @@ class ChunkO {
     push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
     push.batch = static_cast<std::uint32_t>(batch);
     push.N = static_cast<std::uint32_t>(ch.N());
-    push.varlen = ch.varlen() ? 1u : 0u;
-    push.slots = slot_major(a) ? 1u : 0u;
     // Without cu_seqlens the index binding gets g, never read there.
     detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 7),
                             {a.q, a.k, a.v, a.h, a.g, a.o, a.index.value_or(a.g)}, push, groups);

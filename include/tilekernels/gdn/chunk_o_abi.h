@@ -7,19 +7,20 @@
 
 // BT: chunk length; KDIM, VDIM: head sizes; BV: columns of V per tile
 // (portable, fp16); WC: subgroups along V (fp16); KSTAGE: K columns per
-// shared stage (fp16).
+// shared stage (fp16); VARLEN, SLOTS: as in recompute_wu_abi.h.
 #define TK_CHUNK_O_SPEC(F) \
   F(1, BT, 64)             \
   F(2, KDIM, 128)          \
   F(3, VDIM, 128)          \
   F(4, BV, 64)             \
   F(5, WC, 4)              \
-  F(6, KSTAGE, 64)
+  F(6, KSTAGE, 64)         \
+  F(7, VARLEN, 0)          \
+  F(8, SLOTS, 0)
 
 // batch, NT: B and ceil(T / BT), or 1 and every sequence's chunks with
 // varlen; total_groups: tiles (batch * NT * H * VDIM / BV); stride:
-// workgroups of the persistent bf16 grid; ratio: H / Hg; N, varlen, slots:
-// as gdn_chunks.glsl's tk_gdn_rows reads them.
+// workgroups of the persistent bf16 grid; ratio: H / Hg; N: sequences.
 #define TK_CHUNK_O_PUSH(F) \
   F(uint, group_offset)    \
   F(uint, T)               \
@@ -31,9 +32,7 @@
   F(uint, stride)          \
   F(uint, ratio)           \
   F(uint, batch)           \
-  F(uint, N)               \
-  F(uint, varlen)          \
-  F(uint, slots)
+  F(uint, N)
 
 // Shared memory. portable: f32 stages of q, k (16 columns) and h, then A and g.
 #define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) (4u * ((2u * (BT) + 64u) * 17u + (BT) * ((BT) + 1u) + (BT)))

@@ -225,6 +225,8 @@ class RecomputeWU {
     if (tiles == 0) return;
     const std::uint32_t grid = plan.workgroups ? plan.workgroups : ctx_->info().persistent_grid(264);
     Spec spec;
+    spec.VARLEN = ch.varlen() ? 1u : 0u;
+    spec.SLOTS = slot_major(a) ? 1u : 0u;
     spec.BT = Config::bt;
     spec.K = Config::k;
     spec.V = Config::v;
@@ -237,8 +239,6 @@ class RecomputeWU {
     push.chunks = static_cast<std::uint32_t>(chunks);
     push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
     push.N = static_cast<std::uint32_t>(ch.N());
-    push.varlen = ch.varlen() ? 1u : 0u;
-    push.slots = slot_major(a) ? 1u : 0u;
     std::uint64_t groups = tiles;
     if (v.name == "tensor_core_bf16_joint") {
       spec.workgroup = 512;

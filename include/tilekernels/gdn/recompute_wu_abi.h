@@ -9,19 +9,24 @@
 // BT: chunk length; K, V: head sizes; A_DTYPE: DType code of A (f32 or
 // bf16); SHAPE: 0, a constant of recompute_wu_bf16.comp whose code paths
 // under it are never taken, kept because the driver allocates that
-// kernel's registers best with them present.
+// kernel's registers best with them present; VARLEN, SLOTS: 1 to read the
+// index table (cu_seqlens), 1 for slot-major intermediates (gdn_chunks.glsl's
+// tk_gdn_rows; constants, so that fixed-length batches carry no trace of
+// either).
 #define TK_RECOMPUTE_WU_SPEC(F) \
   F(1, BT, 64)                  \
   F(2, K, 128)                  \
   F(3, V, 128)                  \
   F(4, A_DTYPE, 0)              \
-  F(5, SHAPE, 0)
+  F(5, SHAPE, 0)                \
+  F(6, VARLEN, 0)               \
+  F(7, SLOTS, 0)
 
 // batch, chunks: B and ceil(T / BT), or 1 and every sequence's chunks
 // with varlen; stride: the persistent bf16 kernels' grid (pairs of
 // workgroups for recompute_wu_bf16, workgroups for the joint kernel);
-// ratio: H / Hg; N, varlen, slots: as gdn_chunks.glsl's tk_gdn_rows reads
-// them (sequences, the index table read, the intermediates slot-major).
+// ratio: H / Hg; N: sequences (the index table's chunk entries follow N
+// sequence entries).
 #define TK_RECOMPUTE_WU_PUSH(F) \
   F(uint, group_offset)         \
   F(uint, batch)                \
@@ -31,9 +36,7 @@
   F(uint, chunks)               \
   F(uint, stride)               \
   F(uint, ratio)                \
-  F(uint, N)                    \
-  F(uint, varlen)               \
-  F(uint, slots)
+  F(uint, N)
 
 // uvec4s per staged operand row (one of skew).
 #define TK_RECOMPUTE_WU_OPS(K, V) (TK_ABI_MAX(K, V) / 8u + 1u)
