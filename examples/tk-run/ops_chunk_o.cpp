@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "gdn_varlen.hpp"
 #include "op.hpp"
 
 namespace {
@@ -16,6 +17,7 @@ void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
   const Tensor q = inv.tensor(ctx, "q", DType::bf16), k = inv.tensor(ctx, "k", DType::bf16);
   const Tensor v = inv.tensor(ctx, "v", DType::bf16), h = inv.tensor(ctx, "h", DType::bf16);
   const Tensor g = inv.tensor(ctx, "g", DType::f32);
+  const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
   if (q.shape().size() != 4 || v.shape().size() != 4)
     throw UsageError("inputs 'q' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
   const std::int64_t K = q.shape()[3], V = v.shape()[3];
@@ -28,7 +30,8 @@ void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
     with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
       with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
         using Config = tilekernels::gdn::ChunkOConfig<decltype(bt_c)::value, decltype(k_c)::value, decltype(v_c)::value>;
-        tilekernels::gdn::ChunkO<Config>(ctx).run({q, k, v, h, g, o, static_cast<float>(scale), {}, {}});
+        run_with_index(ctx, tilekernels::gdn::ChunkO<Config>(ctx), {q, k, v, h, g, o, static_cast<float>(scale), cu, {}},
+                       q.shape()[0], q.shape()[1], Config::BT);
       });
     });
   });
@@ -43,8 +46,9 @@ const Registrar chunk_o{Op{
     {{"q", "bf16", "[B, T, Hg, K]  (K in 64, 128, 256)"},
      {"k", "bf16", "[B, T, Hg, K]"},
      {"v", "bf16", "[B, T, H, V]  (v_new; V in 64, 128, 256; H a multiple of Hg)"},
-     {"h", "bf16", "[B, ceil(T/bt), H, V, K]  (state per chunk, V rows of K)"},
-     {"g", "f32", "[B, T, H]  (chunk-local cumulative log gate, natural log)"}},
+     {"h", "bf16", "[B, ceil(T/bt), H, V, K]  (state per chunk, V rows of K; with cu_seqlens [1, chunks of all sequences, H, V, K])"},
+     {"g", "f32", "[B, T, H]  (chunk-local cumulative log gate, natural log)"},
+     {"cu_seqlens", "i32", "[N + 1]  (B = 1: sequence n is tokens cu[n] .. cu[n+1]-1; chunks restart at each)", true}},
     {{"o", "bf16", "[B, T, H, V]"}},
     run_chunk_o}};
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "gdn_varlen.hpp"
 #include "op.hpp"
 
 namespace {
@@ -41,13 +42,8 @@ void run_chunk_forward(tilekernels::Context& ctx, Invocation& inv) {
   const std::int64_t B = q.shape()[0], T = q.shape()[1], H = v.shape()[2], K = q.shape()[3], V = v.shape()[3];
 
   std::optional<Tensor> h0, a_log, dt_bias, cu;
-  std::vector<std::int32_t> cu_host;
-  if (inv.has_input("cu_seqlens")) {
-    const Shape s = inv.input_shape("cu_seqlens");
-    if (s.size() != 1) throw UsageError("input 'cu_seqlens' must have 1 dimension ([N + 1])");
-    for (std::uint32_t w : inv.words("cu_seqlens", s)) cu_host.push_back(static_cast<std::int32_t>(w));
-    cu.emplace(inv.tensor(ctx, "cu_seqlens", DType::i32));
-  }
+  const std::vector<std::int32_t> cu_host = cu_seqlens_input(inv);
+  if (!cu_host.empty()) cu.emplace(inv.tensor(ctx, "cu_seqlens", DType::i32));
   if (inv.has_input("initial_state")) h0.emplace(inv.tensor(ctx, "initial_state", DType::f32));
   if (inv.has_input("A_log")) a_log.emplace(inv.tensor(ctx, "A_log", DType::f32));
   if (inv.has_input("dt_bias")) dt_bias.emplace(inv.tensor(ctx, "dt_bias", DType::f32));

@@ -1,6 +1,7 @@
 // tk-run op gdn.recurrent_step: the Gated DeltaNet decode step.
 #include <tilekernels/gdn/recurrent_step.hpp>
 
+#include "gdn_varlen.hpp"
 #include "op.hpp"
 
 namespace {
@@ -42,15 +43,8 @@ void run_recurrent_step(tilekernels::Context& ctx, Invocation& inv) {
   if (Hg <= 0 || H % Hg != 0)
     throw UsageError("input 'v': its heads H = " + std::to_string(H) + " must be a multiple of q's heads Hg = " +
                      std::to_string(Hg));
-  std::vector<std::int32_t> cu_host;
-  std::int64_t N = B;
-  if (inv.has_input("cu_seqlens")) {
-    const Shape cu_shape = inv.input_shape("cu_seqlens");
-    if (cu_shape.size() != 1 || cu_shape[0] < 2)
-      throw UsageError("input 'cu_seqlens': expected shape [N + 1] with N >= 1, got " + tilekernels::shape_string(cu_shape));
-    for (std::uint32_t w : inv.words("cu_seqlens", cu_shape)) cu_host.push_back(static_cast<std::int32_t>(w));
-    N = cu_shape[0] - 1;
-  }
+  const std::vector<std::int32_t> cu_host = cu_seqlens_input(inv);
+  const std::int64_t N = cu_host.empty() ? B : std::int64_t(cu_host.size()) - 1;
   const Shape state_shape = layout == "kv" ? Shape{N, H, K, V} : Shape{N, H, V, K};
   const Shape ts_shape = layout == "kv" ? Shape{B, T, H, K, V} : Shape{B, T, H, V, K};
 

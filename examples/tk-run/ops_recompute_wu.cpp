@@ -1,6 +1,7 @@
 // tk-run op gdn.recompute_wu.
 #include <tilekernels/gdn/recompute_wu.hpp>
 
+#include "gdn_varlen.hpp"
 #include "op.hpp"
 
 namespace {
@@ -15,6 +16,7 @@ void run_recompute_wu(tilekernels::Context& ctx, Invocation& inv) {
   const Tensor k = inv.tensor(ctx, "k", DType::bf16), v = inv.tensor(ctx, "v", DType::bf16);
   const Tensor beta = inv.tensor(ctx, "beta", DType::f32), g = inv.tensor(ctx, "g", DType::f32);
   const Tensor A = inv.tensor(ctx, "A", a_dtype);
+  const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
   if (k.shape().size() != 4 || v.shape().size() != 4)
     throw UsageError("inputs 'k' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
   const std::int64_t K = k.shape()[3], V = v.shape()[3];
@@ -28,7 +30,8 @@ void run_recompute_wu(tilekernels::Context& ctx, Invocation& inv) {
         const auto run = [&](auto a_c) {
           using Config = tilekernels::gdn::RecomputeWUConfig<decltype(bt_c)::value, decltype(k_c)::value,
                                                              decltype(v_c)::value, decltype(a_c)::value>;
-          tilekernels::gdn::RecomputeWU<Config>(ctx).run({k, v, beta, g, A, w, u, {}, {}});
+          run_with_index(ctx, tilekernels::gdn::RecomputeWU<Config>(ctx), {k, v, beta, g, A, w, u, cu, {}},
+                         k.shape()[0], k.shape()[1], Config::bt);
         };
         if (a_dtype == DType::bf16)
           run(std::integral_constant<DType, DType::bf16>{});
@@ -52,7 +55,8 @@ const Registrar recompute_wu{Op{
      {"v", "bf16", "[B, T, H, V]  (V in 64, 128, 256; H a multiple of Hg)"},
      {"beta", "f32", "[B, T, H]"},
      {"g", "f32", "[B, T, H]  (chunk-local cumulative log gate)"},
-     {"A", "a_dtype", "[B, T, H, bt]  (solved (I+A)^-1 blocks)"}},
+     {"A", "a_dtype", "[B, T, H, bt]  (solved (I+A)^-1 blocks)"},
+     {"cu_seqlens", "i32", "[N + 1]  (B = 1: sequence n is tokens cu[n] .. cu[n+1]-1; chunks restart at each)", true}},
     {{"w", "bf16", "[B, T, H, K]"}, {"u", "bf16", "[B, T, H, V]"}},
     run_recompute_wu}};
 

@@ -2,11 +2,15 @@
 // rounded to bf16 by tk-run where the op takes bf16), the op, and o and the
 // final state against the double reference at FLA's rounding points
 // (5e-3); the options as key=value parameters; bad input refused with one
-// line and no output file. TK_RUN is the path of the tk-run binary.
+// line and no output file. Then gdn.recompute_wu and gdn.chunk_o on
+// variable-length sequences against their references run sequence by
+// sequence. TK_RUN is the path of the tk-run binary.
 #include <gtest/gtest.h>
 
 #include <tilekernels/core/dtype.hpp>
 #include <tilekernels/reference/gdn/chunk_forward.hpp>
+#include <tilekernels/reference/gdn/chunk_o.hpp>
+#include <tilekernels/reference/gdn/recompute_wu.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -152,6 +156,77 @@ TEST_F(TkRunGdn, ChunkForwardRefusesBadInputWithOneLine) {
   expect_refused(op + inputs() + out, "cu_seqlens: must not decrease");
   write("cu.npy", {4}, {0.0f, 1.0f, 40.0f, 90.0f});
   expect_refused(op + inputs() + out, "expected a uint32 or int32 array");
+}
+
+// The stages on their own with cu_seqlens (FLA's token-major layout): three
+// sequences of 1, 39 and 50 tokens in chunks of 16, against the references
+// run on each sequence alone.
+TEST_F(TkRunGdn, StagesTakeCuSeqlens) {
+  const std::vector<std::int32_t> cu{0, 1, 40, 90};
+  const std::size_t T = 90, H = 2, K = 64, V = 64, BT = 16;
+  std::vector<std::size_t> row(T);  // position of each token in its chunk
+  std::size_t chunks = 0;
+  for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+    for (std::size_t t = std::size_t(cu[n]); t < std::size_t(cu[n + 1]); ++t) row[t] = (t - std::size_t(cu[n])) % BT;
+    chunks += (std::size_t(cu[n + 1] - cu[n]) + BT - 1) / BT;
+  }
+  const auto q = noise(T * K, -0.5f, 0.5f, true), k = noise(T * K, -0.5f, 0.5f, true);
+  const auto v = noise(T * H * V, -1.0f, 1.0f, true), beta = noise(T * H, 0.05f, 0.95f, false);
+  const auto h = noise(chunks * H * V * K, -0.5f, 0.5f, true), decay = noise(T * H, 0.0f, 1.0f, false);
+  std::vector<float> g(T * H), A(T * H * BT);
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t i = 0; i < H; ++i) {
+      g[t * H + i] = (row[t] == 0 ? 0.0f : g[(t - 1) * H + i]) - decay[t * H + i];  // chunk-local cumulative
+      for (std::size_t j = 0; j < BT; ++j)
+        A[(t * H + i) * BT + j] = j < row[t] ? 0.3f * (next() - 0.5f) : j == row[t] ? 1.0f : 0.0f;
+    }
+  write("q.npy", {1, 90, 1, 64}, q);
+  write("k.npy", {1, 90, 1, 64}, k);
+  write("v.npy", {1, 90, 2, 64}, v);
+  write("beta.npy", {1, 90, 2}, beta);
+  write("g.npy", {1, 90, 2}, g);
+  write("A.npy", {1, 90, 2, 16}, A);
+  write("h.npy", {1, std::int64_t(chunks), 2, 64, 64}, h);
+  const std::vector<std::uint32_t> cu_words(cu.begin(), cu.end());
+  tkrun::write_npy(path("cu.npy"), {4}, nullptr, &cu_words);
+
+  std::vector<double> want_w(T * H * K), want_u(T * H * V), want_o(T * H * V);
+  std::size_t first_chunk = 0;
+  const auto rows = [&](const std::vector<float>& x, std::size_t n, std::size_t width) {
+    return std::vector<float>(x.begin() + cu[n] * std::ptrdiff_t(width), x.begin() + cu[n + 1] * std::ptrdiff_t(width));
+  };
+  for (std::size_t n = 0; n + 1 < cu.size(); ++n) {
+    const std::size_t len = std::size_t(cu[n + 1] - cu[n]), nt = (len + BT - 1) / BT;
+    const auto wu = ref::recompute_wu(rows(k, n, K), rows(v, n, H * V), rows(beta, n, H), rows(g, n, H),
+                                      rows(A, n, H * BT), 1, len, 1, H, K, V, BT);
+    const std::vector<float> hn(h.begin() + std::ptrdiff_t(first_chunk * H * V * K),
+                                h.begin() + std::ptrdiff_t((first_chunk + nt) * H * V * K));
+    const auto o = ref::chunk_o(rows(q, n, K), rows(k, n, K), rows(v, n, H * V), hn, rows(g, n, H), 0.125,
+                                {1, len, 1, H, K, V, BT});
+    std::copy(wu.w.begin(), wu.w.end(), want_w.begin() + cu[n] * std::ptrdiff_t(H * K));
+    std::copy(wu.u.begin(), wu.u.end(), want_u.begin() + cu[n] * std::ptrdiff_t(H * V));
+    std::copy(o.begin(), o.end(), want_o.begin() + cu[n] * std::ptrdiff_t(H * V));
+    first_chunk += nt;
+  }
+
+  const std::string cu_in = " --in cu_seqlens=" + path("cu.npy");
+  Result r = run("gdn.recompute_wu bt=16 --in k=" + path("k.npy") + " --in v=" + path("v.npy") + " --in beta=" +
+                 path("beta.npy") + " --in g=" + path("g.npy") + " --in A=" + path("A.npy") + cu_in + " --out w=" +
+                 path("w.npy") + " --out u=" + path("u.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LE(relative_rms(tkrun::read_npy(path("w.npy")).floats, want_w), 5e-3) << "w";
+  EXPECT_LE(relative_rms(tkrun::read_npy(path("u.npy")).floats, want_u), 5e-3) << "u";
+  r = run("gdn.chunk_o bt=16 scale=0.125 --in q=" + path("q.npy") + " --in k=" + path("k.npy") + " --in v=" +
+          path("v.npy") + " --in h=" + path("h.npy") + " --in g=" + path("g.npy") + cu_in + " --out o=" + path("o.npy"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LE(relative_rms(tkrun::read_npy(path("o.npy")).floats, want_o), 5e-3) << "o";
+  fs::remove(path("o.npy"));
+  // h sized for one fixed-length row of 90 tokens (6 chunks, not 8): refused by name.
+  write("h.npy", {1, 6, 2, 64, 64}, std::vector<float>(6 * 2 * 64 * 64, 0.5f));
+  expect_refused("gdn.chunk_o bt=16 --in q=" + path("q.npy") + " --in k=" + path("k.npy") + " --in v=" +
+                     path("v.npy") + " --in h=" + path("h.npy") + " --in g=" + path("g.npy") + cu_in + " --out o=" +
+                     path("o.npy"),
+                 "h: expected shape [1, 8, 2, 64, 64]");
 }
 
 }  // namespace
