@@ -188,9 +188,8 @@ BENCHMARK_CAPTURE(BM_GdnChunkForward, B8_T2048, ForwardShape{8, 2048, 16, 32, {}
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N8, ForwardShape{1, 0, 16, 32, kVarlenLengths})
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
-// Many short sequences, 16384 tokens: 128 of 128 tokens (every stage one
-// dispatch) against 128 of 127 and 129 (recompute_wu and chunk_o then
-// dispatch per sequence; 320 chunks instead of 256).
+// Many short sequences, 16384 tokens: 128 of 128 tokens against 128 of 127
+// and 129 (a tail chunk in every sequence: 320 chunks instead of 256).
 const std::vector<std::int32_t> kManyAligned(128, 128);
 std::vector<std::int32_t> many_unaligned() {
   std::vector<std::int32_t> l;

@@ -4,7 +4,8 @@
 //   o = scale * ((q h^T) * exp(g_i) + bf16(tril_incl((q k^T) * exp(g_i - g_j))) v)
 // per chunk of BT rows and head, f32 accumulation.
 //
-// One workgroup of 256 invocations per (chunk, head, BV = 64 columns of V), as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns chunk rows
+// One workgroup of 256 invocations per (chunk, head, BV = 64 columns of V),
+// as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns chunk rows
 // i = tr + 16 r (r < BT / 16), q k^T columns j = tc + 16 m (m < BT / 16) and
 // output columns 2 tc + e + 32 p (e, p in {0, 1}), so that it writes whole
 // 32-bit words of bf16 pairs.

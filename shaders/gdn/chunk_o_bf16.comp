@@ -124,22 +124,18 @@ shared float s_eg[64];  // exp(g)
 #define OUT16 coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
 struct Tile {
-  uint ih, kh, token, slot, chunk, rows;
+  uint ih, kh;
+  TkTileRows c;  // the chunk's rows
 };
 
 // Past the last batch: a tile of the last batch (valid addresses, unused).
 // e: the index entry of chunk d.c (varlen).
 Tile tile_of(TkDigits d, uvec4 e) {
-  Tile s;
-  const TkTileRows r =
-      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.NT, BT, VARLEN != 0u, SLOTS != 0u);
-  s.kh = d.kh;
-  s.ih = d.kh * pc.ratio + d.r;
-  s.token = r.token;
-  s.slot = r.slot;
-  s.chunk = r.chunk;
-  s.rows = r.rows;
-  return s;
+  Tile t;
+  t.kh = d.kh;
+  t.ih = d.kh * pc.ratio + d.r;
+  t.c = tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.NT, BT, VARLEN != 0u, SLOTS != 0u);
+  return t;
 }
 
 // The registers that carry one step's loads until they are staged: this
@@ -162,14 +158,14 @@ const bool V_EARLY = NK >= 2;
 void load_k_step(Tile t, uint c) {
   const uint tid = gl_LocalInvocationID.x;
   const uint pq = tid % QP;
-  const uint rq = min(pq / (KC / 8), t.rows - 1), cq = c * (KC / 8) + pq % (KC / 8);
-  const uint qk = ((t.token + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
+  const uint rq = min(pq / (KC / 8), t.c.rows - 1), cq = c * (KC / 8) + pq % (KC / 8);
+  const uint qk = ((t.c.token + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
   pre[0] = q_4[qk];
   pre[1] = k_4[qk];
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint ph = (tid + n * WG) % HP;
     const uint hv = ph / (KC / 8), ch = c * (KC / 8) + ph % (KC / 8);
-    pre[2 + n] = h_4[((t.chunk * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
+    pre[2 + n] = h_4[((t.c.chunk * pc.H + t.ih) * VDIM + hv) * (KDIM / 8) + ch];
   }
 }
 
@@ -178,10 +174,10 @@ void load_v_step(Tile t) {
   const uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = min(tid + n * WG, VP - 1);
-    const uint r = min(p / (VDIM / 8), t.rows - 1), c8 = p % (VDIM / 8);
-    pre_v[n] = v_4[((t.slot + r) * pc.H + t.ih) * (VDIM / 8) + c8];
+    const uint r = min(p / (VDIM / 8), t.c.rows - 1), c8 = p % (VDIM / 8);
+    pre_v[n] = v_4[((t.c.slot + r) * pc.H + t.ih) * (VDIM / 8) + c8];
   }
-  pre_g = g_f[(t.slot + min(tid % BT, t.rows - 1)) * pc.H + t.ih];
+  pre_g = g_f[(t.c.slot + min(tid % BT, t.c.rows - 1)) * pc.H + t.ih];
 }
 
 // q and k rows past the chunk's end repeat its last row (the loads clamp):
@@ -204,9 +200,9 @@ void stage_k_step(Tile t) {
 
 void stage_v_step(Tile t) {
   const uint tid = gl_LocalInvocationID.x;
-  if (t.rows < BT) {  // uniform: only a tail chunk has rows to clear
+  if (t.c.rows < BT) {  // uniform: only a tail chunk has rows to clear
     [[unroll]] for (uint n = 0; n < 2; ++n)
-      if ((tid + n * WG) / (VDIM / 8) >= t.rows) pre_v[n] = uvec4(0u);
+      if ((tid + n * WG) / (VDIM / 8) >= t.c.rows) pre_v[n] = uvec4(0u);
   }
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = tid + n * WG;
@@ -312,7 +308,7 @@ void main() {
         // rounded unconditionally, then selected: with the rounding inside
         // the condition the driver branched per element
         const float x = tk_round_bf16_split(s_acc[i] * exp(s_g[r] - s_g[c]));
-        s_acc[i] = c <= r && c < t.rows ? x : 0.0;
+        s_acc[i] = c <= r && c < t.c.rows ? x : 0.0;
       }
       const OUT16 p16 = OUT16(s_acc);
       coopMatStore(p16, smem, P_OFF + srt * 16 * SP + sct * 2, SP, gl_CooperativeMatrixLayoutRowMajor);
@@ -348,15 +344,15 @@ void main() {
       const uint o = sg * OT + j;
       if (j < OT && o < RT * CT) {
         const uint rt = o / CT, ct = o % CT;
-        if (rt * 16 < t.rows) {  // uniform per subgroup
+        if (rt * 16 < t.c.rows) {  // uniform per subgroup
           for (int i = 0; i < o_acc[j].length(); ++i) o_acc[j][i] = tk_round_bf16_split(o_acc[j][i] * pc.scale);
           const OUT16 ob = OUT16(o_acc[j]);
           coopMatStore(ob, smem, scr, SCR, gl_CooperativeMatrixLayoutRowMajor);
           subgroupMemoryBarrierShared();
           subgroupBarrier();
           // lanes past the chunk's last row store that row again (same words, same address)
-          const uint orow = min(lane / 2, t.rows - 1 - rt * 16), half_ = lane % 2;
-          o_4[((t.token + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
+          const uint orow = min(lane / 2, t.c.rows - 1 - rt * 16), half_ = lane % 2;
+          o_4[((t.c.token + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
               smem[scr + orow * SCR + half_];
           subgroupMemoryBarrierShared();
           subgroupBarrier();  // read before the next tile overwrites it

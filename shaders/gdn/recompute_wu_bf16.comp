@@ -106,20 +106,17 @@ uvec4 scale8(uvec4 x, float f, float d, bool is_w) {
 
 // One tile: the u (or w) block of one (batch, chunk, value head).
 struct Tile {
-  uint h, kh, token, slot, rows;
+  uint h, kh;
+  TkTileRows c;  // the chunk's rows
 };
 
 // The tile of digits d (e: chunk d.c's index entry, varlen); past the last
 // batch, a tile of the last batch (a valid address whose loads go unused).
 Tile tile_of(TkDigits d, uvec4 e) {
   Tile t;
-  const TkTileRows r =
-      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, VARLEN != 0u, SLOTS != 0u);
   t.kh = d.kh;
   t.h = d.kh * pc.ratio + d.r;
-  t.token = r.token;
-  t.slot = r.slot;
-  t.rows = r.rows;
+  t.c = tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, VARLEN != 0u, SLOTS != 0u);
   return t;
 }
 
@@ -142,8 +139,8 @@ void load_tile(const bool IS_W, Tile t) {
   [[unroll]] for (uint n = 0; n < MAX_OP_SWEEPS; ++n) {
     if (n < OP_SWEEPS) {  // specialisation constants only
       const uint p = min(tid + n * WG, OP_PIECES - 1);
-      const uint r = min(p / D8, t.rows - 1), c8 = p % D8;
-      const uint tok = t.token + r, slot = t.slot + r;
+      const uint r = min(p / D8, t.c.rows - 1), c8 = p % D8;
+      const uint tok = t.c.token + r, slot = t.c.slot + r;
       if ((SHAPE & 8) != 0) {
         raw[n] = uvec4(tok * 0x10001u);
         row_f[n] = 0.5;
@@ -161,8 +158,8 @@ void load_tile(const bool IS_W, Tile t) {
   [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
     if (n < A_SWEEPS) {
       const uint p = min(tid + n * WG, A_PIECES - 1);
-      const uint r = min(p / (BT / 8), t.rows - 1), c = 8 * (p % (BT / 8));
-      const uint e = ((t.slot + r) * H + t.h) * BT + c;
+      const uint r = min(p / (BT / 8), t.c.rows - 1), c = 8 * (p % (BT / 8));
+      const uint e = ((t.c.slot + r) * H + t.h) * BT + c;
       if ((SHAPE & 8) != 0) {
         a_lo[n] = vec4(float(e));
         a_hi[n] = vec4(float(e + 1));
@@ -187,7 +184,7 @@ void stage_tile(const bool IS_W, Tile t) {
     const uint p = tid + n * WG;
     if (n < OP_SWEEPS && p < OP_PIECES) {
       const uint r = p / D8, c8 = p % D8;
-      const uvec4 x = r < t.rows ? raw[n] : uvec4(0u);
+      const uvec4 x = r < t.c.rows ? raw[n] : uvec4(0u);
       smem[r * OPS + c8] = (SHAPE & 4) != 0 ? x : scale8(x, row_f[n], exp(row_d[n]), IS_W);
     }
   }
@@ -196,11 +193,11 @@ void stage_tile(const bool IS_W, Tile t) {
     if (n < A_SWEEPS && p < A_PIECES) {
       const uint r = p / (BT / 8), c8 = p % (BT / 8), c = 8 * c8;
       // selects, so that NaN in the ignored columns or rows does not leak
-      const bool live = r < t.rows;
-      const bvec4 keep_lo = bvec4(live && c < t.rows, live && c + 1 < t.rows, live && c + 2 < t.rows,
-                                  live && c + 3 < t.rows);
-      const bvec4 keep_hi = bvec4(live && c + 4 < t.rows, live && c + 5 < t.rows, live && c + 6 < t.rows,
-                                  live && c + 7 < t.rows);
+      const bool live = r < t.c.rows;
+      const bvec4 keep_lo = bvec4(live && c < t.c.rows, live && c + 1 < t.c.rows, live && c + 2 < t.c.rows,
+                                  live && c + 3 < t.c.rows);
+      const bvec4 keep_hi = bvec4(live && c + 4 < t.c.rows, live && c + 5 < t.c.rows, live && c + 6 < t.c.rows,
+                                  live && c + 7 < t.c.rows);
       if ((SHAPE & 4) != 0) {
         smem[A_BASE + r * AS + c8] = A_DTYPE == TK_F32 ? floatBitsToUint(a_lo[n] + a_hi[n]) : a_raw[n];
         continue;
@@ -208,7 +205,7 @@ void stage_tile(const bool IS_W, Tile t) {
       // A whole chunk in bf16 (uniform): nothing to mask, the words go to
       // shared memory as loaded, saving the masks, unpacking and repacking
       // below.
-      if (A_DTYPE != TK_F32 && t.rows == BT) {
+      if (A_DTYPE != TK_F32 && t.c.rows == BT) {
         smem[A_BASE + r * AS + c8] = a_raw[n];
         continue;
       }
@@ -263,9 +260,9 @@ void multiply_store(const bool IS_W, Tile t) {
   barrier();
 
   const uint o_stride = pc.H * D;  // bf16 elements from one row to the next
-  const uint o_base = ((t.slot + rt * 16) * pc.H + t.h) * D;
+  const uint o_base = ((t.c.slot + rt * 16) * pc.H + t.h) * D;
   // uniform per subgroup:
-  const bool whole = rt * 16 + 16 <= t.rows, partial = !whole && rt * 16 < t.rows;
+  const bool whole = rt * 16 + 16 <= t.c.rows, partial = !whole && rt * 16 < t.c.rows;
   const uint lane = gl_SubgroupInvocationID;
   const uint scr = SCR_BASE + sg * SCR_SG;
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
@@ -288,7 +285,7 @@ void multiply_store(const bool IS_W, Tile t) {
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         const uint orow = lane / 2, half_ = lane % 2;
-        if (rt * 16 + orow < t.rows) {
+        if (rt * 16 + orow < t.c.rows) {
           const uvec4 x = smem[scr + orow * SCR + half_];
           const uint o8 = (o_base + orow * o_stride) / 8 + (ct0 + m) * 2 + half_;
           if (IS_W)

@@ -83,20 +83,17 @@ uvec4 scale8(uvec4 x, float f) {
 }
 
 struct Tile {
-  uint h, kh, token, slot, rows;
+  uint h, kh;
+  TkTileRows c;  // the chunk's rows
 };
 
 // Past the last batch: a tile of the last batch (valid addresses, unused
 // loads). e: the index entry of chunk d.c (varlen).
 Tile tile_of(TkDigits d, uvec4 e) {
   Tile t;
-  const TkTileRows r =
-      tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, VARLEN != 0u, SLOTS != 0u);
   t.kh = d.kh;
   t.h = d.kh * pc.ratio + d.r;
-  t.token = r.token;
-  t.slot = r.slot;
-  t.rows = r.rows;
+  t.c = tk_gdn_rows(min(d.b, pc.batch - 1), d.c, e, pc.T, pc.chunks, BT, VARLEN != 0u, SLOTS != 0u);
   return t;
 }
 
@@ -112,24 +109,24 @@ void load_tile(Tile t) {
   [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
     if (n < V_SWEEPS) {
       const uint p = min(i + n * WG, BT * V8 - 1);
-      const uint r = min(p / V8, t.rows - 1);
-      raw_v[n] = v8[((t.token + r) * H + t.h) * V8 + p % V8];
-      beta_v[n] = beta[(t.slot + r) * H + t.h];
+      const uint r = min(p / V8, t.c.rows - 1);
+      raw_v[n] = v8[((t.c.token + r) * H + t.h) * V8 + p % V8];
+      beta_v[n] = beta[(t.c.slot + r) * H + t.h];
     }
     if (n < K_SWEEPS) {
       const uint p = min(i + n * WG, BT * K8 - 1);
-      const uint r = min(p / K8, t.rows - 1);
-      raw_k[n] = k8[((t.token + r) * pc.Hg + t.kh) * K8 + p % K8];
+      const uint r = min(p / K8, t.c.rows - 1);
+      raw_k[n] = k8[((t.c.token + r) * pc.Hg + t.kh) * K8 + p % K8];
       if (K == V) {  // same rows as the v pieces
         beta_k[n] = beta_v[n];
       } else {
-        beta_k[n] = beta[(t.slot + r) * H + t.h];
+        beta_k[n] = beta[(t.c.slot + r) * H + t.h];
       }
-      g_k[n] = gate[(t.slot + r) * H + t.h];
+      g_k[n] = gate[(t.c.slot + r) * H + t.h];
     }
   }
-  const uint r = min(i / (BT / 8), t.rows - 1);
-  raw_a = a8[(((t.slot + r) * H + t.h) * BT) / 8 + i % (BT / 8)];
+  const uint r = min(i / (BT / 8), t.c.rows - 1);
+  raw_a = a8[(((t.c.slot + r) * H + t.h) * BT) / 8 + i % (BT / 8)];
 }
 
 // Operands scaled and rounded to bf16 (as FLA), A as loaded; rows and
@@ -137,10 +134,10 @@ void load_tile(Tile t) {
 // selects in every tile cost 2% on the H100).
 void stage_tile(Tile t) {
   const uint i = invocation();
-  if (t.rows < BT) {  // uniform
+  if (t.c.rows < BT) {  // uniform
     [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
-      if ((i + n * WG) / V8 >= t.rows) raw_v[n] = uvec4(0u);
-      if ((i + n * WG) / K8 >= t.rows) raw_k[n] = uvec4(0u);
+      if ((i + n * WG) / V8 >= t.c.rows) raw_v[n] = uvec4(0u);
+      if ((i + n * WG) / K8 >= t.c.rows) raw_k[n] = uvec4(0u);
     }
   }
   [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
@@ -156,11 +153,11 @@ void stage_tile(Tile t) {
   }
   const uint r = i / (BT / 8), c8 = i % (BT / 8), c = 8 * c8;
   uvec4 a = raw_a;
-  if (t.rows < BT) {  // uniform: only a tail chunk has rows or columns to clear
-    const bool live = r < t.rows;
+  if (t.c.rows < BT) {  // uniform: only a tail chunk has rows or columns to clear
+    const bool live = r < t.c.rows;
     [[unroll]] for (uint j = 0; j < 4; ++j) {
-      const uint lo = live && c + 2 * j < t.rows ? 0x0000ffffu : 0u;
-      const uint hi = live && c + 2 * j + 1 < t.rows ? 0xffff0000u : 0u;
+      const uint lo = live && c + 2 * j < t.c.rows ? 0x0000ffffu : 0u;
+      const uint hi = live && c + 2 * j + 1 < t.c.rows ? 0xffff0000u : 0u;
       a[j] &= lo | hi;
     }
   }
@@ -219,10 +216,10 @@ void multiply_store(Tile t) {
     }
   }
   barrier();  // every subgroup is done with the staged tile
-  if (rt * 16 < t.rows) {  // uniform per subgroup
+  if (rt * 16 < t.c.rows) {  // uniform per subgroup
     const uint scr = A_BASE + gl_SubgroupID * 4 * AS;
-    const uint row = min(gl_SubgroupInvocationID / 2, t.rows - 1 - rt * 16);
-    const uint at = (t.slot + rt * 16 + row) * pc.H + t.h;
+    const uint row = min(gl_SubgroupInvocationID / 2, t.c.rows - 1 - rt * 16);
+    const uint at = (t.c.slot + rt * 16 + row) * pc.H + t.h;
     [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
       if (m < MTV && cs * MTV + m < CTV) store_tile(false, acc_u[m], row, at, cs * MTV + m, scr);
       if (m < MTK && cs * MTK + m < CTK) store_tile(true, acc_w[m], row, at, cs * MTK + m, scr);

@@ -162,11 +162,7 @@ class ChunkO {
       detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
     }
     detail::expect_tensor(*ctx_, name, "o", a.o, DType::bf16, {B, T, H, V});
-    if (ch.varlen()) {
-      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
-      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
-                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
-    }
+    ch.check_index(*ctx_, name, a.index);
     // The shaders index elements with 32-bit integers.
     const std::int64_t limit = std::int64_t(1) << 32;
     for (const auto* t : {&a.q, &a.v, &a.h})

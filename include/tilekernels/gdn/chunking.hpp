@@ -144,6 +144,15 @@ class Chunking {
                                          {static_cast<std::int64_t>(cu_.size())});
   }
 
+  // Throws unless a call with cu_seqlens was given its index table
+  // (index_bytes() of u32, Chunking::record_index); without, nothing.
+  void check_index(const Context& ctx, std::string_view kernel, const std::optional<TensorRef>& index) const {
+    if (!varlen()) return;
+    if (!index) throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": index: cu_seqlens needs it");
+    tilekernels::detail::expect_tensor(ctx, kernel, "index", *index, DType::u32,
+                                       {static_cast<std::int64_t>(index_bytes() / 4)});
+  }
+
   // Bytes of the index table (0 without cu_seqlens).
   std::uint64_t index_bytes() const noexcept {
     return varlen() ? static_cast<std::uint64_t>(N() + chunks_) * 16 : 0;

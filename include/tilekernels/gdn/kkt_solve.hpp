@@ -118,11 +118,7 @@ class KKTSolve {
     detail::expect_tensor(*ctx_, name, "g_cumsum", a.g_cumsum, DType::f32, {S, H});
     detail::expect_tensor(*ctx_, name, "beta_out", a.beta_out, DType::f32, {S, H});
     detail::expect_tensor(*ctx_, name, "A", a.A, DType::bf16, {S, H, Config::BT});
-    if (ch.varlen()) {
-      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
-      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
-                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
-    }
+    ch.check_index(*ctx_, name, a.index);
     if (a.k.elements() >= (std::int64_t(1) << 32) || S * H * Config::BT >= (std::int64_t(1) << 32))
       throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
   }

@@ -184,11 +184,7 @@ class RecomputeWU {
     detail::expect_tensor(*ctx_, name, "A", a.A, Config::a_dtype, with({H, BT}));
     detail::expect_tensor(*ctx_, name, "w", a.w, DType::bf16, with({H, K}));
     detail::expect_tensor(*ctx_, name, "u", a.u, DType::bf16, with({H, V}));
-    if (ch.varlen()) {
-      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
-      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
-                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
-    }
+    ch.check_index(*ctx_, name, a.index);
     // The shaders index elements with 32-bit integers.
     const auto index_limit = [&](const char* tensor, const TensorRef& t) {
       if (t.elements() >= (std::int64_t(1) << 32))

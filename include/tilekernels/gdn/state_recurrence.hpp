@@ -139,11 +139,7 @@ class StateRecurrence {
     const Shape state = a.state_layout == StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
     if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
-    if (ch.varlen()) {
-      if (!a.index) throw Error(ErrorCode::invalid_argument, detail::where(name, "index") + "cu_seqlens needs it");
-      detail::expect_tensor(*ctx_, name, "index", *a.index, DType::u32,
-                            {static_cast<std::int64_t>(ch.index_bytes() / 4)});
-    }
+    ch.check_index(*ctx_, name, a.index);
     if (a.h.elements() >= (std::int64_t(1) << 32) || a.k.elements() >= (std::int64_t(1) << 32) ||
         S * H * std::max(K, V) >= (std::int64_t(1) << 32))
       throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
