@@ -182,6 +182,7 @@ BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->ArgsProduct({{1}, {131072}, {1}, {0}, {0}, {0, 32, 64, 128}, {2}})
     ->ArgsProduct({{32}, {4096}, {1}, {0}, {0}, {0, 2, 4}, {2}})
     ->ArgsProduct({{1}, {32768}, {4}, {0}, {0}, {16, 32, 64}, {2}})
+    ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {1, 4, 8}, {2}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 void BM_DecodeAttentionRawBf16Sweep(benchmark::State& state) { decode_step(state, 16, 16); }
 BENCHMARK(BM_DecodeAttentionRawBf16Sweep)

@@ -37,7 +37,12 @@
 //   fp16. Accurate to ~1e-4 relative: the variant serves bf16 and
 //   f16 outputs only (decode_attention.hpp).
 // - element positions of accumulators are learnt from a row-index tile
-//   (coopmat.glsl), never assumed.
+//   (coopmat.glsl), never assumed, except in the lanes variant
+//   (TK_TC_LANES: decode_attention_tc_lanes.comp, 4-bit K and V), whose
+//   tile loop (decode_attention_tc_lanes.glsl) builds the operands in
+//   registers in a known layout; it shares the rest of this file, with Q's
+//   and O's dims in its orders (TK_TC_QDIM, TK_TC_OCOL) and 16-aligned
+//   tiles.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/aura/decode_attention_abi.h"
@@ -60,6 +65,16 @@ const uint KW = DIM * K_BITS / 32u;  // words per key row
 const uint VW = DIM * V_BITS / 32u;
 const uint LKW = KW / 2u;  // words per lane (half a row)
 const uint LVW = VW / 2u;
+#ifndef TK_TC_LANES
+#define TK_TC_LANES 0
+#endif
+#if TK_TC_LANES
+// decode_attention_tc_lanes.glsl: a lane's words of a K row (4 bits, DIM / 4
+// dims) and of a V row (DIM / 8 dims); the byte table, 16 copies.
+const uint LKC = DIM / 32u;
+const uint LVC = DIM / 64u;
+shared uint s_lut[256u * 16u];
+#endif
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
 const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
@@ -71,12 +86,23 @@ const uint SS = 5u;
 const uint S_OFF = 16u * KS;
 const uint P_OFF = S_OFF + 16u * SS;
 const uint STAGE = TK_DECODE_ATTENTION_TC_STAGE(DIM);
-const uint IDX_OFF = NW * STAGE;  // the row-index tile (64 uvec4)
 const uint OS = DIM / 4u + 1u;     // the merged O (16 rows of DIM f32) over the stages
+// The lanes variant stages nothing per subgroup: its smem holds the queries,
+// then the merged O.
+const uint IDX_OFF = TK_TC_LANES != 0 ? 16u * OS : NW * STAGE;  // the row-index tile (64 uvec4)
 
 #include "../common/decode_attention_io.glsl"
 
-shared uvec4 smem[NW * STAGE + 64u];
+// Where a dim sits in Q's columns and O's (16 t + column of tile t): in
+// order, or in the lanes variant's orders (decode_attention_tc_lanes.glsl).
+#define TK_TC_QDIM(t, k) ((DIM / 4u) * (((k) % 8u) / 2u) + 4u * (t) + 2u * ((k) / 8u) + (k) % 2u)
+#if TK_TC_LANES
+#define TK_TC_OCOL(d) (16u * (((d) % (DIM / 8u)) / 2u) + (d) / (DIM / 8u) + 8u * ((d) % 2u))
+#else
+#define TK_TC_OCOL(d) (d)
+#endif
+
+shared uvec4 smem[IDX_OFF + 64u];
 shared vec4 s_scratch[TK_DECODE_ATTENTION_TC_SCRATCH];  // the queries as floats; decode_attention_finish.glsl
 shared uint s_cbk[K_LEVELS], s_cbv[V_LEVELS];             // codebooks as fp16 bits
 shared float s_kn[NW * KT], s_lvn[NW * KT];               // the tile's K norms, ln V norms
@@ -144,6 +170,7 @@ void main() {
   // Each row's visible keys [first, end); the lane's own row (lane / 2)
   // kept for the weights; [lo, hi) over the chunk.
   int lo = len, hi = 0, row_first = 0, row_end = 0;
+  int rf[2] = int[2](0, 0), re[2] = int[2](0, 0);  // the lanes variant: rows lane / 4 and lane / 4 + 8
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     const uint rg = row0 + r;
     int f = 0, e = 0;
@@ -156,13 +183,17 @@ void main() {
       row_first = f;
       row_end = e;
     }
+    if (r % 8u == lane / 4u) {
+      rf[r / 8u] = f;
+      re[r / 8u] = e;
+    }
     if (f < e) {
       lo = min(lo, f);
       hi = max(hi, e);
     }
   }
   if (lo >= hi) lo = hi = 0;
-  const uint nb = (uint(hi - lo) + BT - 1u) / BT;
+  const uint nb = (uint(hi) - (TK_TC_LANES != 0 ? uint(lo) & ~15u : uint(lo)) + BT - 1u) / BT;
   const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
 
   for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tk_f32_to_f16(tables[K_CODEBOOK_AT + i]);
@@ -182,6 +213,9 @@ void main() {
     SF(e) = v;
   }
   barrier();
+#if TK_TC_LANES
+  [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i] = s_cbk[(i / 16u) & 15u] | (s_cbk[i / 256u] << 16);
+#endif
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
   const uint QPI = ROWS * DIM / WG;  // consecutive elements per invocation, within one row
@@ -209,6 +243,26 @@ void main() {
     s_qf[inv] = exp2(float(ex));
   }
   barrier();
+#if TK_TC_LANES
+  // Scaled into SF, then each column 16 t + k of Q's rows from dim
+  // TK_TC_QDIM(t, k) (decode_attention_tc_lanes.glsl).
+  {
+    const uint r = inv * QPI / DIM;
+    const float f = 1.0 / s_qf[r];
+    [[unroll]] for (uint k = 0; k < QPI; ++k) SF(inv * QPI + k) = qv[k] * f;
+  }
+  barrier();
+  for (uint u = inv; u < ROWS * DIM / 8u; u += WG) {
+    const uint r = u / (DIM / 8u), p0 = u % (DIM / 8u) * 8u;
+    uvec4 h;
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      const uint p = p0 + 2u * i;
+      h[i] = tk_f32_to_f16(SF(r * DIM + TK_TC_QDIM(p / 16u, p % 16u))) |
+             (tk_f32_to_f16(SF(r * DIM + TK_TC_QDIM(p / 16u, p % 16u + 1u))) << 16);
+    }
+    smem[r * KS + p0 / 8u] = h;
+  }
+#else
   {
     const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
     const float f = 1.0 / s_qf[r];
@@ -219,8 +273,9 @@ void main() {
       smem[r * KS + d0 / 8u + c] = h;
     }
   }
+#endif
   barrier();
-  TK_CMH_OP qa[DT];
+  TK_CMH_A qa[DT];
   [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_LOADH_ROW(qa[t], smem, 2u * t, KS);
   TK_CMH_ACC row_of;  // element i sits in row tk_cm_pos(TK_CM_EL(row_of, i))
   TK_CMH_LOAD32_ROW(row_of, smem, IDX_OFF, 4u);
@@ -228,6 +283,9 @@ void main() {
   [[unroll]] for (uint t = 0; t < DT; ++t) o_acc[t] = TK_CM_FILL(TK_CMH_ACC, 0.0);
   barrier();  // the queries are read before the stages are written
 
+#if TK_TC_LANES
+#include "decode_attention_tc_lanes.glsl"
+#else
   const uint key = lane / 2u, hlf = lane % 2u;
   const float row_qf = s_qf[lane / 2u];
   float m_run = TK_NEG_INF, mo_run = TK_NEG_INF, l_run = 0.0;
@@ -267,7 +325,7 @@ void main() {
     TK_CM_SYNC();
     TK_CMH_ACC s = TK_CM_FILL(TK_CMH_ACC, 0.0);
     [[unroll]] for (uint t = 0; t < DT; ++t) {
-      TK_CMH_OP kb;  // K^T, dims 16t .. x keys: column n of it is key n's row
+      TK_CMH_B kb;  // K^T, dims 16t .. x keys: column n of it is key n's row
       TK_CMH_LOADH_COL(kb, smem, stage + 2u * t, KS);
       s = TK_CMH_MMA(qa[t], kb, s);
     }
@@ -332,10 +390,10 @@ void main() {
         [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
       }
     }
-    TK_CMH_OP pa;
+    TK_CMH_A pa;
     TK_CMH_LOADH_ROW(pa, smem, stage + P_OFF, 2u);
     [[unroll]] for (uint t = 0; t < DT; ++t) {
-      TK_CMH_OP vb;  // V, keys x dims 16t ..
+      TK_CMH_B vb;  // V, keys x dims 16t ..
       TK_CMH_LOADH_ROW(vb, smem, stage + 2u * t, KS);
       o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
     }
@@ -361,6 +419,7 @@ void main() {
     // m_o is -inf where no key had a non-zero weight; then O is 0.
     s_alpha[warp * ROWS + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
   }
+#endif
   barrier();
   TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
     const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
@@ -389,7 +448,7 @@ void main() {
       const uint d = 2u * p + h;
       [[unroll]] for (uint r = 0; r < RV; ++r)
         [[unroll]] for (uint k = 0; k < 4u; ++k)
-          o_fin[(r * PAIRS + n) * 2u + h][k] = uintBitsToFloat(smem[(4u * r + k) * OS + d / 4u][d % 4u]);
+          o_fin[(r * PAIRS + n) * 2u + h][k] = uintBitsToFloat(smem[(4u * r + k) * OS + TK_TC_OCOL(d) / 4u][TK_TC_OCOL(d) % 4u]);
     }
   }
   [[unroll]] for (uint r = 0; r < RV; ++r)

@@ -1,6 +1,6 @@
-// aura::DecodeAttention's tensor-core variant (shaders/aura/decode_attention_tc.glsl)
-// against the double-precision reference: on devices with fp16 cooperative
-// matrices the real one (lengths around tile and block edges, splits, GQA
+// aura::DecodeAttention's tensor-core variants (shaders/aura/decode_attention_tc.glsl,
+// staged and lanes) against the double-precision reference: on devices with
+// fp16 cooperative matrices the real ones (lengths around tile and block edges, splits, GQA
 // and new tokens up to 128 rows, windows, sinks, softcap, empty attention,
 // formats); and its emulated twin (coopmat.glsl's plain-GLSL matrices,
 // workgroups of 64 to fit lavapipe's 32 KiB) on a smaller set, skipped by
@@ -12,7 +12,10 @@
 // would let a wrong weight or a lost rescale through.
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 #include <tilekernels/spirv/test/aura_decode_attention_tc_emulated.hpp>
+#include <tilekernels/spirv/test/coopmat_fp16_layout.hpp>
 
 #include "decode_attention_support.hpp"
 
@@ -35,10 +38,10 @@ void expect_tight(const AttentionRun& r) {
   }
 }
 
-// The real variant where the device has it, else nullptr (forced: the
-// automatic choice takes it only from 16 rows per KV head on).
+// The real variants where the device has them (forced: the automatic
+// choice takes the staged one only from 16 rows per KV head on).
 template <class Config>
-const Variant<Problem>* tensor_core() {
+std::vector<const Variant<Problem>*> tensor_cores() {
   using Kernel = aura::DecodeAttention<Config>;
   Problem p;
   p.q_heads = 16;
@@ -48,9 +51,10 @@ const Variant<Problem>* tensor_core() {
   p.k_bits = Config::cache::k_bits;
   p.v_bits = Config::cache::v_bits;
   p.out_dtype = Config::out_dtype;
+  std::vector<const Variant<Problem>*> found;
   for (const auto& v : Kernel::variants)
-    if (v.path == Path::tensor_core_fp16 && eligibility(context(), v, p)) return &v;
-  return nullptr;
+    if (v.path == Path::tensor_core_fp16 && eligibility(context(), v, p)) found.push_back(&v);
+  return found;
 }
 
 template <class Config>
@@ -67,99 +71,139 @@ class DecodeAttentionTensorCore : public DeviceTest {
  protected:
   void SetUp() override {
     DeviceTest::SetUp();
-    if (!tensor_core<Bf16Out>()) GTEST_SKIP() << "the device has no fp16 cooperative matrices (the emulated twin runs instead)";
+    if (tensor_cores<Bf16Out>().empty()) GTEST_SKIP() << "the device has no fp16 cooperative matrices (the emulated twin runs instead)";
   }
 };
 
 TEST_F(DecodeAttentionTensorCore, LengthsSplitsAndOutputs) {
-  const std::vector<std::int32_t> lens{1, 15, 16, 17, 63, 64, 65, 1000, 4097};
-  std::uint64_t seed = 1100;
-  for (std::uint32_t splits : {0u, 1u, 3u, 7u}) {
-    AttentionCase c;
-    c.lens = lens;
-    c.seed = seed++;
-    c.key_mean = 0.5;
-    c.forced = tensor_core<Bf16Out>();
-    c.lse = false;
-    c.workspace = splits != 1;
-    if (splits > 1) c.geometry = {128, 1, 4, splits};
-    SCOPED_TRACE("splits " + std::to_string(splits));
-    expect_tight<Bf16Out>(run_attention<Bf16Out>(c));
-    c.seed = seed++;
-    expect_tight<F16Out>(run_attention<F16Out>(c));
+  for (const Variant<Problem>* tc : tensor_cores<Bf16Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    const std::vector<std::int32_t> lens{1, 15, 16, 17, 63, 64, 65, 1000, 4097};
+    std::uint64_t seed = 1100;
+    for (std::uint32_t splits : {0u, 1u, 3u, 7u}) {
+      AttentionCase c;
+      c.lens = lens;
+      c.seed = seed++;
+      c.key_mean = 0.5;
+      c.forced = tc;
+      c.lse = false;
+      c.workspace = splits != 1;
+      if (splits > 1) c.geometry = {128, 1, 4, splits};
+      SCOPED_TRACE("splits " + std::to_string(splits));
+      expect_tight<Bf16Out>(run_attention<Bf16Out>(c));
+      c.seed = seed++;
+      expect_tight<F16Out>(run_attention<F16Out>(c));
+    }
   }
 }
 
 TEST_F(DecodeAttentionTensorCore, GroupsAndNewTokens) {
-  // (q_heads, kv_heads, q_len): 1 to 128 rows of a KV head (1 to 8 chunks of 16).
-  const std::int64_t shapes[][3] = {{2, 2, 1}, {8, 2, 1}, {8, 2, 4}, {8, 1, 4}, {8, 2, 16}, {16, 2, 16}};
-  std::uint64_t seed = 1200;
-  for (const auto& sh : shapes)
-    for (bool split : {false, true}) {
-      AttentionCase c;
-      c.lens = {37, 300};
-      c.q_heads = sh[0];
-      c.kv_heads = sh[1];
-      c.q_len = sh[2];
-      c.seed = seed++;
-      c.forced = tensor_core<Bf16Out>();
-    c.lse = false;
-      c.workspace = split;
-      if (split) c.geometry = {128, 1, 4, 3};
-      SCOPED_TRACE("q_heads " + std::to_string(sh[0]) + " kv_heads " + std::to_string(sh[1]) + " q_len " +
-                   std::to_string(sh[2]) + (split ? " split" : ""));
-      expect_tight<F16Out>(run_attention<F16Out>(c));
-    }
+  for (const Variant<Problem>* tc : tensor_cores<Bf16Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    // (q_heads, kv_heads, q_len): 1 to 128 rows of a KV head (1 to 8 chunks of 16).
+    const std::int64_t shapes[][3] = {{2, 2, 1}, {8, 2, 1}, {8, 2, 4}, {8, 1, 4}, {8, 2, 16}, {16, 2, 16}};
+    std::uint64_t seed = 1200;
+    for (const auto& sh : shapes)
+      for (bool split : {false, true}) {
+        AttentionCase c;
+        c.lens = {37, 300};
+        c.q_heads = sh[0];
+        c.kv_heads = sh[1];
+        c.q_len = sh[2];
+        c.seed = seed++;
+        c.forced = tc;
+      c.lse = false;
+        c.workspace = split;
+        if (split) c.geometry = {128, 1, 4, 3};
+        SCOPED_TRACE("q_heads " + std::to_string(sh[0]) + " kv_heads " + std::to_string(sh[1]) + " q_len " +
+                     std::to_string(sh[2]) + (split ? " split" : ""));
+        expect_tight<F16Out>(run_attention<F16Out>(c));
+      }
+  }
 }
 
 TEST_F(DecodeAttentionTensorCore, WindowSinksSoftcapScaleLargeQueries) {
-  std::uint64_t seed = 1300;
-  for (std::uint32_t window : {1u, 7u, 100u}) {
-    AttentionCase c;
-    c.lens = {4, 50, 333};
-    c.q_len = 4;
-    c.window = window;
-    c.sinks = true;
-    c.softcap = 3.0f;
-    c.scale = 0.3f;
-    c.forced = tensor_core<Bf16Out>();
-    c.lse = false;
-    c.seed = seed++;
-    c.geometry = {128, 1, 4, 2};
-    c.q_scale = window == 100u ? 3e5f : 1.0f;  // beyond fp16's range: the per-row scaling must hold it
-    SCOPED_TRACE("window " + std::to_string(window));
-    expect_tight<F16Out>(run_attention<F16Out>(c));
+  for (const Variant<Problem>* tc : tensor_cores<Bf16Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    std::uint64_t seed = 1300;
+    for (std::uint32_t window : {1u, 7u, 100u}) {
+      AttentionCase c;
+      c.lens = {4, 50, 333};
+      c.q_len = 4;
+      c.window = window;
+      c.sinks = true;
+      c.softcap = 3.0f;
+      c.scale = 0.3f;
+      c.forced = tc;
+      c.lse = false;
+      c.seed = seed++;
+      c.geometry = {128, 1, 4, 2};
+      c.q_scale = window == 100u ? 3e5f : 1.0f;  // beyond fp16's range: the per-row scaling must hold it
+      SCOPED_TRACE("window " + std::to_string(window));
+      expect_tight<F16Out>(run_attention<F16Out>(c));
+    }
   }
 }
 
 TEST_F(DecodeAttentionTensorCore, EmptyAttention) {
-  for (bool sinks : {false, true})
-    for (std::uint32_t splits : {1u, 4u}) {
-      AttentionCase c;
-      c.lens = {0, 5, 0};
-      c.sinks = sinks;
-      c.forced = tensor_core<Bf16Out>();
-    c.lse = false;
-      c.geometry = {128, 1, 4, splits};
-      c.seed = 1400 + splits + (sinks ? 10 : 0);
-      const auto r = run_attention<Bf16Out>(c);
-      expect_tight<Bf16Out>(r);
-      const std::size_t per_seq = static_cast<std::size_t>(c.q_len * c.q_heads);
-      for (std::size_t i = 0; i < per_seq; ++i) {
-        for (std::size_t d = 0; d < 128; ++d) ASSERT_EQ(r.output[i * 128 + d], 0.0f) << "row " << i;
+  for (const Variant<Problem>* tc : tensor_cores<Bf16Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    for (bool sinks : {false, true})
+      for (std::uint32_t splits : {1u, 4u}) {
+        AttentionCase c;
+        c.lens = {0, 5, 0};
+        c.sinks = sinks;
+        c.forced = tc;
+      c.lse = false;
+        c.geometry = {128, 1, 4, splits};
+        c.seed = 1400 + splits + (sinks ? 10 : 0);
+        const auto r = run_attention<Bf16Out>(c);
+        expect_tight<Bf16Out>(r);
+        const std::size_t per_seq = static_cast<std::size_t>(c.q_len * c.q_heads);
+        for (std::size_t i = 0; i < per_seq; ++i) {
+          for (std::size_t d = 0; d < 128; ++d) ASSERT_EQ(r.output[i * 128 + d], 0.0f) << "row " << i;
+        }
       }
-    }
+  }
 }
 
 TEST_F(DecodeAttentionTensorCore, LongSequence) {
-  AttentionCase c;
-  c.lens = {20000};
-  c.kv_heads = 1;
-  c.q_heads = 4;
-  c.seed = 1500;
-  c.forced = tensor_core<Bf16Out>();
-  c.lse = false;
-  expect_tight<F16Out>(run_attention<F16Out>(c));
+  for (const Variant<Problem>* tc : tensor_cores<Bf16Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    AttentionCase c;
+    c.lens = {20000};
+    c.kv_heads = 1;
+    c.q_heads = 4;
+    c.seed = 1500;
+    c.forced = tc;
+    c.lse = false;
+    expect_tight<F16Out>(run_attention<F16Out>(c));
+  }
+}
+
+// The lanes variant at Dim 64 (one word of V codes per lane and key, two of
+// K), pages of 32, around tile edges, with and without splits.
+TEST_F(DecodeAttentionTensorCore, LanesDim64) {
+  using K4V4d64 = aura::PagedCacheConfig<64, 32, 4, 4>;
+  using Out = aura::DecodeAttentionConfig<K4V4d64, DType::f32, DType::f16>;
+  const Variant<Problem>* lanes = nullptr;
+  for (const Variant<Problem>* v : tensor_cores<Out>())
+    if (std::string(v->name) == "tensor_core_fp16_lanes") lanes = v;
+  if (!lanes) GTEST_SKIP() << "no lanes variant on this device";
+  std::uint64_t seed = 1700;
+  for (std::uint32_t splits : {1u, 5u}) {
+    AttentionCase c;
+    c.lens = {4, 16, 17, 47, 300};
+    c.q_len = 4;
+    c.seed = seed++;
+    c.key_mean = 0.5;
+    c.forced = lanes;
+    c.lse = false;
+    c.workspace = splits > 1;
+    c.geometry = {128, 1, 4, splits};
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    expect_tight<Out>(run_attention<Out>(c));
+  }
 }
 
 // The emulated twin: the same kernel code with plain-GLSL matrices, on any
@@ -212,6 +256,51 @@ TEST_F(DecodeAttentionTensorCoreEmulated, MatchesReference) {
   w.geometry = {64, 1, 4, 1};
   SCOPED_TRACE("window, softcap, large queries");
   expect_tight<F16Out>(run_attention<F16Out>(w, emulation_context()));
+}
+
+// The fragment layout the lanes variant (TK_TC_LANES in
+// decode_attention_tc.glsl) builds its operands in, read back from the
+// driver (shaders/test/coopmat_fp16_layout.comp): lane l = 4 g + j holds
+// element i of A and of the accumulator at row g + 8 (i >> 2), column
+// 2 j + (i & 1) + 8 ((i >> 1) & 1); of B at row (k) 2 j + (i & 1) +
+// 8 ((i >> 1) & 1), column (n) g + 8 (i >> 2). The variant is taken only
+// where this holds (aura::decode_attention_lanes_layout); this test fails
+// when a driver changes it.
+TEST(CoopmatFp16Layout, IsWhatTheLanesVariantAssumes) {
+  Context& ctx = context();
+  if (spirv::test_coopmat_fp16_layout.size() == 0) GTEST_SKIP() << "not built (glslc lacks GL_KHR_cooperative_matrix)";
+  if (!ctx.info().cooperative_matrix_bf16 || ctx.info().subgroup_size != 32)
+    GTEST_SKIP() << "no VK_KHR_cooperative_matrix with subgroups of 32 on " << ctx.info().name;
+  struct Push {
+    std::uint32_t group_offset;
+  };
+  GuardedTensor out(ctx, DType::u32, {3 * 32 * 17});
+  const Pipeline& p = ctx.pipeline({spirv::test_coopmat_fp16_layout.data(), spirv::test_coopmat_fp16_layout.size(), {}, 1,
+                                    sizeof(Push), 0});
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { detail::record_dispatch(ctx, cmd, p, {out.ref()}, Push{0}, 1); });
+  EXPECT_TRUE(out.guards_intact());
+  const auto w = out.read_words();
+  const bool nvidia = ctx.info().vendor_id == 0x10de;
+  const char* names[3] = {"A", "B", "accumulator"};
+  bool same = true;
+  std::string seen;
+  for (std::uint32_t m = 0; m < 3; ++m)
+    for (std::uint32_t l = 0; l < 32; ++l) {
+      const std::uint32_t* e = &w[(m * 32 + l) * 17];
+      std::string line = std::string(names[m]) + " lane " + std::to_string(l) + ":";
+      if (e[0] != 8) same = false;
+      for (std::uint32_t i = 0; i < std::min<std::uint32_t>(e[0], 16); ++i) {
+        const std::uint32_t g = l / 4, j = l % 4;
+        const std::uint32_t r = m == 1 ? 2 * j + (i & 1) + 8 * ((i >> 1) & 1) : g + 8 * (i >> 2);
+        const std::uint32_t c = m == 1 ? g + 8 * (i >> 2) : 2 * j + (i & 1) + 8 * ((i >> 1) & 1);
+        if (e[0] != 8 || e[1 + i] != r * 16 + c) same = false;
+        line += " (" + std::to_string(e[1 + i] / 16) + "," + std::to_string(e[1 + i] % 16) + ")";
+      }
+      if (l < 8) seen += line + "\n";
+    }
+  EXPECT_EQ(aura::decode_attention_lanes_layout(ctx.info()), nvidia);
+  if (nvidia) EXPECT_TRUE(same) << "the driver's layout (first lanes):\n" << seen;
+  else std::printf("%s", seen.c_str());
 }
 
 }  // namespace

@@ -38,7 +38,9 @@
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
 // (the codes decoded through the codebook into fp16 tiles in shared
 // memory) for bf16 and f16 outputs of coded caches; the same workspace,
-// split rule and merge.
+// split rule and merge. Its lanes variant (K4V4, Dim 64/128, NVIDIA's
+// fragment layout: decode_attention_tc_lanes.glsl) builds the operands in
+// registers from the codes instead.
 //
 // What the host cannot see: seq_lens and block_table live on the GPU. The
 // kernel clamps every seq_len to [0, max_pages * PageTokens] and every
@@ -75,6 +77,7 @@
 #include "tilekernels/spirv/aura/decode_attention_subgroup.hpp"
 #include "tilekernels/spirv/aura/decode_attention_subgroup_compact.hpp"
 #include "tilekernels/spirv/aura/decode_attention_tc.hpp"
+#include "tilekernels/spirv/aura/decode_attention_tc_lanes.hpp"
 
 namespace tilekernels::aura {
 
@@ -134,10 +137,25 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
 // Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
 // the subgroups' stages and the row-index tile, the scratch, codebooks, the
 // per-subgroup norms, factors and states, the row scales and reduction.
-constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup) {
+// The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
+// stages (its smem holds the queries, then the merged O) and adds its byte
+// table in 16 copies.
+constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
+                                                         bool lanes = false) {
   const std::uint32_t subgroups = workgroup / 32;
-  return 16 * (subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim) + 64 + TK_DECODE_ATTENTION_TC_SCRATCH) +
-         4 * ((1u << f.k_bits) + (1u << f.v_bits)) + 4 * (subgroups * 16 * 5 + 16 + workgroup) + 4;
+  const std::uint32_t main = lanes ? 16 * (f.dim / 4 + 1) : subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim);
+  return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
+         4 * (subgroups * 16 * 5 + 16 + workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
+}
+
+// Whether the device's 16 x 16 fp16 cooperative matrices have the fragment
+// layout that the lanes variant (shaders/aura/decode_attention_tc_lanes.glsl)
+// builds its operands in: NVIDIA's tensor cores (mma.sync's m16n8k16
+// layout) under VK_KHR_cooperative_matrix, subgroups of 32.
+// tests/aura/test_decode_attention_tc.cpp reads the layout back from the
+// driver and fails if it changes.
+inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
+  return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.float16 && info.subgroup_size == 32;
 }
 
 // The kernel for a cache format and dtypes given at run time
@@ -199,10 +217,31 @@ class DecodeAttentionKernel {
     if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
     return Status::success();
   }
+  // The lanes variant: the tensor-core variant with both products' operands
+  // built in registers from the codes (no shared-memory stage), for 4-bit K
+  // and V at Dim 64 or 128 where the fragment layout is known
+  // (decode_attention_lanes_layout). Faster than the staged variant at 16
+  // rows per KV head; at 4 both lose to the CUDA-core variants, whose
+  // finish handles 4 rows where these handle 16 (bench/NOTES-aura-attention.md).
+  // Tests force it with fewer.
+  static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
+    if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
+    if (p.lse) return no("lse (f32) needs more than fp16 operands give");
+    if (p.k_bits != 4 || p.v_bits != 4) return no("the lanes variant reads 4-bit K and V");
+    if (p.dim != 64 && p.dim != 128) return no("Dim must be 64 or 128");
+    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
+      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
+    return Status::success();
+  }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
   static constexpr std::uint32_t tc_workgroup = 128;
-  static constexpr std::array<Variant<Problem>, 5> variants{{
+  static constexpr std::array<Variant<Problem>, 6> variants{{
+      {"tensor_core_fp16_lanes", Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
+       DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_bf16 = true, .subgroup_size = 32}, tc_workgroup,
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, tc_workgroup, true), &lanes_rule},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
        DeviceNeeds{.cooperative_matrix_fp16 = true, .subgroup_size = 32}, tc_workgroup,
        decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &tensor_core_rule},
@@ -444,6 +483,7 @@ class DecodeAttentionKernel {
     };
     if (!plan.variant) bad("the plan has no variant");
     const bool tc = plan.variant->path == Path::tensor_core_fp16;
+    const bool lanes = plan.variant->spirv.data() == spirv::aura_decode_attention_tc_lanes.data();
     if (tc) {
       if ((g.workgroup != 64 && g.workgroup != 128) || g.tokens_per_invocation != 1 || g.row_vecs != 4)
         bad("the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
@@ -455,7 +495,7 @@ class DecodeAttentionKernel {
     }
     if (g.splits == 0 || g.splits > max_splits) bad("splits must be in [1, " + std::to_string(max_splits) + "]");
     const auto& info = ctx_->info();
-    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, g.workgroup)
+    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, g.workgroup, lanes)
                                     : decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs);
     if (g.workgroup > info.max_workgroup_invocations || shared > info.max_shared_memory)
       bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");

@@ -1,0 +1,191 @@
+// The tile loop of decode_attention_tc.glsl's lanes variant (TK_TC_LANES):
+// statements included in main(), in place of the staged loop, ending with
+// the subgroup's per-row states in s_wm, s_wl and its O factors in s_alpha.
+//
+// The operands are built in registers, never staged: the fragment layout is
+// the one tests/aura/test_decode_attention_tc.cpp (CoopmatFp16Layout) reads
+// back from the driver, lane l = 4 g + j holding element i of
+// - A and the accumulator at row g + 8 (i >> 2), column
+//   2 j + (i & 1) + 8 ((i >> 1) & 1);
+// - B at row 2 j + (i & 1) + 8 ((i >> 1) & 1), column g + 8 (i >> 2).
+// So in a tile's S (rows x keys) and P the lane holds rows g and g + 8 and
+// keys 2 j, 2 j + 1, 2 j + 8, 2 j + 9 ("its keys" c = 0..3), element
+// 4 h + c at row g + 8 h and key c; in K^T the keys g and g + 8; in V its
+// keys.
+// Dot products do not care in which order the dims are summed, so each
+// operand takes the dim order that makes a lane's share of a code row
+// contiguous:
+// - K: column k of Q's tile t (and row k of K^T's) is dim
+//   (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (TK_TC_QDIM), so
+//   lane j's dims of a key are the DIM / 4 from (DIM / 4) j: DIM / 32
+//   words at 4 bits, bytes 2 t and 2 t + 1 of them for tile t;
+// - V: column n of O's tile t is dim (DIM / 8) (n % 8) + 2 t + n / 8
+//   (TK_TC_ODIM), so lane g's dims of a key are the DIM / 8 from
+//   (DIM / 8) g: DIM / 64 words, byte t for tile t.
+// A byte of codes is two dims' fp16 values through a 256-entry table (both
+// nibbles at once; K and V share their codebook, a function of the bit
+// width and Dim), held in 16 copies (entry e at 16 e + lane % 16: lanes l
+// and l + 16 meet in a bank only on different entries of the same parity).
+// Tiles start at multiples of 16 (so a tile lies in one page: page_tokens
+// is a multiple of 16); keys outside a row's [first, end) are masked, their
+// norms never used.
+{
+  const uint g = lane / 4u, j4 = lane % 4u;
+  // Rows g and g + 8 when the chunk has more than 8 (uniform).
+  const bool two = row0 + 8u < pc.gqa * pc.q_len;
+  const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
+  float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
+  float l_r[2] = float[2](0.0, 0.0);
+  // Current and next tile: codes of keys g, g + 8 (K) and of its keys (V),
+  // norms of its keys (V's as logarithms).
+  uint kc[2u * LKC], vc[4u * LVC], kc_n[2u * LKC], vc_n[4u * LVC];
+  float kn[4], vn[4], kn_n[4], vn_n[4];
+  uint page_next = 0u;
+#define TK_TC_LANES_LOAD(KC, VC, KN, VN, page, tile)                                                 \
+  {                                                                                                   \
+    const uint rb_ = ((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS;              \
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                        \
+      const uint at_ = (rb_ + g + 8u * h) * KW + j4 * LKC;                                             \
+      if (LKC == 4u) {                                                                                \
+        const uvec4 w_ = k_words4[at_ / 4u];                                                          \
+        KC[4u * h] = w_.x;                                                                            \
+        KC[4u * h + 1u] = w_.y;                                                                       \
+        KC[4u * h + 2u] = w_.z;                                                                       \
+        KC[4u * h + 3u] = w_.w;                                                                       \
+      } else {                                                                                        \
+        const uvec2 w_ = k_words2[at_ / 2u];                                                          \
+        KC[2u * h] = w_.x;                                                                            \
+        KC[2u * h + 1u] = w_.y;                                                                       \
+      }                                                                                               \
+    }                                                                                                 \
+    [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                        \
+      const uint row_ = rb_ + 2u * j4 + (c & 1u) + 8u * (c >> 1);                                     \
+      const uint at_ = row_ * VW + g * LVC;                                                           \
+      if (LVC == 2u) {                                                                                \
+        const uvec2 w_ = v_words2[at_ / 2u];                                                          \
+        VC[2u * c] = w_.x;                                                                            \
+        VC[2u * c + 1u] = w_.y;                                                                       \
+      } else {                                                                                        \
+        VC[c] = v_words[at_];                                                                         \
+      }                                                                                               \
+      KN[c] = TK_LOAD_NORM(NORM_DTYPE, k_norms, row_);                                                \
+      VN[c] = TK_LOAD_NORM(NORM_DTYPE, v_norms, row_);                                                \
+    }                                                                                                 \
+  }
+  const uint base = uint(lo) & ~15u;
+  if (b0 < b1) {
+    const uint t0 = base + b0 * BT + warp * KT;
+    TK_TC_LANES_LOAD(kc, vc, kn, vn, load_page(seq, t0 / PAGE_TOKENS), t0)
+    page_next = load_page(seq, (t0 + BT) / PAGE_TOKENS);
+  }
+
+  for (uint b = b0; b < b1; ++b) {
+    const uint tb = base + b * BT + warp * KT;
+    if (b + 1u < b1) {
+      TK_TC_LANES_LOAD(kc_n, vc_n, kn_n, vn_n, page_next, tb + BT)
+      page_next = load_page(seq, (tb + 2u * BT) / PAGE_TOKENS);
+    }
+    float lvn[4];
+    [[unroll]] for (uint c = 0; c < 4u; ++c) lvn[c] = vn[c] > 0.0 ? log(vn[c]) : TK_NEG_INF;
+
+    // S = Q K^T over the tile: K^T's tile t from bytes 2t, 2t + 1 of keys g, g + 8.
+    TK_CMH_ACC s = TK_CM_FILL(TK_CMH_ACC, 0.0);
+    [[unroll]] for (uint t = 0; t < DT; ++t) {
+      TK_CMH_B kb;
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {
+        const uint w = kc[h * LKC + t / 2u] >> (16u * (t % 2u));
+        const f16vec2 d01 = unpackFloat2x16(s_lut[(w & 255u) * 16u + lane % 16u]);
+        const f16vec2 d23 = unpackFloat2x16(s_lut[((w >> 8) & 255u) * 16u + lane % 16u]);
+        TK_CM_EL(kb, 4u * h) = d01.x;
+        TK_CM_EL(kb, 4u * h + 1u) = d01.y;
+        TK_CM_EL(kb, 4u * h + 2u) = d23.x;
+        TK_CM_EL(kb, 4u * h + 3u) = d23.y;
+      }
+      s = TK_CMH_MMA(qa[t], kb, s);
+    }
+
+    // The weights, as the staged loop computes them, per row (h: row g + 8h)
+    // over the quad of lanes 4g .. 4g + 3.
+    float w8[8];
+    float alpha[2] = float[2](1.0, 1.0);
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      float z[4], u[4];
+      float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
+      [[unroll]] for (uint e = 0; e < 4u; ++e) {
+        const uint c = e;
+        float v = TK_CM_EL(s, 4u * h + c) * qf[h] * kn[c];
+        if (pc.softcap > 0.0) {
+          const float xc = v / pc.softcap;
+          v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
+        }
+        const int t = int(tb + 2u * j4 + (c & 1u) + 8u * (c >> 1));
+        const bool live = (h == 0u || two) && t >= rf[h] && t < re[h];
+        z[e] = live ? v : TK_NEG_INF;
+        u[e] = live ? v + lvn[c] : TK_NEG_INF;
+        m_t = max(m_t, z[e]);
+        mo_t = max(mo_t, u[e]);
+      }
+      m_t = max(m_t, subgroupShuffleXor(m_t, 1u));
+      m_t = max(m_t, subgroupShuffleXor(m_t, 2u));
+      mo_t = max(mo_t, subgroupShuffleXor(mo_t, 1u));
+      mo_t = max(mo_t, subgroupShuffleXor(mo_t, 2u));
+      const float m_new = max(m_r[h], m_t);
+      const bool bump = mo_t > mo_r[h] + 8.0;  // also the first weight above 0 (mo = -inf)
+      const float mo_new = bump ? mo_t : mo_r[h];
+      float l_t = 0.0;
+      [[unroll]] for (uint e = 0; e < 4u; ++e) {
+        l_t += z[e] == TK_NEG_INF ? 0.0 : exp(z[e] - m_new);
+        w8[4u * h + e] = u[e] == TK_NEG_INF ? 0.0 : exp(u[e] - mo_new);
+      }
+      l_r[h] = l_r[h] * tk_softmax_rescale(m_r[h], m_new) + l_t;
+      if (bump && mo_r[h] != TK_NEG_INF) alpha[h] = exp(mo_r[h] - mo_new);
+      m_r[h] = m_new;
+      mo_r[h] = mo_new;
+    }
+    if (alpha[0] != 1.0 || alpha[1] != 1.0)
+      [[unroll]] for (uint t = 0; t < DT; ++t)
+        [[unroll]] for (uint i = 0; i < 8u; ++i) TK_CM_EL(o_acc[t], i) *= alpha[i >> 2];
+    TK_CMH_A pa;
+    [[unroll]] for (uint i = 0; i < 8u; ++i) TK_CM_EL(pa, i) = float16_t(w8[i]);
+
+    // O += P V: V's tile t from byte t of its keys.
+    [[unroll]] for (uint t = 0; t < DT; ++t) {
+      TK_CMH_B vb;
+      [[unroll]] for (uint c = 0; c < 4u; ++c) {
+        const uint byte = (vc[c * LVC + t / 4u] >> (8u * (t % 4u))) & 255u;
+        const f16vec2 dd = unpackFloat2x16(s_lut[byte * 16u + lane % 16u]);
+        TK_CM_EL(vb, c) = dd.x;
+        TK_CM_EL(vb, 4u + c) = dd.y;
+      }
+      o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
+    }
+
+    [[unroll]] for (uint i = 0; i < 2u * LKC; ++i) kc[i] = kc_n[i];
+    [[unroll]] for (uint i = 0; i < 4u * LVC; ++i) vc[i] = vc_n[i];
+    [[unroll]] for (uint c = 0; c < 4u; ++c) {
+      kn[c] = kn_n[c];
+      vn[c] = vn_n[c];
+    }
+  }
+#undef TK_TC_LANES_LOAD
+
+  // Per row: l summed over the quad; the subgroup's (m, l), then its O factor
+  // e^(m_o - M) against the workgroup's maximum M.
+  [[unroll]] for (uint h = 0; h < 2u; ++h) {
+    l_r[h] += subgroupShuffleXor(l_r[h], 1u);
+    l_r[h] += subgroupShuffleXor(l_r[h], 2u);
+  }
+  if (j4 == 0u)
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      s_wm[warp * ROWS + g + 8u * h] = m_r[h];
+      s_wl[warp * ROWS + g + 8u * h] = l_r[h];
+    }
+  barrier();
+  if (j4 == 0u)
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      const uint row = g + 8u * h;
+      float big_m = TK_NEG_INF;
+      for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * ROWS + row], s_wl[w * ROWS + row]);
+      s_alpha[warp * ROWS + row] = mo_r[h] == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_r[h] - big_m);
+    }
+}
