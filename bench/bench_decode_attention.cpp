@@ -172,7 +172,8 @@ BENCHMARK(BM_DecodeAttentionSweep)
     ->ArgsProduct({{1}, {131072}, {1}, {128}, {1, 2}, {32, 64, 128}, {1}})
     ->ArgsProduct({{32}, {4096}, {1}, {128}, {1, 2}, {1, 2, 4}, {1}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-// The tensor-core variant's splits (forced where the device has it).
+// The tensor-core variants' splits (forced: the first the device has, the lanes
+// variant on NVIDIA).
 void BM_DecodeAttentionTensorCoreSweep(benchmark::State& state) { decode_step(state, 4, 4); }
 BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->Name("Sweep_DecodeAttentionTensorCore")

@@ -57,7 +57,8 @@ TK_DECLARE_PUSH(TK_DECODE_ATTENTION_PUSH)
 const uint WG = gl_WorkGroupSize.x;
 const uint NW = WG / 32u;  // subgroups
 const uint RV = ROW_VECS;  // 4
-const uint ROWS = 4u * RV;  // 16
+const uint ROWS = 4u * RV;  // the chunk's rows: 16 (the lanes variant: 4, 8 or 16)
+const uint MR = 16u;        // rows of the matrix tiles (past ROWS: padding)
 const uint KT = 16u;        // keys per subgroup tile
 const uint BT = NW * KT;    // keys per block
 const uint DT = DIM / 16u;  // 16-dim tiles
@@ -106,10 +107,10 @@ shared uvec4 smem[IDX_OFF + 64u];
 shared vec4 s_scratch[TK_DECODE_ATTENTION_TC_SCRATCH];  // the queries as floats; decode_attention_finish.glsl
 shared uint s_cbk[K_LEVELS], s_cbv[V_LEVELS];             // codebooks as fp16 bits
 shared float s_kn[NW * KT], s_lvn[NW * KT];               // the tile's K norms, ln V norms
-shared float s_alpha[NW * ROWS];                          // per subgroup and row: O's rescale factor
+shared float s_alpha[NW * MR];                          // per subgroup and row: O's rescale factor
 shared uint s_flag[NW];                                   // per subgroup: some row of O needs rescaling
-shared float s_wm[NW * ROWS], s_wl[NW * ROWS];            // the subgroups' states
-shared float s_qf[ROWS];                                  // per row: 2^e undoing Q's fp16 scaling
+shared float s_wm[NW * MR], s_wl[NW * MR];            // the subgroups' states
+shared float s_qf[MR];                                  // per row: 2^e undoing Q's fp16 scaling
 shared float s_red[WG];
 shared bool s_last;
 
@@ -171,10 +172,10 @@ void main() {
   // kept for the weights; [lo, hi) over the chunk.
   int lo = len, hi = 0, row_first = 0, row_end = 0;
   int rf[2] = int[2](0, 0), re[2] = int[2](0, 0);  // the lanes variant: rows lane / 4 and lane / 4 + 8
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+  [[unroll]] for (uint r = 0; r < MR; ++r) {
     const uint rg = row0 + r;
     int f = 0, e = 0;
-    if (rg < pc.gqa * pc.q_len) {
+    if (r < ROWS && rg < pc.gqa * pc.q_len) {
       const int pos1 = len - int(pc.q_len) + int(rg / pc.gqa) + 1;
       e = clamp(pos1, 0, len);
       f = pc.window != 0u ? clamp(pos1 - int(pc.window), 0, e) : 0;
@@ -205,10 +206,10 @@ void main() {
   // The queries, rotated once (as decode_attention.comp) and scaled, then
   // per row a power of two 2^-e that brings the largest into [256, 512),
   // as fp16 rows in subgroup 0's stage (row stride KS).
-  for (uint e = inv; e < ROWS * DIM; e += WG) {
+  for (uint e = inv; e < MR * DIM; e += WG) {
     const uint r = e / DIM, d = e % DIM, rg = row0 + r;
     float v = 0.0;
-    if (rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
+    if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
     if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
     SF(e) = v;
   }
@@ -218,7 +219,7 @@ void main() {
 #endif
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
-  const uint QPI = ROWS * DIM / WG;  // consecutive elements per invocation, within one row
+  const uint QPI = MR * DIM / WG;  // consecutive elements per invocation, within one row
   float qv[QPI];
   float qmax = 0.0;
   [[unroll]] for (uint k = 0; k < QPI; ++k) {
@@ -234,9 +235,9 @@ void main() {
   }
   s_red[inv] = qmax;
   barrier();
-  if (inv < ROWS) {
+  if (inv < MR) {
     float m = 0.0;
-    for (uint i = 0; i < WG / ROWS; ++i) m = max(m, s_red[inv * (WG / ROWS) + i]);
+    for (uint i = 0; i < WG / MR; ++i) m = max(m, s_red[inv * (WG / MR) + i]);
     int ex = 0;
     frexp(m, ex);  // m = f 2^ex, f in [0.5, 1)
     ex = m > 0.0 && !isinf(m) && !isnan(m) ? clamp(ex - 9, -100, 100) : 0;
@@ -252,7 +253,7 @@ void main() {
     [[unroll]] for (uint k = 0; k < QPI; ++k) SF(inv * QPI + k) = qv[k] * f;
   }
   barrier();
-  for (uint u = inv; u < ROWS * DIM / 8u; u += WG) {
+  for (uint u = inv; u < MR * DIM / 8u; u += WG) {
     const uint r = u / (DIM / 8u), p0 = u % (DIM / 8u) * 8u;
     uvec4 h;
     [[unroll]] for (uint i = 0; i < 4u; ++i) {
@@ -376,7 +377,7 @@ void main() {
       }
       l_run = l_run * tk_softmax_rescale(m_run, m_new) + l_t;
       const bool rescale = bump && mo_run != TK_NEG_INF;  // O is still 0 while mo_run = -inf
-      if (lane % 2u == 0u) s_alpha[warp * ROWS + row] = rescale ? exp(mo_run - mo_new) : 1.0;
+      if (lane % 2u == 0u) s_alpha[warp * MR + row] = rescale ? exp(mo_run - mo_new) : 1.0;
       if (rescale) s_flag[warp] = 1u;
       m_run = m_new;
       mo_run = mo_new;
@@ -386,7 +387,7 @@ void main() {
 
     if (s_flag[warp] != 0u) {
       TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
-        const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
+        const float a = s_alpha[warp * MR + tk_cm_pos(TK_CM_EL(row_of, i))];
         [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
       }
     }
@@ -408,21 +409,21 @@ void main() {
   // memory, subgroup after subgroup.
   l_run += subgroupShuffleXor(l_run, 1u);
   if (lane % 2u == 0u) {
-    s_wm[warp * ROWS + lane / 2u] = m_run;
-    s_wl[warp * ROWS + lane / 2u] = l_run;
+    s_wm[warp * MR + lane / 2u] = m_run;
+    s_wl[warp * MR + lane / 2u] = l_run;
   }
   barrier();
   if (lane % 2u == 0u) {
     const uint row = lane / 2u;
     float big_m = TK_NEG_INF;
-    for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * ROWS + row], s_wl[w * ROWS + row]);
+    for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * MR + row], s_wl[w * MR + row]);
     // m_o is -inf where no key had a non-zero weight; then O is 0.
-    s_alpha[warp * ROWS + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
+    s_alpha[warp * MR + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
   }
 #endif
   barrier();
   TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
-    const float a = s_alpha[warp * ROWS + tk_cm_pos(TK_CM_EL(row_of, i))];
+    const float a = s_alpha[warp * MR + tk_cm_pos(TK_CM_EL(row_of, i))];
     [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
   }
   // Subgroup w adds what subgroups 0 .. w-1 left, then (after a barrier:
@@ -454,9 +455,9 @@ void main() {
   [[unroll]] for (uint r = 0; r < RV; ++r)
     [[unroll]] for (uint k = 0; k < 4u; ++k) {
       float m = TK_NEG_INF, l = 0.0;
-      for (uint w = 0; w < NW; ++w) m = tk_softmax_max(m, s_wm[w * ROWS + 4u * r + k], s_wl[w * ROWS + 4u * r + k]);
+      for (uint w = 0; w < NW; ++w) m = tk_softmax_max(m, s_wm[w * MR + 4u * r + k], s_wl[w * MR + 4u * r + k]);
       for (uint w = 0; w < NW; ++w)
-        l += s_wl[w * ROWS + 4u * r + k] * tk_softmax_weight(s_wm[w * ROWS + 4u * r + k], s_wl[w * ROWS + 4u * r + k], m);
+        l += s_wl[w * MR + 4u * r + k] * tk_softmax_weight(s_wm[w * MR + 4u * r + k], s_wl[w * MR + 4u * r + k], m);
       m_fin[r][k] = m;
       l_fin[r][k] = l;
     }

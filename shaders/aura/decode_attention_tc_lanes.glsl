@@ -32,7 +32,7 @@
 {
   const uint g = lane / 4u, j4 = lane % 4u;
   // Rows g and g + 8 when the chunk has more than 8 (uniform).
-  const bool two = row0 + 8u < pc.gqa * pc.q_len;
+  const bool two = ROWS > 8u && row0 + 8u < pc.gqa * pc.q_len;
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
   float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
   float l_r[2] = float[2](0.0, 0.0);
@@ -88,8 +88,11 @@
     float lvn[4];
     [[unroll]] for (uint c = 0; c < 4u; ++c) lvn[c] = vn[c] > 0.0 ? log(vn[c]) : TK_NEG_INF;
 
-    // S = Q K^T over the tile: K^T's tile t from bytes 2t, 2t + 1 of keys g, g + 8.
-    TK_CMH_ACC s = TK_CM_FILL(TK_CMH_ACC, 0.0);
+    // S = Q K^T over the tile: K^T's tile t from bytes 2t, 2t + 1 of keys g,
+    // g + 8; even and odd t summed apart (two chains of products, not one).
+    TK_CMH_ACC s2[2];
+    s2[0] = TK_CM_FILL(TK_CMH_ACC, 0.0);
+    s2[1] = TK_CM_FILL(TK_CMH_ACC, 0.0);
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B kb;
       [[unroll]] for (uint h = 0; h < 2u; ++h) {
@@ -101,7 +104,7 @@
         TK_CM_EL(kb, 4u * h + 2u) = d23.x;
         TK_CM_EL(kb, 4u * h + 3u) = d23.y;
       }
-      s = TK_CMH_MMA(qa[t], kb, s);
+      s2[t % 2u] = TK_CMH_MMA(qa[t], kb, s2[t % 2u]);
     }
 
     // The weights, as the staged loop computes them, per row (h: row g + 8h)
@@ -113,7 +116,7 @@
       float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
       [[unroll]] for (uint e = 0; e < 4u; ++e) {
         const uint c = e;
-        float v = TK_CM_EL(s, 4u * h + c) * qf[h] * kn[c];
+        float v = (TK_CM_EL(s2[0], 4u * h + c) + TK_CM_EL(s2[1], 4u * h + c)) * qf[h] * kn[c];
         if (pc.softcap > 0.0) {
           const float xc = v / pc.softcap;
           v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
@@ -177,15 +180,15 @@
   }
   if (j4 == 0u)
     [[unroll]] for (uint h = 0; h < 2u; ++h) {
-      s_wm[warp * ROWS + g + 8u * h] = m_r[h];
-      s_wl[warp * ROWS + g + 8u * h] = l_r[h];
+      s_wm[warp * MR + g + 8u * h] = m_r[h];
+      s_wl[warp * MR + g + 8u * h] = l_r[h];
     }
   barrier();
   if (j4 == 0u)
     [[unroll]] for (uint h = 0; h < 2u; ++h) {
       const uint row = g + 8u * h;
       float big_m = TK_NEG_INF;
-      for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * ROWS + row], s_wl[w * ROWS + row]);
-      s_alpha[warp * ROWS + row] = mo_r[h] == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_r[h] - big_m);
+      for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * MR + row], s_wl[w * MR + row]);
+      s_alpha[warp * MR + row] = mo_r[h] == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_r[h] - big_m);
     }
 }

@@ -221,8 +221,9 @@ class DecodeAttentionKernel {
   // built in registers from the codes (no shared-memory stage), for 4-bit K
   // and V at Dim 64 or 128 where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
-  // rows per KV head; at 4 both lose to the CUDA-core variants, whose
-  // finish handles 4 rows where these handle 16 (bench/NOTES-aura-attention.md).
+  // rows per KV head, and than the CUDA-core variants at 4 rows from 16K
+  // keys per step (sequences x keys); below that the CUDA-core variants'
+  // shorter chain per workgroup wins (bench/NOTES-aura-attention.md).
   // Tests force it with fewer.
   static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
@@ -231,17 +232,17 @@ class DecodeAttentionKernel {
     if (p.lse) return no("lse (f32) needs more than fp16 operands give");
     if (p.k_bits != 4 || p.v_bits != 4) return no("the lanes variant reads 4-bit K and V");
     if (p.dim != 64 && p.dim != 128) return no("Dim must be 64 or 128");
-    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
-      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
+    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16 && p.num_seqs * p.keys < 16384)
+      return no("fewer than 16 query rows per KV head and 16K keys per step: the CUDA-core variants are faster there");
     return Status::success();
   }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
-  static constexpr std::uint32_t tc_workgroup = 128;
+  static constexpr std::uint32_t tc_workgroup = 128, lanes_workgroup = 256;
   static constexpr std::array<Variant<Problem>, 6> variants{{
       {"tensor_core_fp16_lanes", Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
-       DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_bf16 = true, .subgroup_size = 32}, tc_workgroup,
-       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, tc_workgroup, true), &lanes_rule},
+       DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_bf16 = true, .subgroup_size = 32}, lanes_workgroup,
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup, true), &lanes_rule},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
        DeviceNeeds{.cooperative_matrix_fp16 = true, .subgroup_size = 32}, tc_workgroup,
        decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &tensor_core_rule},
@@ -391,7 +392,7 @@ class DecodeAttentionKernel {
   // states two at a time, and fewer splits won at every length measured
   // (bench/NOTES-aura-attention.md).
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
-    if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace);
+    if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace, is_lanes(v));
     Geometry g;
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
     g.row_vecs = rows <= 4 ? 1 : 2;
@@ -421,13 +422,21 @@ class DecodeAttentionKernel {
     return static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
   }
 
-  Geometry tensor_core_geometry(const Problem& p, bool workspace) const {
-    Geometry g{tc_workgroup, 1, 4, 1};
+  static bool is_lanes(const Variant<Problem>& v) { return v.spirv.data() == spirv::aura_decode_attention_tc_lanes.data(); }
+
+  // The lanes variant takes chunks of 4, 8 or 16 rows (the matrix tiles
+  // keep 16, the rest padding), so that the merges and V's rotation handle
+  // the rows that exist, and workgroups of 256 (8 subgroups: twice the
+  // loads in flight per multiprocessor; its registers allow one workgroup).
+  Geometry tensor_core_geometry(const Problem& p, bool workspace, bool lanes) const {
+    Geometry g{lanes ? lanes_workgroup : tc_workgroup, 1, 4, 1};
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
-    const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 15) / 16);
+    if (lanes) g.row_vecs = rows <= 4 ? 1 : rows <= 8 ? 2 : 4;
+    const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs));
     const auto& info = ctx_->info();
     const std::int64_t target = info.multiprocessors ? info.multiprocessors : 128;
-    const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + tc_workgroup / 2 - 1) / (tc_workgroup / 2);
+    const std::int64_t block_keys = g.workgroup / 2;  // 16 keys per subgroup of 32
+    const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + block_keys - 1) / block_keys;
     // Rounded down: one workgroup more than the multiprocessors doubles the
     // time of those that take two.
     if (workspace && units < target * 3 / 4) g.splits = even_splits(target / units, blocks);
@@ -483,10 +492,12 @@ class DecodeAttentionKernel {
     };
     if (!plan.variant) bad("the plan has no variant");
     const bool tc = plan.variant->path == Path::tensor_core_fp16;
-    const bool lanes = plan.variant->spirv.data() == spirv::aura_decode_attention_tc_lanes.data();
+    const bool lanes = is_lanes(*plan.variant);
     if (tc) {
-      if ((g.workgroup != 64 && g.workgroup != 128) || g.tokens_per_invocation != 1 || g.row_vecs != 4)
-        bad("the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
+      if ((g.workgroup != 64 && g.workgroup != 128 && (!lanes || g.workgroup != 256)) || g.tokens_per_invocation != 1 ||
+          (g.row_vecs != 4 && (!lanes || (g.row_vecs != 1 && g.row_vecs != 2))))
+        bad(lanes ? "the lanes variant takes workgroup 64, 128 or 256, tokens_per_invocation 1, row_vecs 1, 2 or 4"
+                  : "the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
     } else {
       if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
       if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
