@@ -20,7 +20,7 @@
 //   lane j's dims of a key are the DIM / 4 from (DIM / 4) j: DIM / 32
 //   words at 4 bits, bytes 2 t and 2 t + 1 of them for tile t;
 // - V: column n of O's tile t is dim (DIM / 8) (n % 8) + 2 t + n / 8
-//   (TK_TC_ODIM), so lane g's dims of a key are the DIM / 8 from
+//   (TK_TC_OCOL is its inverse), so lane g's dims of a key are the DIM / 8 from
 //   (DIM / 8) g: DIM / 64 words, byte t for tile t.
 // A byte of codes is two dims' fp16 values through a 256-entry table (both
 // nibbles at once; K and V share their codebook, a function of the bit
@@ -37,7 +37,7 @@
   float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
   float l_r[2] = float[2](0.0, 0.0);
   // Current and next tile: codes of keys g, g + 8 (K) and of its keys (V),
-  // norms of its keys (V's as logarithms).
+  // norms of its keys.
   uint kc[2u * LKC], vc[4u * LVC], kc_n[2u * LKC], vc_n[4u * LVC];
   float kn[4], vn[4], kn_n[4], vn_n[4];
   uint page_next = 0u;
@@ -114,8 +114,7 @@
     [[unroll]] for (uint h = 0; h < 2u; ++h) {
       float z[4], u[4];
       float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
-      [[unroll]] for (uint e = 0; e < 4u; ++e) {
-        const uint c = e;
+      [[unroll]] for (uint c = 0; c < 4u; ++c) {
         float v = (TK_CM_EL(s2[0], 4u * h + c) + TK_CM_EL(s2[1], 4u * h + c)) * qf[h] * kn[c];
         if (pc.softcap > 0.0) {
           const float xc = v / pc.softcap;
@@ -123,10 +122,10 @@
         }
         const int t = int(tb + 2u * j4 + (c & 1u) + 8u * (c >> 1));
         const bool live = (h == 0u || two) && t >= rf[h] && t < re[h];
-        z[e] = live ? v : TK_NEG_INF;
-        u[e] = live ? v + lvn[c] : TK_NEG_INF;
-        m_t = max(m_t, z[e]);
-        mo_t = max(mo_t, u[e]);
+        z[c] = live ? v : TK_NEG_INF;
+        u[c] = live ? v + lvn[c] : TK_NEG_INF;
+        m_t = max(m_t, z[c]);
+        mo_t = max(mo_t, u[c]);
       }
       m_t = max(m_t, subgroupShuffleXor(m_t, 1u));
       m_t = max(m_t, subgroupShuffleXor(m_t, 2u));

@@ -386,11 +386,11 @@ class DecodeAttentionKernel {
   Geometry geometry(const Problem& p, bool workspace) const {
     return geometry(p, workspace, select_variant(*ctx_, name, variants, p));
   }
-  // The same for a given variant. The tensor-core one has fixed blocks
-  // (workgroups of 128 invocations, 16 rows, 64 keys per block) and its own
-  // split rule at one workgroup per multiprocessor: its merge reads 16-row
-  // states two at a time, and fewer splits won at every length measured
-  // (bench/NOTES-aura-attention.md).
+  // The same for a given variant. The tensor-core ones have fixed blocks
+  // (16 keys per subgroup; the staged one 128 invocations and 16 rows) and
+  // their own split rule at one workgroup per multiprocessor: their merge
+  // reads 16-row states two at a time, and fewer splits won at every length
+  // measured (bench/NOTES-aura-attention.md).
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
     if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace, is_lanes(v));
     Geometry g;
@@ -494,9 +494,10 @@ class DecodeAttentionKernel {
     const bool tc = plan.variant->path == Path::tensor_core_fp16;
     const bool lanes = is_lanes(*plan.variant);
     if (tc) {
-      if ((g.workgroup != 64 && g.workgroup != 128 && (!lanes || g.workgroup != 256)) || g.tokens_per_invocation != 1 ||
-          (g.row_vecs != 4 && (!lanes || (g.row_vecs != 1 && g.row_vecs != 2))))
-        bad(lanes ? "the lanes variant takes workgroup 64, 128 or 256, tokens_per_invocation 1, row_vecs 1, 2 or 4"
+      const bool wg_ok = lanes ? g.workgroup == 128 || g.workgroup == 256 : g.workgroup == 64 || g.workgroup == 128;
+      const bool rows_ok = g.row_vecs == 4 || (lanes && (g.row_vecs == 1 || g.row_vecs == 2));
+      if (!wg_ok || !rows_ok || g.tokens_per_invocation != 1)
+        bad(lanes ? "the lanes variant takes workgroup 128 or 256, tokens_per_invocation 1, row_vecs 1, 2 or 4"
                   : "the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
     } else {
       if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
