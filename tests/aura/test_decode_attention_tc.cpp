@@ -112,7 +112,7 @@ TEST_F(DecodeAttentionTensorCore, GroupsAndNewTokens) {
         c.q_len = sh[2];
         c.seed = seed++;
         c.forced = tc;
-      c.lse = false;
+        c.lse = false;
         c.workspace = split;
         if (split) c.geometry = {128, 1, 4, 3};
         SCOPED_TRACE("q_heads " + std::to_string(sh[0]) + " kv_heads " + std::to_string(sh[1]) + " q_len " +
@@ -154,7 +154,7 @@ TEST_F(DecodeAttentionTensorCore, EmptyAttention) {
         c.lens = {0, 5, 0};
         c.sinks = sinks;
         c.forced = tc;
-      c.lse = false;
+        c.lse = false;
         c.geometry = {128, 1, 4, splits};
         c.seed = 1400 + splits + (sinks ? 10 : 0);
         const auto r = run_attention<Bf16Out>(c);
