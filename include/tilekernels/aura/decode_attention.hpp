@@ -151,7 +151,10 @@ constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, s
 // Whether the device's 16 x 16 fp16 cooperative matrices have the fragment
 // layout that the lanes variant (shaders/aura/decode_attention_tc_lanes.glsl)
 // builds its operands in: NVIDIA's tensor cores (mma.sync's m16n8k16
-// layout) under VK_KHR_cooperative_matrix, subgroups of 32.
+// layout) under VK_KHR_cooperative_matrix, subgroups of 32. The Context
+// enables the KHR matrices together with bf16 (DeviceInfo::
+// cooperative_matrix_bf16), so a driver without bf16 ones keeps the other
+// variants.
 // tests/aura/test_decode_attention_tc.cpp reads the layout back from the
 // driver and fails if it changes.
 inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
