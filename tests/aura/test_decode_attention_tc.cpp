@@ -188,7 +188,7 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
   using Out = aura::DecodeAttentionConfig<K4V4d64, DType::f32, DType::f16>;
   const Variant<Problem>* lanes = nullptr;
   for (const Variant<Problem>* v : tensor_cores<Out>())
-    if (std::string(v->name) == "tensor_core_fp16_lanes") lanes = v;
+    if (v->name == aura::DecodeAttentionKernel::lanes_name) lanes = v;
   if (!lanes) GTEST_SKIP() << "no lanes variant on this device";
   std::uint64_t seed = 1700;
   for (std::uint32_t splits : {1u, 5u}) {

@@ -68,8 +68,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "tilekernels/aura/decode_attention_abi.h"
+#include "tilekernels/aura/decode_attention_types.hpp"
 #include "tilekernels/aura/paged_cache.hpp"
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/aura/decode_attention.hpp"
@@ -80,86 +82,6 @@
 #include "tilekernels/spirv/aura/decode_attention_tc_lanes.hpp"
 
 namespace tilekernels::aura {
-
-struct DecodeAttentionOptions {
-  std::optional<float> scale;  // default 1 / sqrt(dim); must be finite
-  std::uint32_t window = 0;    // sliding window W (keys at positions > pos - W); 0: none
-  float softcap = 0;           // cap * tanh(z / cap); 0: none
-};
-
-struct DecodeAttentionArgs {
-  TensorRef q;
-  TensorRef k_codes;
-  std::optional<TensorRef> k_norms;
-  TensorRef v_codes;
-  std::optional<TensorRef> v_norms;
-  TensorRef block_table, seq_lens, output;
-  std::optional<TensorRef> lse = {}, sinks = {};
-  DecodeAttentionOptions options = {};
-  std::optional<Workspace> workspace = {};
-  // Optional host copies of seq_lens [num_seqs] and block_table
-  // [num_seqs, max_pages] (either may be given alone): checked, and used
-  // to size the split.
-  std::span<const std::int32_t> host_seq_lens = {}, host_block_table = {};
-  // The longest seq_len of the call where the host knows it without a copy
-  // (0: unknown; the capacity max_pages * page_tokens is assumed).
-  std::int64_t max_seq_len = 0;
-};
-
-// The workgroup geometry of one call.
-struct DecodeAttentionGeometry {
-  std::uint32_t workgroup = 128;            // invocations: 64 or 128
-  std::uint32_t tokens_per_invocation = 1;  // keys each invocation scores per block: 1, 2 or 4
-  std::uint32_t row_vecs = 1;               // query rows per workgroup / 4: 1 or 2
-  std::uint32_t splits = 1;                 // workgroups per KV head and row chunk along the keys (> 1 needs the workspace)
-};
-
-struct DecodeAttentionProblem {
-  std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, max_pages = 0, num_pages = 0;
-  std::int64_t keys = 0;  // the most keys one query row may see (an upper bound)
-  // The kernel's format and output dtype (what the tensor-core variant's rule reads).
-  std::uint32_t dim = 0, k_bits = 0, v_bits = 0;
-  DType out_dtype = DType::f32;
-  bool lse = false;  // the call asks for lse
-};
-
-// Shared memory of a decode-attention workgroup
-// (shaders/aura/decode_attention.comp): the queries, the scratch (weights,
-// value sums), the reductions, codebooks, page ids.
-constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
-                                                      std::uint32_t tokens_per_invocation, std::uint32_t row_vecs) {
-  const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
-  const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
-  return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
-         4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
-}
-
-// Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
-// the subgroups' stages and the row-index tile, the scratch, codebooks, the
-// per-subgroup norms, factors and states, the row scales and reduction.
-// The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
-// stages (its smem holds the queries, then the merged O) and adds its byte
-// table in 16 copies.
-constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
-                                                         bool lanes = false) {
-  const std::uint32_t subgroups = workgroup / 32;
-  const std::uint32_t main = lanes ? 16 * (f.dim / 4 + 1) : subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim);
-  return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
-         4 * (subgroups * 16 * 5 + 16 + workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
-}
-
-// Whether the device's 16 x 16 fp16 cooperative matrices have the fragment
-// layout that the lanes variant (shaders/aura/decode_attention_tc_lanes.glsl)
-// builds its operands in: NVIDIA's tensor cores (mma.sync's m16n8k16
-// layout) under VK_KHR_cooperative_matrix, subgroups of 32. The Context
-// enables the KHR matrices together with bf16 (DeviceInfo::
-// cooperative_matrix_bf16), so a driver without bf16 ones keeps the other
-// variants.
-// tests/aura/test_decode_attention_tc.cpp reads the layout back from the
-// driver and fails if it changes.
-inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
-  return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.float16 && info.subgroup_size == 32;
-}
 
 // The kernel for a cache format and dtypes given at run time
 // (DecodeAttention<Config> is the same with them fixed at compile time).
@@ -207,7 +129,7 @@ class DecodeAttentionKernel {
   // 128 or 256, and a lane's code words of a tile of both sides within 32
   // registers. Taken only with at least 16 query rows per KV head (GQA x
   // new tokens, one full tile): with 4 the CUDA-core variants are faster
-  // on the H100, with 16 it is (bench/NOTES-aura-attention.md). Tests
+  // on the H100, with 16 it is (bench/NOTES-aura-attention-tc.md). Tests
   // force it with fewer.
   static Status tensor_core_rule(const DeviceInfo&, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
@@ -226,7 +148,7 @@ class DecodeAttentionKernel {
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
   // rows per KV head, and than the CUDA-core variants at 4 rows from 16K
   // keys per step (sequences x keys); below that the CUDA-core variants'
-  // shorter chain per workgroup wins (bench/NOTES-aura-attention.md).
+  // shorter chain per workgroup wins (bench/NOTES-aura-attention-tc.md).
   // Tests force it with fewer.
   static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
@@ -242,8 +164,9 @@ class DecodeAttentionKernel {
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
   static constexpr std::uint32_t tc_workgroup = 128, lanes_workgroup = 256;
+  static constexpr std::string_view lanes_name = "tensor_core_fp16_lanes";
   static constexpr std::array<Variant<Problem>, 6> variants{{
-      {"tensor_core_fp16_lanes", Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
+      {lanes_name, Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
        DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_bf16 = true, .subgroup_size = 32}, lanes_workgroup,
        decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup, true), &lanes_rule},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
@@ -393,7 +316,7 @@ class DecodeAttentionKernel {
   // (16 keys per subgroup; the staged one 128 invocations and 16 rows) and
   // their own split rule at one workgroup per multiprocessor: their merge
   // reads 16-row states two at a time, and fewer splits won at every length
-  // measured (bench/NOTES-aura-attention.md).
+  // measured (bench/NOTES-aura-attention-tc.md).
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
     if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace, is_lanes(v));
     Geometry g;
@@ -425,7 +348,7 @@ class DecodeAttentionKernel {
     return static_cast<std::uint32_t>((blocks + per_split - 1) / per_split);
   }
 
-  static bool is_lanes(const Variant<Problem>& v) { return v.spirv.data() == spirv::aura_decode_attention_tc_lanes.data(); }
+  static bool is_lanes(const Variant<Problem>& v) { return v.name == lanes_name; }
 
   // The lanes variant takes chunks of 4, 8 or 16 rows (the matrix tiles
   // keep 16, the rest padding), so that the merges and V's rotation handle
