@@ -74,7 +74,9 @@ const uint LVW = VW / 2u;
 // dims) and of a V row (DIM / 8 dims); the byte table, 16 copies.
 const uint LKC = DIM / 32u;
 const uint LVC = DIM / 64u;
-shared uint s_lut[256u * 16u];
+// Entry e's copy c at s_lut[e][c]: the two indices (not 16 e + c) let the
+// driver address a lookup as e * 64 + c * 4 with one multiply-add.
+shared uint s_lut[256u][16u];
 #endif
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
@@ -215,7 +217,7 @@ void main() {
   }
   barrier();
 #if TK_TC_LANES
-  [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i] = s_cbk[(i / 16u) & 15u] | (s_cbk[i / 256u] << 16);
+  [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i / 16u][i % 16u] = s_cbk[(i / 16u) & 15u] | (s_cbk[i / 256u] << 16);
 #endif
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;

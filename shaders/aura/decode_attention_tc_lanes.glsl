@@ -24,13 +24,16 @@
 //   (DIM / 8) g: DIM / 64 words, byte t for tile t.
 // A byte of codes is two dims' fp16 values through a 256-entry table (both
 // nibbles at once; K and V share their codebook, a function of the bit
-// width and Dim), held in 16 copies (entry e at 16 e + lane % 16: lanes l
-// and l + 16 meet in a bank only on different entries of the same parity).
+// width and Dim), held in 16 copies (lane l reads s_lut[e][l % 16], word
+// 16 e + l % 16: lanes l and l + 16 meet in a bank only on different
+// entries of the same parity).
 // Tiles start at multiples of 16 (so a tile lies in one page: page_tokens
 // is a multiple of 16); keys outside a row's [first, end) are masked, their
 // norms never used.
 {
   const uint g = lane / 4u, j4 = lane % 4u;
+  // Byte k of word w as two fp16 values, from this lane's copy of the table.
+#define TK_TC_LUT(w, k) unpackFloat2x16(s_lut[((w) >> (8u * (k))) & 255u][lane % 16u])
   // Rows g and g + 8 when the chunk has more than 8 (uniform).
   const bool two = ROWS > 8u && row0 + 8u < pc.gqa * pc.q_len;
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
@@ -96,9 +99,9 @@
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B kb;
       [[unroll]] for (uint h = 0; h < 2u; ++h) {
-        const uint w = kc[h * LKC + t / 2u] >> (16u * (t % 2u));
-        const f16vec2 d01 = unpackFloat2x16(s_lut[(w & 255u) * 16u + lane % 16u]);
-        const f16vec2 d23 = unpackFloat2x16(s_lut[((w >> 8) & 255u) * 16u + lane % 16u]);
+        const uint w = kc[h * LKC + t / 2u];
+        const f16vec2 d01 = TK_TC_LUT(w, 2u * (t % 2u));
+        const f16vec2 d23 = TK_TC_LUT(w, 2u * (t % 2u) + 1u);
         TK_CM_EL(kb, 4u * h) = d01.x;
         TK_CM_EL(kb, 4u * h + 1u) = d01.y;
         TK_CM_EL(kb, 4u * h + 2u) = d23.x;
@@ -154,8 +157,7 @@
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B vb;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        const uint byte = (vc[c * LVC + t / 4u] >> (8u * (t % 4u))) & 255u;
-        const f16vec2 dd = unpackFloat2x16(s_lut[byte * 16u + lane % 16u]);
+        const f16vec2 dd = TK_TC_LUT(vc[c * LVC + t / 4u], t % 4u);
         TK_CM_EL(vb, c) = dd.x;
         TK_CM_EL(vb, 4u + c) = dd.y;
       }
@@ -170,6 +172,7 @@
     }
   }
 #undef TK_TC_LANES_LOAD
+#undef TK_TC_LUT
 
   // Per row: l summed over the quad; the subgroup's (m, l), then its O factor
   // e^(m_o - M) against the workgroup's maximum M.
