@@ -424,34 +424,66 @@ void main() {
   }
 #endif
   barrier();
-  TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
-    const float a = s_alpha[warp * MR + tk_cm_pos(TK_CM_EL(row_of, i))];
-    [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
-  }
-  // Subgroup w adds what subgroups 0 .. w-1 left, then (after a barrier:
-  // every invocation of it has read the sum) stores its own.
-  for (uint w = 0; w < NW; ++w) {
-    if (warp == w && w > 0u)
-      [[unroll]] for (uint t = 0; t < DT; ++t) {
-        TK_CMH_ACC prev;
-        TK_CMH_LOAD32_ROW(prev, smem, 4u * t, OS);
-        TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(prev); ++i) TK_CM_EL(o_acc[t], i) += TK_CM_EL(prev, i);
-      }
-    barrier();
-    if (warp == w)
-      [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_STORE32_ROW(o_acc[t], smem, 4u * t, OS);
-    barrier();
-  }
-
   // The state as decode_attention_finish.glsl takes it.
   vec4 o_fin[RV * PAIRS * 2u], m_fin[RV], l_fin[RV];
-  [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
-    const uint p = min(inv + n * WG, DIM / 2u - 1u);
-    [[unroll]] for (uint h = 0; h < 2u; ++h) {
-      const uint d = 2u * p + h;
-      [[unroll]] for (uint r = 0; r < RV; ++r)
-        [[unroll]] for (uint k = 0; k < 4u; ++k)
-          o_fin[(r * PAIRS + n) * 2u + h][k] = uintBitsToFloat(smem[(4u * r + k) * OS + TK_TC_OCOL(d) / 4u][TK_TC_OCOL(d) % 4u]);
+#if TK_TC_LANES
+  // Four rows (all the chunk has): each subgroup stores its scaled rows (held
+  // by lanes 0 .. 15, elements 0 .. 3) into the dead byte table as
+  // part[subgroup][row][column], then every invocation sums its dims over the
+  // subgroups. More rows would not fit it; they take the subgroup-serial sum.
+  if (RV == 1u) {
+    if (lane < 16u) {
+      const uint k = lane / 4u;
+      const float a = s_alpha[warp * MR + k];
+      [[unroll]] for (uint t = 0; t < DT; ++t)
+        [[unroll]] for (uint e = 0; e < 4u; ++e) {
+          const uint f = (warp * 4u + k) * DIM + 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1);
+          s_lut[f / 16u][f % 16u] = floatBitsToUint(TK_CM_EL(o_acc[t], e) * a);
+        }
+    }
+    barrier();
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = min(inv + n * WG, DIM / 2u - 1u);
+      [[unroll]] for (uint h = 0; h < 2u; ++h)
+        [[unroll]] for (uint k = 0; k < 4u; ++k) {
+          float o = 0.0;
+          [[unroll]] for (uint w = 0; w < NW; ++w) {
+            const uint f = (w * 4u + k) * DIM + TK_TC_OCOL(2u * p + h);
+            o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
+          }
+          o_fin[n * 2u + h][k] = o;
+        }
+    }
+  } else
+#endif
+  {
+    TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
+      const float a = s_alpha[warp * MR + tk_cm_pos(TK_CM_EL(row_of, i))];
+      [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
+    }
+    // Subgroup w adds what subgroups 0 .. w-1 left, then (after a barrier:
+    // every invocation of it has read the sum) stores its own.
+    for (uint w = 0; w < NW; ++w) {
+      if (warp == w && w > 0u)
+        [[unroll]] for (uint t = 0; t < DT; ++t) {
+          TK_CMH_ACC prev;
+          TK_CMH_LOAD32_ROW(prev, smem, 4u * t, OS);
+          TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(prev); ++i) TK_CM_EL(o_acc[t], i) += TK_CM_EL(prev, i);
+        }
+      barrier();
+      if (warp == w)
+        [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_STORE32_ROW(o_acc[t], smem, 4u * t, OS);
+      barrier();
+    }
+
+    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+      const uint p = min(inv + n * WG, DIM / 2u - 1u);
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {
+        const uint d = 2u * p + h;
+        [[unroll]] for (uint r = 0; r < RV; ++r)
+          [[unroll]] for (uint k = 0; k < 4u; ++k)
+            o_fin[(r * PAIRS + n) * 2u + h][k] = uintBitsToFloat(smem[(4u * r + k) * OS + TK_TC_OCOL(d) / 4u][TK_TC_OCOL(d) % 4u]);
+      }
     }
   }
   [[unroll]] for (uint r = 0; r < RV; ++r)
