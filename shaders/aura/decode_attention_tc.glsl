@@ -82,6 +82,7 @@ const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
 const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
 const uint MERGE_BATCH = 8u / (RV * PAIRS);
+const bool MERGE_HOLD = RV > 1u;  // 16 rows: the driver sinks the merge's loads (decode_attention_finish.glsl)
 // Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows
 // of DIM fp16, row stride KS), S (16 x 16 f32, stride SS), P (16 x 16 fp16).
 const uint KS = TK_DECODE_ATTENTION_TC_KS(DIM);

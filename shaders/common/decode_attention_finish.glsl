@@ -7,8 +7,8 @@
 //
 // The including shader declares (as decode_attention.comp does): WG, RV
 // (ROWS = 4 RV rows), DIM, PAIRS (output dim pairs per invocation),
-// MERGE_BATCH, the bindings (work, counters, sinks, tables, out_f32 / out_16,
-// lse_out), the push constants pc, the shared s_scratch (at least
+// MERGE_BATCH, MERGE_HOLD, the bindings (work, counters, sinks, tables,
+// out_f32 / out_16, lse_out), the push constants pc, the shared s_scratch (at least
 // max(max_splits * RV * 2, ROWS * DIM / 4) vec4) read as floats through
 // SF(i), s_last, and the helpers max4, weight4, output4.
 //
@@ -77,6 +77,16 @@
             [[unroll]] for (uint r = 0; r < RV; ++r)
               os[((u * RV + r) * PAIRS + n) * 2u + h] = work[((first_state + s) * DIM + 2u * p + h) * RV + r];
         }
+      }
+      // Where MERGE_HOLD is set, the driver would issue each of these loads
+      // right before its first use (a round trip each). A sum of them all,
+      // compared with a value, makes them all needed at once; what the
+      // comparison guards is harmless either way (the group's counter, all of
+      // whose splits have counted in, is reset to 0 below).
+      if (MERGE_HOLD) {
+        float c = 0.0;
+        [[unroll]] for (uint i = 0; i < MERGE_BATCH * RV * PAIRS * 2u; ++i) c += os[i].x;
+        if (c == -1.0e30) counters[group] = 0u;
       }
       [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
         const uint s = min(s0 + u, pc.splits - 1u);
