@@ -82,7 +82,7 @@ const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
 const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
 const uint MERGE_BATCH = 8u / (RV * PAIRS);
-const bool MERGE_HOLD = RV > 1u;  // 16 rows: the driver sinks the merge's loads (decode_attention_finish.glsl)
+const bool MERGE_HOLD = RV > 1u;  // the driver sinks the merge's loads at 16 rows (decode_attention_finish.glsl)
 // Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows
 // of DIM fp16, row stride KS), S (16 x 16 f32, stride SS), P (16 x 16 fp16).
 const uint KS = TK_DECODE_ATTENTION_TC_KS(DIM);
@@ -430,8 +430,10 @@ void main() {
 #if TK_TC_LANES
   // Four rows (all the chunk has): each subgroup stores its scaled rows (held
   // by lanes 0 .. 15, elements 0 .. 3) into the dead byte table as
-  // part[subgroup][row][column], then every invocation sums its dims over the
-  // subgroups. More rows would not fit it; they take the subgroup-serial sum.
+  // part[subgroup][row][column] (NW x 4 x DIM <= 4096 words: the variant's
+  // Dim is at most 128, its subgroups at most 8), then every invocation sums
+  // its dims over the subgroups. More rows would not fit; they take the
+  // subgroup-serial sum.
   if (RV == 1u) {
     if (lane < 16u) {
       const uint k = lane / 4u;
