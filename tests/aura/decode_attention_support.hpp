@@ -45,6 +45,38 @@ struct AttentionCase {
   bool lse = true;        // ask for lse
 };
 
+// A case of the GQA / new-token sweeps: shape (q_heads, kv_heads, q_len),
+// sequences of 37 and 300 tokens, with or without the split workspace; and
+// its trace line.
+inline AttentionCase groups_case(const std::int64_t (&shape)[3], std::uint64_t seed, bool split) {
+  AttentionCase c;
+  c.lens = {37, 300};
+  c.q_heads = shape[0];
+  c.kv_heads = shape[1];
+  c.q_len = shape[2];
+  c.seed = seed;
+  c.workspace = split;
+  return c;
+}
+inline std::string groups_trace(const std::int64_t (&shape)[3], bool split) {
+  return "q_heads " + std::to_string(shape[0]) + " kv_heads " + std::to_string(shape[1]) + " q_len " +
+         std::to_string(shape[2]) + (split ? " split" : "");
+}
+
+// A case of the options sweeps: a sliding window of `window` keys, sinks,
+// softcap 3 and scale 0.3 over sequences of 4, 50 and 333 tokens, 4 new each.
+inline AttentionCase options_case(std::uint32_t window, std::uint64_t seed) {
+  AttentionCase c;
+  c.lens = {4, 50, 333};
+  c.q_len = 4;
+  c.window = window;
+  c.sinks = true;
+  c.softcap = 3.0f;
+  c.scale = 0.3f;
+  c.seed = seed;
+  return c;
+}
+
 struct AttentionRun {
   std::vector<float> output, lse;
   ref::AttentionResult reference;  // over the cache the GPU wrote

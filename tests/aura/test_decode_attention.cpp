@@ -54,16 +54,9 @@ TEST_F(DecodeAttentionTest, GroupsAndNewTokens) {
   std::uint64_t seed = 100;
   for (const auto& sh : shapes) {
     for (bool split : {false, true}) {
-      AttentionCase c;
-      c.lens = {37, 300};
-      c.q_heads = sh[0];
-      c.kv_heads = sh[1];
-      c.q_len = sh[2];
-      c.seed = seed++;
+      AttentionCase c = groups_case(sh, seed++, split);
       if (split) c.geometry = sh[2] * sh[0] / sh[1] > 4 ? std::array<std::uint32_t, 4>{128, 2, 2, 3} : std::array<std::uint32_t, 4>{64, 1, 1, 3};
-      c.workspace = split;
-      SCOPED_TRACE("q_heads " + std::to_string(sh[0]) + " kv_heads " + std::to_string(sh[1]) + " q_len " +
-                   std::to_string(sh[2]) + (split ? " split" : ""));
+      SCOPED_TRACE(groups_trace(sh, split));
       expect_matches<Attention>(run_attention<Attention>(c));
     }
   }
@@ -73,15 +66,8 @@ TEST_F(DecodeAttentionTest, WindowSinksSoftcapScale) {
   std::uint64_t seed = 200;
   for (std::uint32_t window : {1u, 7u, 100u})
     for (int variant : {0, 1}) {
-      AttentionCase c;
-      c.lens = {4, 50, 333};
-      c.q_len = 4;
-      c.window = window;
-      c.sinks = true;
-      c.softcap = 3.0f;
-      c.scale = 0.3f;
+      AttentionCase c = options_case(window, seed++);
       c.variant = variant;
-      c.seed = seed++;
       c.geometry = variant == 0 ? std::array<std::uint32_t, 4>{128, 2, 2, 2} : std::array<std::uint32_t, 4>{64, 4, 2, 2};
       SCOPED_TRACE("window " + std::to_string(window) + " variant " + std::to_string(variant));
       expect_matches<Attention>(run_attention<Attention>(c));

@@ -105,18 +105,11 @@ TEST_F(DecodeAttentionTensorCore, GroupsAndNewTokens) {
     std::uint64_t seed = 1200;
     for (const auto& sh : shapes)
       for (bool split : {false, true}) {
-        AttentionCase c;
-        c.lens = {37, 300};
-        c.q_heads = sh[0];
-        c.kv_heads = sh[1];
-        c.q_len = sh[2];
-        c.seed = seed++;
+        AttentionCase c = groups_case(sh, seed++, split);
         c.forced = tc;
         c.lse = false;
-        c.workspace = split;
         if (split) c.geometry = {128, 1, 4, 3};
-        SCOPED_TRACE("q_heads " + std::to_string(sh[0]) + " kv_heads " + std::to_string(sh[1]) + " q_len " +
-                     std::to_string(sh[2]) + (split ? " split" : ""));
+        SCOPED_TRACE(groups_trace(sh, split));
         expect_tight<F16Out>(run_attention<F16Out>(c));
       }
   }
@@ -127,16 +120,9 @@ TEST_F(DecodeAttentionTensorCore, WindowSinksSoftcapScaleLargeQueries) {
     SCOPED_TRACE(std::string(tc->name));
     std::uint64_t seed = 1300;
     for (std::uint32_t window : {1u, 7u, 100u}) {
-      AttentionCase c;
-      c.lens = {4, 50, 333};
-      c.q_len = 4;
-      c.window = window;
-      c.sinks = true;
-      c.softcap = 3.0f;
-      c.scale = 0.3f;
+      AttentionCase c = options_case(window, seed++);
       c.forced = tc;
       c.lse = false;
-      c.seed = seed++;
       c.geometry = {128, 1, 4, 2};
       c.q_scale = window == 100u ? 3e5f : 1.0f;  // beyond fp16's range: the per-row scaling must hold it
       SCOPED_TRACE("window " + std::to_string(window));
