@@ -12,7 +12,8 @@
 //
 // Types: TK_CM_ACC (f32 accumulator), TK_CM_ACC16 (bf16 accumulator, for
 // stores and for bf16 data that enters an accumulator), TK_CM_A, TK_CM_B
-// (bf16 operands). Elements of accumulators: TK_CM_LEN(m), TK_CM_EL(m, i).
+// (bf16 operands). Elements of accumulators: TK_CM_LEN(m), TK_CM_EL(m, i); of
+// bf16 operands: TK_CM_SET16(m, i, x), where the host allows it.
 // Loads and stores name the array (a shared or buffer array) and take the
 // offset and row stride in units of its element type:
 //   *16_*: bf16 elements in a uvec4 array (8 per uvec4),
@@ -64,6 +65,11 @@
 // tk_round_bf16_split: the device's own conversion need not round to nearest even).
 #define TK_CM_TO_ACC16(x) TK_CM_ACC16(x)
 #define TK_CM_TO_ACC(x) TK_CM_ACC(x)
+// Element i of a bf16 operand set to x (a bf16 value held in f32: the
+// device's conversion need not round to nearest even). Only for kernels
+// whose host checked that operand and accumulator elements of the same
+// index sit at the same position (the emulation's do).
+#define TK_CM_SET16(m, i, x) (m)[i] = bfloat16_t(x)
 #define TK_CM_LOAD16_ROW(m, buf, off, stride) coopMatLoad(m, buf, off, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define TK_CM_LOAD16_COL(m, buf, off, stride) coopMatLoad(m, buf, off, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define TK_CM_LOAD32_ROW TK_CM_LOAD16_ROW
@@ -138,6 +144,7 @@ TkFrag tk_cm_round16(TkFrag x) {
 }
 #define TK_CM_TO_ACC16(x) tk_cm_round16(x)
 #define TK_CM_TO_ACC(x) (x)
+#define TK_CM_SET16(m, i, x) (m).e[i] = (x)
 
 TkFrag tk_cm_mma(TkFrag a, TkFrag b, TkFrag c) {
   [[dont_unroll]] for (uint r = 0u; r < 16u; ++r)

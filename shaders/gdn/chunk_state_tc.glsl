@@ -37,31 +37,8 @@
 // operand rows that the select zeroes. u and v_new may be the same memory:
 // a piece of u is loaded (one chunk ahead) by the invocation that later
 // stores the same piece of v_new.
-#extension GL_EXT_control_flow_attributes : require
-#extension GL_GOOGLE_include_directive : require
-#include "tilekernels/gdn/state_recurrence_abi.h"
-#include "../common/convert.glsl"
-
-TK_DECLARE_SPEC(TK_STATE_RECURRENCE_SPEC)
-TK_DECLARE_PUSH(TK_STATE_RECURRENCE_PUSH)
-
-#include "../common/coopmat.glsl"
-
-// Inputs loaded ahead are volatile so that the compiler keeps each load
-// where it is issued (after the barrier that follows the staging of the
-// previous ones), as in chunk_o_bf16.comp.
-layout(std430, binding = 0) volatile readonly buffer K4 { uvec4 k_4[]; };
-layout(std430, binding = 1) volatile readonly buffer W4 { uvec4 w_4[]; };
-layout(std430, binding = 2) readonly buffer U4 { uvec4 u_4[]; };
-layout(std430, binding = 3) volatile readonly buffer GCum { float g_f[]; };
-layout(std430, binding = 4) readonly buffer H0 { float h0_f[]; };
-layout(std430, binding = 5) readonly buffer Index { uvec4 index_table[]; };
-layout(std430, binding = 6) writeonly buffer HOut { uvec4 h_4[]; };
-layout(std430, binding = 7) writeonly buffer VNew { uvec4 vn_4[]; };
-layout(std430, binding = 8) writeonly buffer HT { float ht_f[]; };
-
-#define TK_GDN_INDEX(i) index_table[i]
-#include "../common/gdn_chunks.glsl"
+#define TK_STATE_U_VOLATILE
+#include "chunk_state_io.glsl"
 
 const uint RT = BT / 16;              // row tiles of a chunk
 const uint CTV = BV / 16;             // column tiles of the slice
@@ -84,26 +61,7 @@ uvec4 pre_w[MAX_PW], pre_k[MAX_PW];
 float pre_g, pre_glast;  // g of row tid % BT, and of the chunk's last row
 uvec4 pre_u;  // this invocation's piece of the subgroup's u tile
 
-// Issues the loads of chunk c of the sequence (w, k, g, g_last into registers).
-void load_chunk(TkSeq seq, uint c, uint h, uint kh) {
-  const uint tid = gl_LocalInvocationID.x;
-  const uint slot0 = (seq.first_chunk + c) * BT, tok0 = seq.bos + c * BT;
-  const uint last = min(BT, seq.len - c * BT) - 1u;
-  [[unroll]] for (uint n = 0; n < MAX_PW; ++n) {
-    if (n < PW) {
-      const uint p = tid + n * WG, i = p / (KDIM / 8), c8 = p % (KDIM / 8);
-      pre_w[n] = w_4[((slot0 + i) * pc.H + h) * (KDIM / 8) + c8];
-      pre_k[n] = k_4[((tok0 + min(i, last)) * pc.Hg + kh) * (KDIM / 8) + c8];
-    }
-  }
-  pre_g = g_f[(slot0 + tid % BT) * pc.H + h];
-  pre_glast = g_f[(slot0 + last) * pc.H + h];
-}
-
-uint state_offset(uint n, uint h, uint kk, uint vv) {
-  return (OPTIONS & TK_GDN_OPT_STATE_VK) != 0u ? ((n * pc.H + h) * VDIM + vv) * KDIM + kk
-                                                : ((n * pc.H + h) * KDIM + kk) * VDIM + vv;
-}
+#include "chunk_state_load.glsl"
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = TK_CM_SUBGROUP_ID;
@@ -145,7 +103,7 @@ void main() {
 
   const uint chunks = (seq.len + BT - 1) / BT;
   if (chunks > 0) {
-    load_chunk(seq, 0, h, kh);
+    load_wkg(seq, 0, h, kh);
     pre_u = u_4[((seq.first_chunk * BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
   }
   barrier();  // the index tiles are read before the first staging overwrites them
@@ -153,13 +111,7 @@ void main() {
   for (uint c = 0; c < chunks; ++c) {
     const uint cg = seq.first_chunk + c, rows = min(BT, seq.len - c * BT), slot0 = cg * BT;
     // ---- stage -------------------------------------------------------------
-    [[unroll]] for (uint m = 0; m < MAX_PW; ++m) {
-      if (m < PW) {
-        const uint p = tid + m * WG, i = p / (KDIM / 8), c8 = p % (KDIM / 8);
-        smem[W_OFF + i * SW + c8] = pre_w[m];
-        smem[K_OFF + i * SW + c8] = i < rows ? pre_k[m] : uvec4(0u);
-      }
-    }
+    stage_wk(rows);
     const float g_last = pre_glast;
     if (tid < BT) s_f[tid] = exp(g_last - pre_g);
     [[unroll]] for (uint j = 0; j < MAX_SPT; ++j) {
@@ -177,7 +129,7 @@ void main() {
 
     // ---- the next chunk's loads, h, v_new and the update's operand --------
     if (c + 1 < chunks) {
-      load_chunk(seq, c + 1, h, kh);
+      load_wkg(seq, c + 1, h, kh);
       pre_u = u_4[((slot0 + BT + pr) * pc.H + h) * (VDIM / 8) + pc2];
     }
     const uvec4 vn_prev = smem[piece];  // stored only from the second chunk on

@@ -20,12 +20,16 @@
 //                                      before v_new is written over it)
 //   final_state   like initial_state, f32 out, optional
 //
-// Paths: tensor_core_bf16 (VK_KHR_cooperative_matrix bf16 tiles, S in f32
-// accumulators for the whole sequence, the next chunk's loads in flight
-// while one computes; K <= 128) and portable (scalar f32, no subgroup
-// operation). One workgroup per (sequence, head, BV columns of V): BV
-// trades parallelism at small batches against reloading w and k per
-// column slice (Geometry; bench/NOTES-gdn-forward.md).
+// Paths: tensor_core_bf16_rows (NVIDIA; each subgroup holds 16 columns of
+// S in f32 accumulators for the whole sequence and feeds them to both
+// products as operands, so only w and k are fragment loads; K <= 128),
+// tensor_core_bf16 (any VK_KHR_cooperative_matrix bf16 device: the state
+// tiles spread over (BT / 16)(BV / 16) subgroups, bf16(S) staged through
+// shared memory; the next chunk's loads in flight while one computes; K <=
+// 128) and portable (scalar f32, no subgroup operation). One workgroup
+// per (sequence, head, BV columns of V): BV trades parallelism at small
+// batches against reloading w and k per column slice
+// (bench/NOTES-gdn-forward.md).
 #pragma once
 
 #include <array>
@@ -33,12 +37,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "tilekernels/core.hpp"
 #include "tilekernels/gdn/chunking.hpp"
 #include "tilekernels/gdn/state_recurrence_abi.h"
 #include "tilekernels/spirv/gdn/chunk_state.hpp"
 #include "tilekernels/spirv/gdn/chunk_state_bf16.hpp"
+#include "tilekernels/spirv/gdn/chunk_state_rows_bf16.hpp"
 
 namespace tilekernels::gdn {
 
@@ -73,7 +79,27 @@ struct StateRecurrenceConfig {
            tc_shared_bytes(bv) <= 49152 && tc_workgroup(bv) <= 1024;
   }
   static constexpr std::uint32_t tc_bv = tc_fits(32) ? 32 : 16;
+
+  // Rows kernel (chunk_state_rows.glsl): BV = BT columns of V per
+  // workgroup, BT / 16 subgroups of 32, each holding 16 columns of S in
+  // registers (K / 16 accumulators, hence K <= 128); w, k (rows of K + 8
+  // bf16), u and v_new (rows of BV + 8), g.
+  static constexpr std::uint32_t rows_bv = BT;
+  static constexpr std::uint32_t rows_workgroup = 2 * BT;
+  static constexpr std::uint32_t rows_shared_bytes = (2 * BT * (K / 8 + 1) + BT * (BT / 8 + 1)) * 16 + BT * 4;
+  static constexpr bool rows_fit = K <= 128 && V % BT == 0 && rows_shared_bytes <= 49152;
 };
+
+// Whether the rows kernel may run: its products take their A operands from
+// accumulators element by element, which needs both kinds of 16 x 16
+// fragment to put element i at the same position, and it reads an
+// accumulator element's column from its lane as NVIDIA's layout puts it.
+// NVIDIA's drivers do both (tests/gdn/test_state_recurrence.cpp,
+// CoopmatBf16Layout); other vendors' layouts differ or are unknown.
+inline bool state_rows_layout(const DeviceInfo& info) {
+  return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.subgroup_size == 32 &&
+         info.subgroups_as_reported;
+}
 
 template <class Config>
 class StateRecurrence {
@@ -101,7 +127,26 @@ class StateRecurrence {
     return Status::success();
   }
 
-  static constexpr std::array<Variant<Problem>, 2> variants{{
+  // The rows kernel runs 4 warps per workgroup against the other's 8:
+  // faster once its workgroups fill the multiprocessors (B = 8 at the
+  // headline shape), slower below that (B = 1: 64 workgroups on 132
+  // multiprocessors; bench/NOTES-gdn-state-rows.md). Problems of unknown size
+  // (N = 0) may take it: tests force it so.
+  static Status rows_applies(const DeviceInfo& info, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (!Config::rows_fit) return no("K = 256: 16 state columns of K do not fit registers");
+    if (!state_rows_layout(info)) return no("the device's operand and accumulator layouts may differ");
+    const std::int64_t workgroups = p.N * p.H * (Config::V / Config::rows_bv);
+    if (p.N > 0 && info.multiprocessors > 0 && workgroups < std::int64_t(info.multiprocessors))
+      return no("fewer workgroups than multiprocessors: the 8-subgroup kernel is faster there");
+    return Status::success();
+  }
+
+  static constexpr std::string_view rows_name = "tensor_core_bf16_rows";
+  static constexpr std::array<Variant<Problem>, 3> variants{{
+      {rows_name, Path::tensor_core_bf16, spirv::gdn_chunk_state_rows_bf16,
+       DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::rows_workgroup,
+       Config::rows_shared_bytes, &rows_applies},
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_state_bf16,
        DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::tc_workgroup(Config::tc_bv),
        Config::tc_shared_bytes(Config::tc_bv), &tc_applies},
@@ -153,8 +198,13 @@ class StateRecurrence {
     check(a);
     const Problem p{chunking(a).N(), a.g.shape[1]};
     Plan plan{&select_variant(*ctx_, name, variants, p), 0};
-    plan.bv = plan.variant->path == Path::portable ? Config::portable_bv : Config::tc_bv;
+    plan.bv = default_bv(*plan.variant);
     return plan;
+  }
+
+  // The state columns per workgroup that plan() gives variant `v`.
+  static std::uint32_t default_bv(const Variant<Problem>& v) {
+    return v.path == Path::portable ? Config::portable_bv : is_rows(v) ? Config::rows_bv : Config::tc_bv;
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
@@ -166,10 +216,14 @@ class StateRecurrence {
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": plan: " + why);
     };
     if (!plan.variant) bad("no variant");
-    const bool tc = plan.variant->path != Path::portable;
-    if (tc ? !Config::tc_fits(plan.bv) : (plan.bv != 16 && plan.bv != 32) || (plan.bv == 32 && Config::K > 128))
+    const bool tc = plan.variant->path != Path::portable, rows = is_rows(*plan.variant);
+    if (rows ? !Config::rows_fit || plan.bv != Config::rows_bv
+        : tc ? !Config::tc_fits(plan.bv)
+             : (plan.bv != 16 && plan.bv != 32) || (plan.bv == 32 && Config::K > 128))
       bad("bv = " + std::to_string(plan.bv) + " does not fit this kernel");
-    const std::uint32_t smem = tc ? Config::tc_shared_bytes(plan.bv) : Config::portable_shared_bytes(plan.bv);
+    const std::uint32_t smem = rows ? Config::rows_shared_bytes
+                               : tc ? Config::tc_shared_bytes(plan.bv)
+                                    : Config::portable_shared_bytes(plan.bv);
     if (smem > ctx_->info().max_shared_memory) bad("bv = " + std::to_string(plan.bv) + " needs too much shared memory");
   }
 
@@ -179,7 +233,9 @@ class StateRecurrence {
     const auto H = a.g.shape[1], Hg = a.k.shape[2];
     const bool tc = plan.variant->path != Path::portable;
     Spec spec;
-    spec.workgroup = tc ? Config::tc_workgroup(plan.bv) : Config::portable_workgroup;
+    spec.workgroup = is_rows(*plan.variant) ? Config::rows_workgroup
+                     : tc                   ? Config::tc_workgroup(plan.bv)
+                                            : Config::portable_workgroup;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.VDIM = Config::V;
@@ -213,6 +269,8 @@ class StateRecurrence {
   static double flops(std::int64_t slots, std::int64_t H) { return 4.0 * double(slots) * H * Config::K * Config::V; }
 
  private:
+  static bool is_rows(const Variant<Problem>& v) { return v.name == rows_name; }
+
   Context* ctx_;
 };
 

@@ -1,0 +1,224 @@
+// Gated DeltaNet inter-chunk state recurrence with the state's columns held
+// by the subgroups: the body of chunk_state_rows_bf16.comp. Same math,
+// layouts and rounding points as chunk_state.comp, written transposed:
+//   h_c = bf16(S);  v_new^T = u^T - (bf16(S)^T w^T);
+//   S^T = exp(g_last) S^T + bf16(v_new' exp(g_last - g_i))^T k.
+//
+// Geometry (the host relies on it): one workgroup per (sequence n, value
+// head h, BV = BT columns of V), x = (n H + h) (V / BV) + slice, of BV / 16
+// subgroups of 32. Subgroup s owns the 16 state columns v0 + 16 s .. and
+// holds their S^T (16 x K, f32 accumulators) for the whole sequence, so
+// both products take their A operand from registers: bf16(S^T) for w S,
+// and the update's operand from v_new^T's accumulators, element by
+// element. That needs an A operand's element i where an accumulator's
+// element i is, and the element's column (NVIDIA's accumulator layout:
+// 2 (lane % 4) + (i & 1) + 8 ((i >> 1) & 1)), which the host checks
+// (gdn::state_rows_layout; the emulation reads columns from an index tile).
+// Only the B operands (w^T, k) are fragment loads, each once per subgroup.
+// Values are rounded to bf16 before the device converts them (its own
+// conversion does not round to nearest even).
+// Per chunk:
+//   stage  w, k, u (registers loaded during the chunk before) and the
+//          rows' factors exp(g_last - g_i) into shared memory, k rows past
+//          the sequence end zeroed;
+//   barrier, then issue the next chunk's loads (in flight for the whole
+//          chunk); per row tile of the chunk, bf16(S^T) w^T, v_new^T = u^T
+//          minus it in f32 (FLA's order), the update's operand and
+//          bf16(v_new) from its elements, v_new over u's columns (only this
+//          subgroup reads them);
+//   barrier (w is read): h_c's rows (bf16(S^T), the products' operands)
+//          through the w area and v_new's columns out to memory, as one
+//          16-byte piece per invocation (fragment stores to storage buffers
+//          are slow on NVIDIA's driver); S^T = exp(g_last) S^T + operand k;
+//   barrier (the next stage overwrites w, k and u).
+// Rows past the sequence end in w and u are padding slots holding anything:
+// they reach only v_new's padding columns (stored to padding slots) and
+// operand columns that the select zeroes. u and v_new may be the same
+// memory: a chunk's u is staged before any of its v_new is stored.
+#define TK_STATE_U_VOLATILE volatile
+#include "chunk_state_io.glsl"
+
+const uint NSG = BV / 16;             // subgroups: 16 state columns each
+const uint WG = NSG * 32;
+const uint RT = BT / 16;              // row tiles of a chunk
+const uint KT = KDIM / 16;            // column tiles of S^T
+const uint MAX_RT = 4, MAX_KT = 8;
+const uint SW = KDIM / 8 + 1;         // row stride of w, k and h_c (uvec4, one of padding)
+const uint SU = BV / 8 + 1;           // row stride of u and v_new (uvec4)
+const uint W_OFF = 0, K_OFF = BT * SW, U_OFF = 2 * BT * SW;
+const uint SMEM_VEC4 = U_OFF + BT * SU;
+const uint PW = BT * (KDIM / 8) / WG;  // 16-byte pieces of w (and of k) per invocation
+const uint MAX_PW = 8;
+const uint PU = BT * (BV / 8) / WG;   // pieces of u per invocation
+const uint MAX_PU = 4;
+const uint PH = KDIM / 16;            // pieces of the subgroup's h_c rows per invocation
+const uint PV = BT / 16;              // pieces of the subgroup's v_new columns per invocation
+
+shared uvec4 smem[SMEM_VEC4];
+shared float s_f[BT];  // exp(g_last - g_i): row i's factor in the update's operand
+
+uvec4 pre_w[MAX_PW], pre_k[MAX_PW], pre_u[MAX_PU];
+float pre_g, pre_glast;  // g of row tid % BT, and of the chunk's last row
+
+#include "chunk_state_load.glsl"
+
+// Issues the loads of chunk c of the sequence: w, k and g, and the
+// workgroup's BV columns of u.
+void load_chunk(TkSeq seq, uint c, uint h, uint kh, uint v0) {
+  load_wkg(seq, c, h, kh);
+  const uint tid = gl_LocalInvocationID.x, slot0 = (seq.first_chunk + c) * BT;
+  [[unroll]] for (uint n = 0; n < MAX_PU; ++n) {
+    if (n < PU) {
+      const uint p = tid + n * WG, i = p / (BV / 8), c8 = p % (BV / 8);
+      pre_u[n] = u_4[((slot0 + i) * pc.H + h) * (VDIM / 8) + v0 / 8 + c8];
+    }
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, lane = tid & 31u, sg = TK_CM_SUBGROUP_ID;
+  const uint slices = VDIM / BV;
+  const uint x = gl_WorkGroupID.x + pc.group_offset;
+  const uint slice = x % slices, h = (x / slices) % pc.H, n = x / slices / pc.H;
+  const uint kh = h / pc.ratio, v0 = slice * BV, vr = v0 + sg * 16;
+  const TkSeq seq = tk_gdn_seq(n, pc.T, pc.row_chunks, pc.varlen != 0u);
+
+#if TK_COOPMAT_EMULATE
+  // The column-number tile (in the w area, before the first staging).
+  for (uint i = tid; i < 64u; i += WG) {
+    uvec4 q;
+    [[unroll]] for (uint e = 0; e < 4; ++e) q[e] = tk_cm_index_word(256u + i * 4u + e);
+    smem[W_OFF + i] = q;
+  }
+  barrier();
+  TK_CM_ACC col_of;
+  TK_CM_LOAD32_ROW(col_of, smem, W_OFF, 4);
+#define TK_COL(e) tk_cm_pos(TK_CM_EL(col_of, e))
+#else
+#define TK_COL(e) (2u * (lane & 3u) + (uint(e) & 1u) + 8u * ((uint(e) >> 1) & 1u))
+#endif
+
+  // S^T's tile j: state columns vr .. vr + 15 (rows), K rows 16 j .. (columns).
+  TK_CM_ACC S[MAX_KT];
+  [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+    if (j < KT) {
+      if ((OPTIONS & TK_GDN_OPT_H0) != 0u) {
+        if ((OPTIONS & TK_GDN_OPT_STATE_VK) != 0u) {
+          TK_CM_LOADF_ROW(S[j], h0_f, state_offset(n, h, j * 16, vr), KDIM);
+        } else {
+          TK_CM_LOADF_COL(S[j], h0_f, state_offset(n, h, j * 16, vr), VDIM);
+        }
+      } else {
+        S[j] = TK_CM_FILL(TK_CM_ACC, 0.0);
+      }
+    }
+  }
+
+  const uint chunks = (seq.len + BT - 1) / BT;
+  if (chunks > 0) load_chunk(seq, 0, h, kh, v0);
+#if TK_COOPMAT_EMULATE
+  barrier();  // the column-number tile is read before the first staging overwrites it
+#endif
+
+  for (uint c = 0; c < chunks; ++c) {
+    const uint cg = seq.first_chunk + c, rows = min(BT, seq.len - c * BT), slot0 = cg * BT;
+    // ---- stage -------------------------------------------------------------
+    stage_wk(rows);
+    [[unroll]] for (uint m = 0; m < MAX_PU; ++m) {
+      if (m < PU) {
+        const uint p = tid + m * WG;
+        smem[U_OFF + (p / (BV / 8)) * SU + p % (BV / 8)] = pre_u[m];
+      }
+    }
+    const float g_last = pre_glast;
+    if (tid < BT) s_f[tid] = exp(g_last - pre_g);
+    barrier();
+
+    // ---- the next chunk's loads; bf16(S^T) ----------------------------------
+    if (c + 1 < chunks) load_chunk(seq, c + 1, h, kh, v0);
+    TK_CM_A ha[MAX_KT];
+    [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+      if (j < KT) {
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_SET16(ha[j], e, tk_round_bf16_split(TK_CM_EL(S[j], e)));
+      }
+    }
+    // Per row tile of the chunk: w bf16(S); v_new' = u - it (FLA's order:
+    // the product, then the difference, in f32); the operand bf16(v_new'
+    // exp(g_last - g_i)) (columns past the end 0); bf16(v_new') over u's
+    // tile, which only this subgroup reads.
+    TK_CM_A op[MAX_RT];
+    [[unroll]] for (uint t = 0; t < MAX_RT; ++t) {
+      if (t < RT) {
+        TK_CM_ACC wh = TK_CM_FILL(TK_CM_ACC, 0.0);
+        [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+          if (j < KT) {
+            TK_CM_B b;
+            TK_CM_LOAD16_COL(b, smem, W_OFF + t * 16 * SW + j * 2, SW);  // w^T
+            wh = TK_CM_MMA(ha[j], b, wh);
+          }
+        }
+        TK_CM_ACC16 u16;
+        TK_CM_LOAD16_COL(u16, smem, U_OFF + t * 16 * SU + sg * 2, SU);
+        TK_CM_ACC vn = TK_CM_TO_ACC(u16);
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(vn); ++e) {
+          const uint i = t * 16 + TK_COL(e);
+          const float v = TK_CM_EL(vn, e) - TK_CM_EL(wh, e);
+          TK_CM_SET16(op[t], e, i < rows ? tk_round_bf16_split(v * s_f[i]) : 0.0);
+          TK_CM_EL(vn, e) = tk_round_bf16_split(v);
+        }
+        const TK_CM_ACC16 vn16 = TK_CM_TO_ACC16(vn);
+        TK_CM_SYNC();  // u's tile is read before v_new overwrites it
+        TK_CM_STORE16_COL(vn16, smem, U_OFF + t * 16 * SU + sg * 2, SU);
+      }
+    }
+    barrier();  // every subgroup is done with w
+
+    // ---- h_c and v_new out; S^T = exp(g_last) S^T + operand k ---------------
+    [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+      if (j < KT) TK_CM_STORE16_ROW(ha[j], smem, W_OFF + sg * 16 * SW + j * 2, SW);
+    }
+    TK_CM_SYNC();
+    [[unroll]] for (uint m = 0; m < MAX_KT; ++m) {
+      if (m < PH) {
+        const uint p = lane + m * 32, r = p / (KDIM / 8), c8 = p % (KDIM / 8);
+        h_4[((cg * pc.H + h) * VDIM + vr + r) * (KDIM / 8) + c8] = smem[W_OFF + (sg * 16 + r) * SW + c8];
+      }
+    }
+    [[unroll]] for (uint m = 0; m < MAX_RT; ++m) {
+      if (m < PV) {
+        const uint p = lane + m * 32, i = p / 2, hv = p % 2;
+        vn_4[((slot0 + i) * pc.H + h) * (VDIM / 8) + vr / 8 + hv] = smem[U_OFF + i * SU + sg * 2 + hv];
+      }
+    }
+    const float decay = exp(g_last);
+    [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+      if (j < KT) {
+        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_EL(S[j], e) *= decay;
+      }
+    }
+    [[unroll]] for (uint t = 0; t < MAX_RT; ++t) {
+      if (t < RT) {
+        [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+          if (j < KT) {
+            TK_CM_B b;
+            TK_CM_LOAD16_ROW(b, smem, K_OFF + t * 16 * SW + j * 2, SW);
+            S[j] = TK_CM_MMA(op[t], b, S[j]);
+          }
+        }
+      }
+    }
+    barrier();
+  }
+
+  if ((OPTIONS & TK_GDN_OPT_HT) != 0u) {
+    [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
+      if (j < KT) {
+        if ((OPTIONS & TK_GDN_OPT_STATE_VK) != 0u) {
+          TK_CM_STOREF_ROW(S[j], ht_f, state_offset(n, h, j * 16, vr), KDIM);
+        } else {
+          TK_CM_STOREF_COL(S[j], ht_f, state_offset(n, h, j * 16, vr), VDIM);
+        }
+      }
+    }
+  }
+}
