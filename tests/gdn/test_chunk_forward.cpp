@@ -6,6 +6,7 @@
 // Context; the workspace starts as NaN, and each case runs twice (bit for
 // bit the same).
 #include <tilekernels/gdn/chunk_forward.hpp>
+#include <tilekernels/gdn/state_recurrence.hpp>
 
 #include <cstring>
 
@@ -117,6 +118,19 @@ TEST_F(ChunkForwardTest, HeadSizesAndChunkLengths) {
   ForwardCase<16, 128, 64>::run(make_case(1, 50, 1, 1, 128, 64, {}, kOptionSets[6], seed++));
   ForwardCase<64, 256, 64>::run(make_case(1, 70, 1, 1, 256, 64, {}, kPlain, seed++));
   ForwardCase<64, 64, 256>::run(make_case(1, 70, 1, 1, 64, 256, {}, kPlain, seed++));
+}
+
+// Enough (sequence, head, column slice) workgroups (3 x 12 x 128 / 32 = 144)
+// to fill the 132 multiprocessors of an H100 or H200, so that the state
+// recurrence takes its rows kernel there (StateRecurrence::rows_applies);
+// other devices run their own paths on the same case.
+TEST_F(ChunkForwardTest, ManyHeadsVariableLength) {
+  using State = gdn::StateRecurrence<gdn::StateRecurrenceConfig<32, 64, 128>>;
+  const auto& chosen = select_variant(sync_context(), State::name, State::variants, State::Problem{3, 12});
+  std::printf("[gdn forward] the state recurrence runs %s\n", std::string(chosen.name).c_str());
+  if (sync_context().info().multiprocessors >= 132 && eligibility(sync_context(), State::variants[0], {}))
+    EXPECT_EQ(chosen.name, State::rows_name) << "the case no longer reaches the rows kernel";
+  ForwardCase<32, 64, 128>::run(make_case(1, 150, 6, 12, 64, 128, {0, 40, 41, 150}, kPlain, 960));
 }
 
 TEST_F(ChunkForwardTest, ChecksArguments) {
