@@ -13,7 +13,8 @@
 // element. That needs an A operand's element i where an accumulator's
 // element i is, and the element's column (NVIDIA's accumulator layout:
 // 2 (lane % 4) + (i & 1) + 8 ((i >> 1) & 1)), which the host checks
-// (gdn::state_rows_layout; the emulation reads columns from an index tile).
+// (gdn::state_rows_layout). No emulated twin: the emulation of the other
+// state kernel already fails on lavapipe (test_state_recurrence.cpp).
 // Only the B operands (w^T, k) are fragment loads, each once per subgroup.
 // Values are rounded to bf16 before the device converts them (its own
 // conversion does not round to nearest even).
@@ -54,6 +55,9 @@ const uint MAX_PU = 4;
 const uint PH = KDIM / 16;            // pieces of the subgroup's h_c rows per invocation
 const uint PV = BT / 16;              // pieces of the subgroup's v_new columns per invocation
 
+// The column of lane l's accumulator element e in its 16 x 16 tile.
+#define TK_ACC_COL(l, e) (2u * ((l) & 3u) + (uint(e) & 1u) + 8u * ((uint(e) >> 1) & 1u))
+
 shared uvec4 smem[SMEM_VEC4];
 shared float s_f[BT];  // exp(g_last - g_i): row i's factor in the update's operand
 
@@ -83,20 +87,6 @@ void main() {
   const uint kh = h / pc.ratio, v0 = slice * BV, vr = v0 + sg * 16;
   const TkSeq seq = tk_gdn_seq(n, pc.T, pc.row_chunks, pc.varlen != 0u);
 
-#if TK_COOPMAT_EMULATE
-  // The column-number tile (in the w area, before the first staging).
-  for (uint i = tid; i < 64u; i += WG) {
-    uvec4 q;
-    [[unroll]] for (uint e = 0; e < 4; ++e) q[e] = tk_cm_index_word(256u + i * 4u + e);
-    smem[W_OFF + i] = q;
-  }
-  barrier();
-  TK_CM_ACC col_of;
-  TK_CM_LOAD32_ROW(col_of, smem, W_OFF, 4);
-#define TK_COL(e) tk_cm_pos(TK_CM_EL(col_of, e))
-#else
-#define TK_COL(e) (2u * (lane & 3u) + (uint(e) & 1u) + 8u * ((uint(e) >> 1) & 1u))
-#endif
 
   // S^T's tile j: state columns vr .. vr + 15 (rows), K rows 16 j .. (columns).
   TK_CM_ACC S[MAX_KT];
@@ -116,9 +106,6 @@ void main() {
 
   const uint chunks = (seq.len + BT - 1) / BT;
   if (chunks > 0) load_chunk(seq, 0, h, kh, v0);
-#if TK_COOPMAT_EMULATE
-  barrier();  // the column-number tile is read before the first staging overwrites it
-#endif
 
   for (uint c = 0; c < chunks; ++c) {
     const uint cg = seq.first_chunk + c, rows = min(BT, seq.len - c * BT), slot0 = cg * BT;
@@ -161,7 +148,7 @@ void main() {
         TK_CM_LOAD16_COL(u16, smem, U_OFF + t * 16 * SU + sg * 2, SU);
         TK_CM_ACC vn = TK_CM_TO_ACC(u16);
         TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(vn); ++e) {
-          const uint i = t * 16 + TK_COL(e);
+          const uint i = t * 16 + TK_ACC_COL(lane, e);
           const float v = TK_CM_EL(vn, e) - TK_CM_EL(wh, e);
           TK_CM_SET16(op[t], e, i < rows ? tk_round_bf16_split(v * s_f[i]) : 0.0);
           TK_CM_EL(vn, e) = tk_round_bf16_split(v);

@@ -128,8 +128,9 @@ TEST_F(ChunkForwardTest, ManyHeadsVariableLength) {
   using State = gdn::StateRecurrence<gdn::StateRecurrenceConfig<32, 64, 128>>;
   const auto& chosen = select_variant(sync_context(), State::name, State::variants, State::Problem{3, 12});
   std::printf("[gdn forward] the state recurrence runs %s\n", std::string(chosen.name).c_str());
-  if (sync_context().info().multiprocessors >= 132 && eligibility(sync_context(), State::variants[0], {}))
+  if (sync_context().info().multiprocessors >= 132 && eligibility(sync_context(), State::variants[0], {})) {
     EXPECT_EQ(chosen.name, State::rows_name) << "the case no longer reaches the rows kernel";
+  }
   ForwardCase<32, 64, 128>::run(make_case(1, 150, 6, 12, 64, 128, {0, 40, 41, 150}, kPlain, 960));
 }
 

@@ -186,11 +186,12 @@ TEST(CoopmatBf16Layout, OperandMatchesAccumulator) {
     }
   }
   EXPECT_EQ(seen.size(), 256u) << "the accumulator's lanes do not cover the tile";
-  if (gdn::state_rows_layout(ctx.info()))
+  if (gdn::state_rows_layout(ctx.info())) {
     EXPECT_TRUE(same) << "A / accumulator elements (r 16 + c) of lanes 0-3:" << first;
-  else
+  } else {
     std::printf("operand and accumulator layouts %s the rows kernel's on %s\n", same ? "are" : "are not",
                 ctx.info().name.c_str());
+  }
 }
 
 }  // namespace
