@@ -170,6 +170,18 @@ double relative_rms(const std::vector<float>& out, const std::vector<double>& re
   return std::sqrt(num / den);
 }
 
+std::vector<std::uint32_t> run_probe(Context& ctx, std::span<const std::uint32_t> spirv, std::size_t words,
+                                     std::uint32_t groups, std::vector<std::uint32_t> spec) {
+  struct Push {
+    std::uint32_t group_offset;
+  };
+  GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(words)});
+  const Pipeline& p = ctx.pipeline({spirv.data(), spirv.size(), std::move(spec), 1, sizeof(Push), 0});
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { detail::record_dispatch(ctx, cmd, p, {out.ref()}, Push{0}, groups); });
+  EXPECT_TRUE(out.guards_intact());
+  return out.read_words();
+}
+
 std::vector<float> rounded(DType dtype, std::vector<float> values) {
   for (auto& v : values) v = round_to(dtype, v);
   return values;

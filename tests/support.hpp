@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,12 @@ class GuardedTensor {
   TensorRef ref_;
   std::size_t payload_bytes_;
 };
+
+// Runs a test-only probe shader (binding 0: a u32 output; push constant:
+// the group offset; specialization constants `spec`) on `groups`
+// workgroups and returns the `words` it wrote, the output's guards checked.
+std::vector<std::uint32_t> run_probe(Context& ctx, std::span<const std::uint32_t> spirv, std::size_t words,
+                                     std::uint32_t groups = 1, std::vector<std::uint32_t> spec = {});
 
 // ||out - ref|| / ||ref||; +inf if any output is NaN or if an Inf disagrees
 // with the reference in place or sign.

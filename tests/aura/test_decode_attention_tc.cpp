@@ -257,15 +257,7 @@ TEST(CoopmatFp16Layout, IsWhatTheLanesVariantAssumes) {
   if (spirv::test_coopmat_fp16_layout.size() == 0) GTEST_SKIP() << "not built (glslc lacks GL_KHR_cooperative_matrix)";
   if (!ctx.info().cooperative_matrix_bf16 || ctx.info().subgroup_size != 32)
     GTEST_SKIP() << "no VK_KHR_cooperative_matrix with subgroups of 32 on " << ctx.info().name;
-  struct Push {
-    std::uint32_t group_offset;
-  };
-  GuardedTensor out(ctx, DType::u32, {3 * 32 * 17});
-  const Pipeline& p = ctx.pipeline({spirv::test_coopmat_fp16_layout.data(), spirv::test_coopmat_fp16_layout.size(), {}, 1,
-                                    sizeof(Push), 0});
-  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { detail::record_dispatch(ctx, cmd, p, {out.ref()}, Push{0}, 1); });
-  EXPECT_TRUE(out.guards_intact());
-  const auto w = out.read_words();
+  const auto w = run_probe(ctx, spirv::test_coopmat_fp16_layout, 3 * 32 * 17);
   const bool nvidia = ctx.info().vendor_id == 0x10de;
   const char* names[3] = {"A", "B", "accumulator"};
   bool same = true;

@@ -17,17 +17,8 @@ struct Member {
   std::uint32_t id, lane, size, count, members;  // what shaders/test/subgroup_layout.comp writes
 };
 
-struct Push {
-  std::uint32_t group_offset;
-};
-
 std::vector<Member> layout(Context& ctx, std::uint32_t invocations, std::uint32_t groups) {
-  GuardedTensor out(ctx, DType::u32, {static_cast<std::int64_t>(5 * invocations * groups)});
-  const Pipeline& p = ctx.pipeline(
-      {spirv::test_subgroup_layout.data(), spirv::test_subgroup_layout.size(), {invocations}, 1, sizeof(Push), 0});
-  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { detail::record_dispatch(ctx, cmd, p, {out.ref()}, Push{0}, groups); });
-  EXPECT_TRUE(out.guards_intact());
-  const auto words = out.read_words();
+  const auto words = run_probe(ctx, spirv::test_subgroup_layout, 5 * invocations * groups, groups, {invocations});
   std::vector<Member> m(invocations * groups);
   for (std::size_t i = 0; i < m.size(); ++i)
     m[i] = {words[5 * i], words[5 * i + 1], words[5 * i + 2], words[5 * i + 3], words[5 * i + 4]};

@@ -164,15 +164,7 @@ TEST(CoopmatBf16Layout, OperandMatchesAccumulator) {
   if (spirv::test_coopmat_bf16_layout.size() == 0) GTEST_SKIP() << "not built (the compiler lacks bf16 matrices)";
   if (!ctx.info().cooperative_matrix_bf16 || ctx.info().subgroup_size != 32)
     GTEST_SKIP() << "no bf16 VK_KHR_cooperative_matrix with subgroups of 32 on " << ctx.info().name;
-  struct Push {
-    std::uint32_t group_offset;
-  };
-  GuardedTensor out(ctx, DType::u32, {32 * 34});
-  const Pipeline& p = ctx.pipeline(
-      {spirv::test_coopmat_bf16_layout.data(), spirv::test_coopmat_bf16_layout.size(), {}, 1, sizeof(Push), 0});
-  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { detail::record_dispatch(ctx, cmd, p, {out.ref()}, Push{0}, 1); });
-  EXPECT_TRUE(out.guards_intact());
-  const auto w = out.read_words();
+  const auto w = run_probe(ctx, spirv::test_coopmat_bf16_layout, 32 * 34);
   bool same = true;
   std::set<std::uint32_t> seen;
   std::string first;

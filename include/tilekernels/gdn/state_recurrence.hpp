@@ -87,7 +87,8 @@ struct StateRecurrenceConfig {
   static constexpr std::uint32_t rows_bv = BT;
   static constexpr std::uint32_t rows_workgroup = 2 * BT;
   static constexpr std::uint32_t rows_shared_bytes = (2 * BT * (K / 8 + 1) + BT * (BT / 8 + 1)) * 16 + BT * 4;
-  static constexpr bool rows_fit = K <= 128 && V % BT == 0 && rows_shared_bytes <= 49152;
+  static constexpr bool rows_fit = K <= 128;
+  static_assert(!rows_fit || rows_shared_bytes <= 49152, "StateRecurrenceConfig: the rows kernel must fit 48 KiB");
 };
 
 // Whether the rows kernel may run: its products take their A operands from
@@ -207,6 +208,19 @@ class StateRecurrence {
     return v.path == Path::portable ? Config::portable_bv : is_rows(v) ? Config::rows_bv : Config::tc_bv;
   }
 
+  // What variant `v`'s kernel needs at `bv` state columns per workgroup.
+  struct KernelShape {
+    bool fits;  // the kernel can take bv
+    std::uint32_t workgroup, shared_bytes;
+  };
+  static KernelShape kernel_shape(const Variant<Problem>& v, std::uint32_t bv) {
+    if (v.path == Path::portable)
+      return {(bv == 16 || bv == 32) && !(bv == 32 && Config::K > 128), Config::portable_workgroup,
+              Config::portable_shared_bytes(bv)};
+    if (is_rows(v)) return {Config::rows_fit && bv == Config::rows_bv, Config::rows_workgroup, Config::rows_shared_bytes};
+    return {Config::tc_fits(bv), Config::tc_workgroup(bv), Config::tc_shared_bytes(bv)};
+  }
+
   void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
 
   // Throws unless `plan` (its bv possibly changed by hand) can run `a`.
@@ -216,26 +230,18 @@ class StateRecurrence {
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": plan: " + why);
     };
     if (!plan.variant) bad("no variant");
-    const bool tc = plan.variant->path != Path::portable, rows = is_rows(*plan.variant);
-    if (rows ? !Config::rows_fit || plan.bv != Config::rows_bv
-        : tc ? !Config::tc_fits(plan.bv)
-             : (plan.bv != 16 && plan.bv != 32) || (plan.bv == 32 && Config::K > 128))
-      bad("bv = " + std::to_string(plan.bv) + " does not fit this kernel");
-    const std::uint32_t smem = rows ? Config::rows_shared_bytes
-                               : tc ? Config::tc_shared_bytes(plan.bv)
-                                    : Config::portable_shared_bytes(plan.bv);
-    if (smem > ctx_->info().max_shared_memory) bad("bv = " + std::to_string(plan.bv) + " needs too much shared memory");
+    const KernelShape shape = kernel_shape(*plan.variant, plan.bv);
+    if (!shape.fits) bad("bv = " + std::to_string(plan.bv) + " does not fit this kernel");
+    if (shape.shared_bytes > ctx_->info().max_shared_memory)
+      bad("bv = " + std::to_string(plan.bv) + " needs too much shared memory");
   }
 
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a, plan);
     const Chunking ch = chunking(a);
     const auto H = a.g.shape[1], Hg = a.k.shape[2];
-    const bool tc = plan.variant->path != Path::portable;
     Spec spec;
-    spec.workgroup = is_rows(*plan.variant) ? Config::rows_workgroup
-                     : tc                   ? Config::tc_workgroup(plan.bv)
-                                            : Config::portable_workgroup;
+    spec.workgroup = kernel_shape(*plan.variant, plan.bv).workgroup;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.VDIM = Config::V;
