@@ -81,7 +81,7 @@ shared uint s_lut[256u][16u];
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
 const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
-const uint MERGE_BATCH = 8u / (RV * PAIRS);
+const uint MERGE_BATCH = RV * PAIRS == 1u ? 16u : 8u / (RV * PAIRS);
 const bool MERGE_HOLD = RV > 1u;  // the driver sinks the merge's loads at 16 rows (decode_attention_finish.glsl)
 // Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows
 // of DIM fp16, row stride KS), S (16 x 16 f32, stride SS), P (16 x 16 fp16).
@@ -168,8 +168,27 @@ void main() {
   const uint group = unit * gl_NumWorkGroups.y + chunk;
   const uint q_heads = pc.kv_heads * pc.gqa;
   const uint row0 = chunk * ROWS;
-  const int len = clamp(seq_lens[seq], 0, int(pc.max_pages * PAGE_TOKENS));
+  const int seq_len = seq_lens[seq];
   const uint stage = warp * STAGE;
+
+  for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tk_f32_to_f16(tables[K_CODEBOOK_AT + i]);
+  for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tk_f32_to_f16(tables[V_CODEBOOK_AT + i]);
+  for (uint i = inv; i < 64u; i += WG)
+    smem[IDX_OFF + i] = uvec4(tk_cm_index_word(4u * i), tk_cm_index_word(4u * i + 1u), tk_cm_index_word(4u * i + 2u),
+                              tk_cm_index_word(4u * i + 3u));
+
+  // The queries (loaded with seq_len and the codebooks: one round trip),
+  // rotated once (as decode_attention.comp) and scaled, then per
+  // row a power of two 2^-e that brings the largest into [256, 512),
+  // as fp16 rows in subgroup 0's stage (row stride KS).
+  for (uint e = inv; e < MR * DIM; e += WG) {
+    const uint r = e / DIM, d = e % DIM, rg = row0 + r;
+    float v = 0.0;
+    if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
+    if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
+    SF(e) = v;
+  }
+  const int len = clamp(seq_len, 0, int(pc.max_pages * PAGE_TOKENS));
 
   // Each row's visible keys [first, end); the lane's own row (lane / 2)
   // kept for the weights; [lo, hi) over the chunk.
@@ -200,22 +219,6 @@ void main() {
   const uint nb = (uint(hi) - (TK_TC_LANES != 0 ? uint(lo) & ~15u : uint(lo)) + BT - 1u) / BT;
   const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
 
-  for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tk_f32_to_f16(tables[K_CODEBOOK_AT + i]);
-  for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tk_f32_to_f16(tables[V_CODEBOOK_AT + i]);
-  for (uint i = inv; i < 64u; i += WG)
-    smem[IDX_OFF + i] = uvec4(tk_cm_index_word(4u * i), tk_cm_index_word(4u * i + 1u), tk_cm_index_word(4u * i + 2u),
-                              tk_cm_index_word(4u * i + 3u));
-
-  // The queries, rotated once (as decode_attention.comp) and scaled, then
-  // per row a power of two 2^-e that brings the largest into [256, 512),
-  // as fp16 rows in subgroup 0's stage (row stride KS).
-  for (uint e = inv; e < MR * DIM; e += WG) {
-    const uint r = e / DIM, d = e % DIM, rg = row0 + r;
-    float v = 0.0;
-    if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
-    if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
-    SF(e) = v;
-  }
   barrier();
 #if TK_TC_LANES
   [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i / 16u][i % 16u] = s_cbk[(i / 16u) & 15u] | (s_cbk[i / 256u] << 16);

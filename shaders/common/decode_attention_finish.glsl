@@ -38,10 +38,57 @@
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
-    // The merge. Every state's (m, l) staged in shared memory; the maximum
-    // over the non-empty ones; each state's weight computed once; then the
-    // o sums, MERGE_BATCH states' loads in flight together.
+    // The merge. The first MERGE_BATCH states' o and every state's (m, l)
+    // are loaded together (one round trip); (m, l) staged in shared memory;
+    // the maximum over the non-empty ones; each state's weight computed
+    // once; then the o sums, a batch at a time. Only invocations that hold
+    // output pairs load o (with PAIRS == 1, those below DIM / 2).
     const uint first_state = group * pc.splits;
+    const bool merges = PAIRS > 1u || inv < DIM / 2u;
+    vec4 os[MERGE_BATCH * RV * PAIRS * 2u];
+    // A batch's loads carry no control flow between them and their use (past
+    // the end: the last state again, weighted 0), so that they are all in
+    // flight together rather than one round trip per state.
+#define TK_MERGE_LOAD(s0)                                                                              \
+    if (merges)                                                                                        \
+      [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {                                             \
+        const uint s = min((s0) + u, pc.splits - 1u);                                                   \
+        [[unroll]] for (uint n = 0; n < PAIRS; ++n) {                                                 \
+          const uint p = min(inv + n * WG, DIM / 2u - 1u);                                            \
+          [[unroll]] for (uint h = 0; h < 2u; ++h)                                                    \
+            [[unroll]] for (uint r = 0; r < RV; ++r)                                                  \
+              os[((u * RV + r) * PAIRS + n) * 2u + h] = work[((first_state + s) * DIM + 2u * p + h) * RV + r]; \
+        }                                                                                             \
+      }
+    // Where MERGE_HOLD is set, the driver would issue each load right before
+    // its first use (a round trip each). A sum of them all, compared with a
+    // value, makes them all needed at once; what the comparison guards is
+    // harmless either way (the group's counter, all of whose splits have
+    // counted in, is reset to 0 below).
+#define TK_MERGE_ADD(s0)                                                                               \
+    if (merges) {                                                                                      \
+      if (MERGE_HOLD) {                                                                                \
+        float c = 0.0;                                                                                 \
+        [[unroll]] for (uint i = 0; i < MERGE_BATCH * RV * PAIRS * 2u; ++i) c += os[i].x;             \
+        if (c == -1.0e30) counters[group] = 0u;                                                        \
+      }                                                                                                \
+      [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {                                             \
+        const uint s = min((s0) + u, pc.splits - 1u);                                                   \
+        const bool real = (s0) + u < pc.splits;                                                         \
+        [[unroll]] for (uint r = 0; r < RV; ++r) {                                                    \
+          const uint at = (s * RV + r) * 2u;                                                          \
+          const vec4 w = s_scratch[at];                                                               \
+          /* Empty states' o is never written: selected away, not multiplied. */                      \
+          const bvec4 full = real ? notEqual(s_scratch[at + 1u], vec4(0.0)) : bvec4(false);           \
+          [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i)                                            \
+            o_fin[r * PAIRS * 2u + i] += mix(vec4(0.0), w * os[(u * RV + r) * PAIRS * 2u + i], full);   \
+        }                                                                                             \
+      }                                                                                               \
+    }
+    // With 16 rows (RV > 1) the early batch lengthened the merge: it loads
+    // where it is used.
+    const bool early = RV == 1u;
+    if (early) TK_MERGE_LOAD(0u)
     for (uint s = inv; s < pc.splits; s += WG)
       [[unroll]] for (uint r = 0; r < RV; ++r) {
         s_scratch[(s * RV + r) * 2u] = work[pc.ml_at + ((first_state + s) * RV + r) * 2u];
@@ -64,43 +111,12 @@
       l_fin[r] = l;
     }
     [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
-    // A batch's loads carry no control flow between them and their use (past
-    // the end: the last state again, weighted 0), so that they are all in
-    // flight together rather than one round trip per state.
     for (uint s0 = 0; s0 < pc.splits; s0 += MERGE_BATCH) {
-      vec4 os[MERGE_BATCH * RV * PAIRS * 2u];
-      [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
-        const uint s = min(s0 + u, pc.splits - 1u);
-        [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
-          const uint p = min(inv + n * WG, DIM / 2u - 1u);
-          [[unroll]] for (uint h = 0; h < 2u; ++h)
-            [[unroll]] for (uint r = 0; r < RV; ++r)
-              os[((u * RV + r) * PAIRS + n) * 2u + h] = work[((first_state + s) * DIM + 2u * p + h) * RV + r];
-        }
-      }
-      // Where MERGE_HOLD is set, the driver would issue each of these loads
-      // right before its first use (a round trip each). A sum of them all,
-      // compared with a value, makes them all needed at once; what the
-      // comparison guards is harmless either way (the group's counter, all of
-      // whose splits have counted in, is reset to 0 below).
-      if (MERGE_HOLD) {
-        float c = 0.0;
-        [[unroll]] for (uint i = 0; i < MERGE_BATCH * RV * PAIRS * 2u; ++i) c += os[i].x;
-        if (c == -1.0e30) counters[group] = 0u;
-      }
-      [[unroll]] for (uint u = 0; u < MERGE_BATCH; ++u) {
-        const uint s = min(s0 + u, pc.splits - 1u);
-        const bool real = s0 + u < pc.splits;
-        [[unroll]] for (uint r = 0; r < RV; ++r) {
-          const uint at = (s * RV + r) * 2u;
-          const vec4 w = s_scratch[at];
-          // Empty states' o is never written: selected away, not multiplied.
-          const bvec4 full = real ? notEqual(s_scratch[at + 1u], vec4(0.0)) : bvec4(false);
-          [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i)
-            o_fin[r * PAIRS * 2u + i] += mix(vec4(0.0), w * os[(u * RV + r) * PAIRS * 2u + i], full);
-        }
-      }
+      if (!early || s0 > 0u) TK_MERGE_LOAD(s0)
+      TK_MERGE_ADD(s0)
     }
+#undef TK_MERGE_LOAD
+#undef TK_MERGE_ADD
     if (inv == 0u) counters[group] = 0u;
     barrier();  // the weights in s_scratch are read before it holds rows again
   }
