@@ -41,7 +41,7 @@
 //   (TK_TC_LANES: decode_attention_tc_lanes.comp, 4-bit K and V), whose
 //   tile loop (decode_attention_tc_lanes.glsl) builds the operands in
 //   registers in a known layout; it shares the rest of this file, with Q's
-//   and O's dims in its orders (TK_TC_QDIM, TK_TC_OCOL) and 16-aligned
+//   and O's dims in its orders (TK_TC_OCOL for O) and 16-aligned
 //   tiles.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
@@ -97,9 +97,8 @@ const uint IDX_OFF = TK_TC_LANES != 0 ? 16u * OS : NW * STAGE;  // the row-index
 
 #include "../common/decode_attention_io.glsl"
 
-// Where a dim sits in Q's columns and O's (16 t + column of tile t): in
-// order, or in the lanes variant's orders (decode_attention_tc_lanes.glsl).
-#define TK_TC_QDIM(t, k) ((DIM / 4u) * (((k) % 8u) / 2u) + 4u * (t) + 2u * ((k) / 8u) + (k) % 2u)
+// Where dim d sits in O's columns (16 t + column of tile t): in order, or in
+// the lanes variant's order (decode_attention_tc_lanes.glsl).
 #if TK_TC_LANES
 #define TK_TC_OCOL(d) (16u * (((d) % (DIM / 8u)) / 2u) + (d) / (DIM / 8u) + 8u * ((d) % 2u))
 #else
@@ -113,6 +112,7 @@ shared float s_kn[NW * KT], s_lvn[NW * KT];               // the tile's K norms,
 shared float s_alpha[NW * MR];                          // per subgroup and row: O's rescale factor
 shared uint s_flag[NW];                                   // per subgroup: some row of O needs rescaling
 shared float s_wm[NW * MR], s_wl[NW * MR];            // the subgroups' states
+shared float s_mf[MR], s_lf[MR];                        // per row: the workgroup's (m, l) over the subgroups
 shared float s_qf[MR];                                  // per row: 2^e undoing Q's fp16 scaling
 shared float s_red[WG];
 shared bool s_last;
@@ -156,6 +156,16 @@ shared bool s_last;
     } else {                                                                                 \
       [[unroll]] for (uint i = 0; i < (n); ++i) dst[i] = words[at_ + i];                       \
     }                                                                                        \
+  }
+
+// The workgroup's (m, l) of row `row` over the subgroups' states, m = big_m
+// their maximum, into s_mf, s_lf (written by one subgroup).
+#define TK_TC_ROW_STATE(row, big_m)                                                            \
+  {                                                                                            \
+    float l_ = 0.0;                                                                            \
+    for (uint w_ = 0; w_ < NW; ++w_) l_ += s_wl[w_ * MR + (row)] * tk_softmax_weight(s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)], (big_m)); \
+    s_mf[row] = (big_m);                                                                       \
+    s_lf[row] = l_;                                                                            \
   }
 
 void main() {
@@ -251,23 +261,18 @@ void main() {
   }
   barrier();
 #if TK_TC_LANES
-  // Scaled into SF, then each column 16 t + k of Q's rows from dim
-  // TK_TC_QDIM(t, k) (decode_attention_tc_lanes.glsl).
+  // Scaled into fp16 pairs straight from the registers: Q's column 16 t + k
+  // holds dim (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2
+  // (decode_attention_tc_lanes.glsl), so dims d, d + 1 (d even) are the
+  // halves of word 8 t + 4 ((d / 2) % 2) + d / (DIM / 4) of the row, with
+  // t = (d % (DIM / 4)) / 4.
   {
-    const uint r = inv * QPI / DIM;
+    const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
     const float f = 1.0 / s_qf[r];
-    [[unroll]] for (uint k = 0; k < QPI; ++k) SF(inv * QPI + k) = qv[k] * f;
-  }
-  barrier();
-  for (uint u = inv; u < MR * DIM / 8u; u += WG) {
-    const uint r = u / (DIM / 8u), p0 = u % (DIM / 8u) * 8u;
-    uvec4 h;
-    [[unroll]] for (uint i = 0; i < 4u; ++i) {
-      const uint p = p0 + 2u * i;
-      h[i] = tk_f32_to_f16(SF(r * DIM + TK_TC_QDIM(p / 16u, p % 16u))) |
-             (tk_f32_to_f16(SF(r * DIM + TK_TC_QDIM(p / 16u, p % 16u + 1u))) << 16);
+    [[unroll]] for (uint k = 0; k < QPI; k += 2u) {
+      const uint d = d0 + k, w = 8u * ((d % (DIM / 4u)) / 4u) + 4u * ((d / 2u) % 2u) + d / (DIM / 4u);
+      smem[r * KS + w / 4u][w % 4u] = tk_f32_to_f16(qv[k] * f) | (tk_f32_to_f16(qv[k + 1u] * f) << 16);
     }
-    smem[r * KS + p0 / 8u] = h;
   }
 #else
   {
@@ -425,6 +430,7 @@ void main() {
     for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * MR + row], s_wl[w * MR + row]);
     // m_o is -inf where no key had a non-zero weight; then O is 0.
     s_alpha[warp * MR + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
+    if (warp == 0u) TK_TC_ROW_STATE(row, big_m)
   }
 #endif
   barrier();
@@ -433,33 +439,39 @@ void main() {
 #if TK_TC_LANES
   // Four rows (all the chunk has): each subgroup stores its scaled rows (held
   // by lanes 0 .. 15, elements 0 .. 3) into the dead byte table as
-  // part[subgroup][row][column] (NW x 4 x DIM <= 4096 words: the variant's
-  // Dim is at most 128, its subgroups at most 8), then every invocation sums
-  // its dims over the subgroups. More rows would not fit; they take the
-  // subgroup-serial sum.
+  // part[subgroup][row][column'] (NW x 4 x DIM <= 4096 words: the variant's
+  // Dim is at most 128, its subgroups at most 8), then the invocations that
+  // hold output pairs sum their dims over the subgroups. column' swizzles
+  // the column's bits 2..4 (TK_TC_OSUM_AT) so that neither the stores (rows
+  // 0..3 at once) nor the sums (a subgroup's pairs at once) meet in a bank.
+  // More rows would not fit; they take the subgroup-serial sum.
+#define TK_TC_OSUM_AT(w, k, col) (((w) * 4u + (k)) * DIM + ((col) ^ ((((col) >> 5) & 3u) << 2) ^ ((k) << 3)))
   if (RV == 1u) {
     if (lane < 16u) {
       const uint k = lane / 4u;
       const float a = s_alpha[warp * MR + k];
       [[unroll]] for (uint t = 0; t < DT; ++t)
         [[unroll]] for (uint e = 0; e < 4u; ++e) {
-          const uint f = (warp * 4u + k) * DIM + 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1);
+          const uint f = TK_TC_OSUM_AT(warp, k, 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1));
           s_lut[f / 16u][f % 16u] = floatBitsToUint(TK_CM_EL(o_acc[t], e) * a);
         }
     }
     barrier();
+    [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
     [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
-      const uint p = min(inv + n * WG, DIM / 2u - 1u);
-      [[unroll]] for (uint h = 0; h < 2u; ++h)
-        [[unroll]] for (uint k = 0; k < 4u; ++k) {
-          float o = 0.0;
-          [[unroll]] for (uint w = 0; w < NW; ++w) {
-            const uint f = (w * 4u + k) * DIM + TK_TC_OCOL(2u * p + h);
-            o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
+      const uint p = inv + n * WG;
+      if (p < DIM / 2u)
+        [[unroll]] for (uint h = 0; h < 2u; ++h)
+          [[unroll]] for (uint k = 0; k < 4u; ++k) {
+            float o = 0.0;
+            [[unroll]] for (uint w = 0; w < NW; ++w) {
+              const uint f = TK_TC_OSUM_AT(w, k, TK_TC_OCOL(2u * p + h));
+              o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
+            }
+            o_fin[n * 2u + h][k] = o;
           }
-          o_fin[n * 2u + h][k] = o;
-        }
     }
+#undef TK_TC_OSUM_AT
   } else
 #endif
   {
@@ -494,12 +506,8 @@ void main() {
   }
   [[unroll]] for (uint r = 0; r < RV; ++r)
     [[unroll]] for (uint k = 0; k < 4u; ++k) {
-      float m = TK_NEG_INF, l = 0.0;
-      for (uint w = 0; w < NW; ++w) m = tk_softmax_max(m, s_wm[w * MR + 4u * r + k], s_wl[w * MR + 4u * r + k]);
-      for (uint w = 0; w < NW; ++w)
-        l += s_wl[w * MR + 4u * r + k] * tk_softmax_weight(s_wm[w * MR + 4u * r + k], s_wl[w * MR + 4u * r + k], m);
-      m_fin[r][k] = m;
-      l_fin[r][k] = l;
+      m_fin[r][k] = s_mf[4u * r + k];
+      l_fin[r][k] = s_lf[4u * r + k];
     }
 #include "../common/decode_attention_finish.glsl"
 }

@@ -16,7 +16,7 @@
 // operand takes the dim order that makes a lane's share of a code row
 // contiguous:
 // - K: column k of Q's tile t (and row k of K^T's) is dim
-//   (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (TK_TC_QDIM), so
+//   (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (the prologue stages Q so), so
 //   lane j's dims of a key are the DIM / 4 from (DIM / 4) j: DIM / 32
 //   words at 4 bits, bytes 2 t and 2 t + 1 of them for tile t;
 // - V: column n of O's tile t is dim (DIM / 8) (n % 8) + 2 t + n / 8
@@ -192,5 +192,6 @@
       float big_m = TK_NEG_INF;
       for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * MR + row], s_wl[w * MR + row]);
       s_alpha[warp * MR + row] = mo_r[h] == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_r[h] - big_m);
+      if (warp == 0u) TK_TC_ROW_STATE(row, big_m)
     }
 }
