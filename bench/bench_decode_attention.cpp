@@ -185,6 +185,13 @@ BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->ArgsProduct({{1}, {32768}, {4}, {0}, {0}, {16, 32, 64}, {2}})
     ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {1, 4, 8}, {2}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// Where the lanes variant overtakes the CUDA-core one below 16 rows per KV
+// head (decode_attention.hpp, lanes_rule): both forced, automatic geometry.
+void BM_DecodeAttentionCrossover(benchmark::State& state) { decode_step(state, 4, 4); }
+BENCHMARK(BM_DecodeAttentionCrossover)
+    ->Name("Sweep_DecodeAttentionCrossover")
+    ->ArgsProduct({{1, 4}, {1024, 2048, 4096, 8192, 16384}, {1, 2}, {0}, {0}, {0}, {1, 2}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 void BM_DecodeAttentionRawBf16Sweep(benchmark::State& state) { decode_step(state, 16, 16); }
 BENCHMARK(BM_DecodeAttentionRawBf16Sweep)
     ->Name("Sweep_DecodeAttentionRawBf16")

@@ -146,10 +146,8 @@ class DecodeAttentionKernel {
   // built in registers from the codes (no shared-memory stage), for 4-bit K
   // and V at Dim 64 or 128 where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
-  // rows per KV head, and than the CUDA-core variants at 4 rows from 16K
-  // keys per step (sequences x keys); below that the CUDA-core variants'
-  // shorter chain per workgroup wins (bench/NOTES-aura-attention-tc.md).
-  // Tests force it with fewer.
+  // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
+  // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
   static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
@@ -157,8 +155,6 @@ class DecodeAttentionKernel {
     if (p.lse) return no("lse (f32) needs more than fp16 operands give");
     if (p.k_bits != 4 || p.v_bits != 4) return no("the lanes variant reads 4-bit K and V");
     if (p.dim != 64 && p.dim != 128) return no("Dim must be 64 or 128");
-    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16 && p.num_seqs * p.keys < 16384)
-      return no("fewer than 16 query rows per KV head and 16K keys per step: the CUDA-core variants are faster there");
     return Status::success();
   }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
