@@ -81,6 +81,9 @@ shared uint s_lut[256u][16u];
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
 const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
+// At 4 rows a batch holds 16 split states, so that the split count the rule
+// gives one sequence of 8 KV heads on 132 multiprocessors (16) merges in
+// one round trip.
 const uint MERGE_BATCH = RV * PAIRS == 1u ? 16u : 8u / (RV * PAIRS);
 const bool MERGE_HOLD = RV > 1u;  // the driver sinks the merge's loads at 16 rows (decode_attention_finish.glsl)
 // Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows

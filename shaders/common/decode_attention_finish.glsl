@@ -85,8 +85,9 @@
         }                                                                                             \
       }                                                                                               \
     }
-    // With 16 rows (RV > 1) the early batch lengthened the merge: it loads
-    // where it is used.
+    // With more than 4 rows (RV > 1) each batch is loaded where it is added:
+    // loaded early, the 16-row batch made the merge longer
+    // (bench/NOTES-aura-attention-tc.md).
     const bool early = RV == 1u;
     if (early) TK_MERGE_LOAD(0u)
     for (uint s = inv; s < pc.splits; s += WG)
