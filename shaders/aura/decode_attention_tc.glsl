@@ -440,39 +440,43 @@ void main() {
   // The state as decode_attention_finish.glsl takes it.
   vec4 o_fin[RV * PAIRS * 2u], m_fin[RV], l_fin[RV];
 #if TK_TC_LANES
-  // Four rows (all the chunk has): each subgroup stores its scaled rows (held
-  // by lanes 0 .. 15, elements 0 .. 3) into the dead byte table as
-  // part[subgroup][row][column'] (NW x 4 x DIM <= 4096 words: the variant's
-  // Dim is at most 128, its subgroups at most 8), then the invocations that
-  // hold output pairs sum their dims over the subgroups. column' swizzles
-  // the column's bits 2..4 (TK_TC_OSUM_AT) so that neither the stores (rows
-  // 0..3 at once) nor the sums (a subgroup's pairs at once) meet in a bank.
-  // More rows would not fit; they take the subgroup-serial sum.
+  // Chunks of 4 or 8 rows, 4 rows per pass: each subgroup stores its scaled
+  // rows 4 r .. 4 r + 3 (held by lanes 16 r .. 16 r + 15, elements 0 .. 3)
+  // into the dead byte table as part[subgroup][row % 4][column'] (NW x 4 x
+  // DIM <= 4096 words: the variant's Dim is at most 128, its subgroups at
+  // most 8), then the invocations that hold output pairs sum their dims over
+  // the subgroups. column' swizzles the column's bits 2..4 (TK_TC_OSUM_AT)
+  // so that neither the stores (4 rows at once) nor the sums (a subgroup's
+  // pairs at once) meet in a bank. 16 rows take the subgroup-serial sum
+  // (four passes kept every accumulator live and spilled).
 #define TK_TC_OSUM_AT(w, k, col) (((w) * 4u + (k)) * DIM + ((col) ^ ((((col) >> 5) & 3u) << 2) ^ ((k) << 3)))
-  if (RV == 1u) {
-    if (lane < 16u) {
-      const uint k = lane / 4u;
-      const float a = s_alpha[warp * MR + k];
-      [[unroll]] for (uint t = 0; t < DT; ++t)
-        [[unroll]] for (uint e = 0; e < 4u; ++e) {
-          const uint f = TK_TC_OSUM_AT(warp, k, 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1));
-          s_lut[f / 16u][f % 16u] = floatBitsToUint(TK_CM_EL(o_acc[t], e) * a);
-        }
-    }
-    barrier();
-    [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
-    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
-      const uint p = inv + n * WG;
-      if (p < DIM / 2u)
-        [[unroll]] for (uint h = 0; h < 2u; ++h)
-          [[unroll]] for (uint k = 0; k < 4u; ++k) {
-            float o = 0.0;
-            [[unroll]] for (uint w = 0; w < NW; ++w) {
-              const uint f = TK_TC_OSUM_AT(w, k, TK_TC_OCOL(2u * p + h));
-              o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
-            }
-            o_fin[n * 2u + h][k] = o;
+  if (RV <= 2u) {
+    [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      if (r > 0u) barrier();  // the previous pass's sums have read the table
+      if (lane / 16u == r) {
+        const uint k = (lane / 4u) % 4u;
+        const float a = s_alpha[warp * MR + 4u * r + k];
+        [[unroll]] for (uint t = 0; t < DT; ++t)
+          [[unroll]] for (uint e = 0; e < 4u; ++e) {
+            const uint f = TK_TC_OSUM_AT(warp, k, 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1));
+            s_lut[f / 16u][f % 16u] = floatBitsToUint(TK_CM_EL(o_acc[t], e) * a);
           }
+      }
+      barrier();
+      [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+        const uint p = inv + n * WG;
+        if (p < DIM / 2u)
+          [[unroll]] for (uint h = 0; h < 2u; ++h)
+            [[unroll]] for (uint k = 0; k < 4u; ++k) {
+              float o = 0.0;
+              [[unroll]] for (uint w = 0; w < NW; ++w) {
+                const uint f = TK_TC_OSUM_AT(w, k, TK_TC_OCOL(2u * p + h));
+                o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
+              }
+              o_fin[(r * PAIRS + n) * 2u + h][k] = o;
+            }
+      }
     }
 #undef TK_TC_OSUM_AT
   } else
