@@ -145,6 +145,7 @@ void BM_DecodeAttentionK4V4(benchmark::State& state) { decode_step(state, 4, 4);
 void BM_DecodeAttentionRawBf16(benchmark::State& state) { decode_step(state, 16, 16); }
 void BM_DecodeAttentionK8V4(benchmark::State& state) { decode_step(state, 8, 4); }
 void BM_DecodeAttentionK4V4CudaCores(benchmark::State& state) { decode_step(state, 4, 4); }
+void BM_DecodeAttentionK8V4CudaCores(benchmark::State& state) { decode_step(state, 8, 4); }
 
 // The shapes with the automatic geometry.
 #define TK_DECODE_SHAPES_(f)                                                                                  \
@@ -153,12 +154,14 @@ void BM_DecodeAttentionK4V4CudaCores(benchmark::State& state) { decode_step(stat
 #define TK_DECODE_SHAPES TK_DECODE_SHAPES_(0)
 BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeAttentionK8V4)->Args({1, 32768, 1, 0, 0, 0, 0})->Args({32, 4096, 1, 0, 0, 0, 0})
-    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-// The same shapes on the CUDA-core (subgroup) variant, where the automatic
-// choice differs only at q_len 4 (--benchmark_filter=^Sweep_).
+BENCHMARK(BM_DecodeAttentionK8V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The same shapes on the CUDA-core (subgroup) variant, which devices without
+// the lanes variant take (--benchmark_filter=^Sweep_).
 BENCHMARK(BM_DecodeAttentionK4V4CudaCores)
     ->Name("Sweep_DecodeAttentionK4V4CudaCores")
+    ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionK8V4CudaCores)
+    ->Name("Sweep_DecodeAttentionK8V4CudaCores")
     ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):

@@ -38,7 +38,7 @@
 //   f16 outputs only (decode_attention.hpp).
 // - element positions of accumulators are learnt from a row-index tile
 //   (coopmat.glsl), never assumed, except in the lanes variant
-//   (TK_TC_LANES: decode_attention_tc_lanes.comp, 4-bit K and V), whose
+//   (TK_TC_LANES: decode_attention_tc_lanes.comp, K and V at 4 or 8 bits), whose
 //   tile loop (decode_attention_tc_lanes.glsl) builds the operands in
 //   registers in a known layout; it shares the rest of this file, with Q's
 //   and O's dims in its orders (TK_TC_OCOL for O) and 16-aligned
@@ -70,13 +70,23 @@ const uint LVW = VW / 2u;
 #define TK_TC_LANES 0
 #endif
 #if TK_TC_LANES
-// decode_attention_tc_lanes.glsl: a lane's words of a K row (4 bits, DIM / 4
-// dims) and of a V row (DIM / 8 dims); the byte table, 16 copies.
-const uint LKC = DIM / 32u;
-const uint LVC = DIM / 64u;
-// Entry e's copy c at s_lut[e][c]: the two indices (not 16 e + c) let the
-// driver address a lookup as e * 64 + c * 4 with one multiply-add.
+// decode_attention_tc_lanes.glsl: a lane's words of a K row (DIM / 4 dims)
+// and of a V row (DIM / 8 dims), at 4 or 8 bits.
+const uint LKC = DIM * K_BITS / 128u;
+const uint LVC = DIM * V_BITS / 256u;
+// Byte tables of 256 entries in 16 copies (entry e's copy c at [e][c]: the
+// two indices, not 16 e + c, let the driver address a lookup as e * 64 +
+// c * 4 with one multiply-add). At 4 bits a byte holds two dims' codes and
+// entry e is the fp16 pair (codebook[e & 15], codebook[e >> 4]); at 8 bits
+// it holds one and entry e is codebook[e] in both halves. V's table is
+// s_lut; K's is s_lut as well when the widths are equal (the codebook is a
+// function of width and Dim), else the queries' scratch, dead during the
+// tile loop (K_OWN_LUT).
 shared uint s_lut[256u][16u];
+const bool K_OWN_LUT = K_BITS != V_BITS;
+#define TK_TC_LUT_ENTRY(cb, BITS, e)                                                        \
+  ((BITS) == 4u ? (cb[(e) & (uint(cb.length()) - 1u)] | (cb[((e) >> 4) & (uint(cb.length()) - 1u)] << 16)) \
+                : (cb[(e) & (uint(cb.length()) - 1u)] * 0x10001u))
 #endif
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
@@ -234,7 +244,7 @@ void main() {
 
   barrier();
 #if TK_TC_LANES
-  [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i / 16u][i % 16u] = s_cbk[(i / 16u) & 15u] | (s_cbk[i / 256u] << 16);
+  [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i / 16u][i % 16u] = TK_TC_LUT_ENTRY(s_cbv, V_BITS, i / 16u);
 #endif
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
@@ -253,7 +263,11 @@ void main() {
     qmax = max(qmax, abs(qv[k]));
   }
   s_red[inv] = qmax;
-  barrier();
+  barrier();  // also: the scratch's queries are read
+#if TK_TC_LANES
+  if (K_OWN_LUT)
+    [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) SF(i) = uintBitsToFloat(TK_TC_LUT_ENTRY(s_cbk, K_BITS, i / 16u));
+#endif
   if (inv < MR) {
     float m = 0.0;
     for (uint i = 0; i < WG / MR; ++i) m = max(m, s_red[inv * (WG / MR) + i]);

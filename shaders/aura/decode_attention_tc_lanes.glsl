@@ -17,23 +17,28 @@
 // contiguous:
 // - K: column k of Q's tile t (and row k of K^T's) is dim
 //   (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (the prologue stages Q so), so
-//   lane j's dims of a key are the DIM / 4 from (DIM / 4) j: DIM / 32
-//   words at 4 bits, bytes 2 t and 2 t + 1 of them for tile t;
+//   lane j's dims of a key are the DIM / 4 from (DIM / 4) j (LKC words):
+//   tile t's four are bytes 2 t and 2 t + 1 at 4 bits, word t at 8 bits;
 // - V: column n of O's tile t is dim (DIM / 8) (n % 8) + 2 t + n / 8
 //   (TK_TC_OCOL is its inverse), so lane g's dims of a key are the DIM / 8 from
-//   (DIM / 8) g: DIM / 64 words, byte t for tile t.
-// A byte of codes is two dims' fp16 values through a 256-entry table (both
-// nibbles at once; K and V share their codebook, a function of the bit
-// width and Dim), held in 16 copies (lane l reads s_lut[e][l % 16], word
-// 16 e + l % 16: lanes l and l + 16 meet in a bank only on different
-// entries of the same parity).
+//   (DIM / 8) g (LVC words): tile t's two are byte t at 4 bits, bytes 2 t
+//   and 2 t + 1 at 8 bits.
+// A byte of codes is its dims' fp16 values through a 256-entry table (at 4
+// bits both nibbles at once: decode_attention_tc.glsl), held in 16 copies
+// (lane l reads copy l % 16, word 16 e + l % 16: lanes l and l + 16 meet
+// in a bank only on different entries of the same parity).
 // Tiles start at multiples of 16 (so a tile lies in one page: page_tokens
 // is a multiple of 16); keys outside a row's [first, end) are masked, their
 // norms never used.
 {
   const uint g = lane / 4u, j4 = lane % 4u;
-  // Byte k of word w as two fp16 values, from this lane's copy of the table.
-#define TK_TC_LUT(w, k) unpackFloat2x16(s_lut[((w) >> (8u * (k))) & 255u][lane % 16u])
+  // Byte k of word w as two fp16 values (at 8 bits, the same one twice), from
+  // this lane's copy of V's table and of K's.
+#define TK_TC_BYTE(w, k) (((w) >> (8u * (k))) & 255u)
+#define TK_TC_LUT(w, k) unpackFloat2x16(s_lut[TK_TC_BYTE(w, k)][lane % 16u])
+#define TK_TC_KLUT(w, k)                                                                                \
+  unpackFloat2x16(K_OWN_LUT ? floatBitsToUint(s_scratch[4u * TK_TC_BYTE(w, k) + (lane % 16u) / 4u][lane % 4u]) \
+                            : s_lut[TK_TC_BYTE(w, k)][lane % 16u])
   // Rows g and g + 8 when the chunk has more than 8 (uniform).
   const bool two = ROWS > 8u && row0 + 8u < pc.gqa * pc.q_len;
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
@@ -49,12 +54,14 @@
     const uint rb_ = ((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS;              \
     [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                        \
       const uint at_ = (rb_ + g + 8u * h) * KW + j4 * LKC;                                             \
-      if (LKC == 4u) {                                                                                \
-        const uvec4 w_ = k_words4[at_ / 4u];                                                          \
-        KC[4u * h] = w_.x;                                                                            \
-        KC[4u * h + 1u] = w_.y;                                                                       \
-        KC[4u * h + 2u] = w_.z;                                                                       \
-        KC[4u * h + 3u] = w_.w;                                                                       \
+      if (LKC % 4u == 0u) {                                                                           \
+        [[unroll]] for (uint i = 0; i < LKC / 4u; ++i) {                                              \
+          const uvec4 w_ = k_words4[at_ / 4u + i];                                                    \
+          KC[h * LKC + 4u * i] = w_.x;                                                                \
+          KC[h * LKC + 4u * i + 1u] = w_.y;                                                           \
+          KC[h * LKC + 4u * i + 2u] = w_.z;                                                           \
+          KC[h * LKC + 4u * i + 3u] = w_.w;                                                           \
+        }                                                                                             \
       } else {                                                                                        \
         const uvec2 w_ = k_words2[at_ / 2u];                                                          \
         KC[2u * h] = w_.x;                                                                            \
@@ -64,7 +71,13 @@
     [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                        \
       const uint row_ = rb_ + 2u * j4 + (c & 1u) + 8u * (c >> 1);                                     \
       const uint at_ = row_ * VW + g * LVC;                                                           \
-      if (LVC == 2u) {                                                                                \
+      if (LVC == 4u) {                                                                                \
+        const uvec4 w_ = v_words4[at_ / 4u];                                                          \
+        VC[4u * c] = w_.x;                                                                            \
+        VC[4u * c + 1u] = w_.y;                                                                       \
+        VC[4u * c + 2u] = w_.z;                                                                       \
+        VC[4u * c + 3u] = w_.w;                                                                       \
+      } else if (LVC == 2u) {                                                                         \
         const uvec2 w_ = v_words2[at_ / 2u];                                                          \
         VC[2u * c] = w_.x;                                                                            \
         VC[2u * c + 1u] = w_.y;                                                                       \
@@ -91,21 +104,25 @@
     float lvn[4];
     [[unroll]] for (uint c = 0; c < 4u; ++c) lvn[c] = vn[c] > 0.0 ? log(vn[c]) : TK_NEG_INF;
 
-    // S = Q K^T over the tile: K^T's tile t from bytes 2t, 2t + 1 of keys g,
-    // g + 8; even and odd t summed apart (two chains of products, not one).
+    // S = Q K^T over the tile: K^T's tile t from keys g and g + 8's codes of
+    // it; even and odd t summed apart (two chains of products, not one).
     TK_CMH_ACC s2[2];
     s2[0] = TK_CM_FILL(TK_CMH_ACC, 0.0);
     s2[1] = TK_CM_FILL(TK_CMH_ACC, 0.0);
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B kb;
       [[unroll]] for (uint h = 0; h < 2u; ++h) {
-        const uint w = kc[h * LKC + t / 2u];
-        const f16vec2 d01 = TK_TC_LUT(w, 2u * (t % 2u));
-        const f16vec2 d23 = TK_TC_LUT(w, 2u * (t % 2u) + 1u);
-        TK_CM_EL(kb, 4u * h) = d01.x;
-        TK_CM_EL(kb, 4u * h + 1u) = d01.y;
-        TK_CM_EL(kb, 4u * h + 2u) = d23.x;
-        TK_CM_EL(kb, 4u * h + 3u) = d23.y;
+        if (K_BITS == 4u) {
+          const uint w = kc[h * LKC + t / 2u];
+          const f16vec2 d01 = TK_TC_KLUT(w, 2u * (t % 2u));
+          const f16vec2 d23 = TK_TC_KLUT(w, 2u * (t % 2u) + 1u);
+          TK_CM_EL(kb, 4u * h) = d01.x;
+          TK_CM_EL(kb, 4u * h + 1u) = d01.y;
+          TK_CM_EL(kb, 4u * h + 2u) = d23.x;
+          TK_CM_EL(kb, 4u * h + 3u) = d23.y;
+        } else {
+          [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(kb, 4u * h + i) = TK_TC_KLUT(kc[h * LKC + t], i).x;
+        }
       }
       s2[t % 2u] = TK_CMH_MMA(qa[t], kb, s2[t % 2u]);
     }
@@ -153,13 +170,19 @@
     TK_CMH_A pa;
     [[unroll]] for (uint i = 0; i < 8u; ++i) TK_CM_EL(pa, i) = float16_t(w8[i]);
 
-    // O += P V: V's tile t from byte t of its keys.
+    // O += P V: V's tile t from its keys' codes of it.
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B vb;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        const f16vec2 dd = TK_TC_LUT(vc[c * LVC + t / 4u], t % 4u);
-        TK_CM_EL(vb, c) = dd.x;
-        TK_CM_EL(vb, 4u + c) = dd.y;
+        if (V_BITS == 4u) {
+          const f16vec2 dd = TK_TC_LUT(vc[c * LVC + t / 4u], t % 4u);
+          TK_CM_EL(vb, c) = dd.x;
+          TK_CM_EL(vb, 4u + c) = dd.y;
+        } else {
+          const uint w = vc[c * LVC + t / 2u];
+          TK_CM_EL(vb, c) = TK_TC_LUT(w, 2u * (t % 2u)).x;
+          TK_CM_EL(vb, 4u + c) = TK_TC_LUT(w, 2u * (t % 2u) + 1u).x;
+        }
       }
       o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
     }
@@ -172,7 +195,9 @@
     }
   }
 #undef TK_TC_LANES_LOAD
+#undef TK_TC_KLUT
 #undef TK_TC_LUT
+#undef TK_TC_BYTE
 
   // Per row: l summed over the quad; the subgroup's (m, l), then its O factor
   // e^(m_o - M) against the workgroup's maximum M.

@@ -167,14 +167,19 @@ TEST_F(DecodeAttentionTensorCore, LongSequence) {
   }
 }
 
+template <class Config>
+const Variant<Problem>* lanes_variant() {
+  for (const Variant<Problem>* v : tensor_cores<Config>())
+    if (v->name == aura::DecodeAttentionKernel::lanes_name) return v;
+  return nullptr;
+}
+
 // The lanes variant at Dim 64 (one word of V codes per lane and key, two of
 // K), pages of 32, around tile edges, with and without splits.
 TEST_F(DecodeAttentionTensorCore, LanesDim64) {
   using K4V4d64 = aura::PagedCacheConfig<64, 32, 4, 4>;
   using Out = aura::DecodeAttentionConfig<K4V4d64, DType::f32, DType::f16>;
-  const Variant<Problem>* lanes = nullptr;
-  for (const Variant<Problem>* v : tensor_cores<Out>())
-    if (v->name == aura::DecodeAttentionKernel::lanes_name) lanes = v;
+  const Variant<Problem>* lanes = lanes_variant<Out>();
   if (!lanes) GTEST_SKIP() << "no lanes variant on this device";
   std::uint64_t seed = 1700;
   for (std::uint32_t splits : {1u, 5u}) {
@@ -189,6 +194,49 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
     c.geometry = {128, 1, 4, splits};
     SCOPED_TRACE("splits " + std::to_string(splits));
     expect_tight<Out>(run_attention<Out>(c));
+  }
+}
+
+// The lanes variant's 8-bit sides: one byte table per side (K8V4, K4V8) or
+// one 8-bit table for both (K8V8), Dim 128 and 64, around tile edges, 4 and
+// 16 rows per KV head, with and without splits.
+template <class Cache>
+void expect_lanes_format(std::uint64_t seed) {
+  using Out = aura::DecodeAttentionConfig<Cache, DType::f32, DType::f16>;
+  const Variant<Problem>* lanes = lanes_variant<Out>();
+  if (!lanes) GTEST_SKIP() << "no lanes variant on this device";
+  for (std::int64_t q_len : {1, 4})
+    for (std::uint32_t splits : {1u, 3u}) {
+      AttentionCase c;
+      c.lens = {4, 16, 17, 300, 4097};
+      c.q_len = q_len;
+      c.seed = seed++;
+      c.key_mean = 0.5;
+      c.forced = lanes;
+      c.lse = false;
+      c.workspace = splits > 1;
+      c.geometry = {256, 1, q_len == 1 ? 1u : 4u, splits};
+      SCOPED_TRACE("q_len " + std::to_string(q_len) + ", splits " + std::to_string(splits));
+      expect_tight<Out>(run_attention<Out>(c));
+    }
+}
+
+TEST_F(DecodeAttentionTensorCore, LanesEightBitSides) {
+  {
+    SCOPED_TRACE("k8v4");
+    expect_lanes_format<aura::PagedCacheConfig<128, 16, 8, 4>>(1800);
+  }
+  {
+    SCOPED_TRACE("k4v8");
+    expect_lanes_format<aura::PagedCacheConfig<128, 16, 4, 8>>(1810);
+  }
+  {
+    SCOPED_TRACE("k8v8");
+    expect_lanes_format<aura::PagedCacheConfig<128, 16, 8, 8>>(1820);
+  }
+  {
+    SCOPED_TRACE("k8v4, Dim 64, pages of 32");
+    expect_lanes_format<aura::PagedCacheConfig<64, 32, 8, 4>>(1830);
   }
 }
 

@@ -73,6 +73,9 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
 // The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
 // stages (its smem holds the queries, then the merged O) and adds its byte
 // table in 16 copies.
+// The lanes variant keeps K's own byte table (256 entries x 16 copies) in
+// the scratch (decode_attention_tc.glsl).
+static_assert(TK_DECODE_ATTENTION_TC_SCRATCH * 4 >= 256 * 16, "the scratch must hold a byte table");
 constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
                                                          bool lanes = false) {
   const std::uint32_t subgroups = workgroup / 32;
