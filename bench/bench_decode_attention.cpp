@@ -146,6 +146,8 @@ void BM_DecodeAttentionRawBf16(benchmark::State& state) { decode_step(state, 16,
 void BM_DecodeAttentionK8V4(benchmark::State& state) { decode_step(state, 8, 4); }
 void BM_DecodeAttentionK4V4CudaCores(benchmark::State& state) { decode_step(state, 4, 4); }
 void BM_DecodeAttentionK8V4CudaCores(benchmark::State& state) { decode_step(state, 8, 4); }
+void BM_DecodeAttentionK4V3(benchmark::State& state) { decode_step(state, 4, 3); }
+void BM_DecodeAttentionK3V3(benchmark::State& state) { decode_step(state, 3, 3); }
 
 // The shapes with the automatic geometry.
 #define TK_DECODE_SHAPES_(f)                                                                                  \
@@ -163,6 +165,12 @@ BENCHMARK(BM_DecodeAttentionK4V4CudaCores)
 BENCHMARK(BM_DecodeAttentionK8V4CudaCores)
     ->Name("Sweep_DecodeAttentionK8V4CudaCores")
     ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The demo's 3-bit formats, automatic and on CUDA cores.
+#define TK_DECODE_LONG_(f) Args({1, 32768, 1, 0, 0, 0, f})->Args({1, 131072, 1, 0, 0, 0, f})
+BENCHMARK(BM_DecodeAttentionK4V3)->Name("Sweep_DecodeAttentionK4V3")->TK_DECODE_LONG_(0)->TK_DECODE_LONG_(1)
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionK3V3)->Name("Sweep_DecodeAttentionK3V3")->TK_DECODE_LONG_(0)->TK_DECODE_LONG_(1)
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):
 // workgroup x keys per invocation x splits at the shapes that matter.

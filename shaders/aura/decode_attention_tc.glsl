@@ -38,7 +38,7 @@
 //   f16 outputs only (decode_attention.hpp).
 // - element positions of accumulators are learnt from a row-index tile
 //   (coopmat.glsl), never assumed, except in the lanes variant
-//   (TK_TC_LANES: decode_attention_tc_lanes.comp, K and V at 4 or 8 bits), whose
+//   (TK_TC_LANES: decode_attention_tc_lanes.comp, coded K and V), whose
 //   tile loop (decode_attention_tc_lanes.glsl) builds the operands in
 //   registers in a known layout; it shares the rest of this file, with Q's
 //   and O's dims in its orders (TK_TC_OCOL for O) and 16-aligned
@@ -70,22 +70,28 @@ const uint LVW = VW / 2u;
 #define TK_TC_LANES 0
 #endif
 #if TK_TC_LANES
-// decode_attention_tc_lanes.glsl: a lane's words of a K row (DIM / 4 dims)
-// and of a V row (DIM / 8 dims), at 4 or 8 bits.
-const uint LKC = DIM * K_BITS / 128u;
-const uint LVC = DIM * V_BITS / 256u;
+// decode_attention_tc_lanes.glsl: a lane's share of a K row (DIM / 4 dims,
+// K_SHARE bits, lane j's from bit j K_SHARE) and of a V row (DIM / 8 dims,
+// lane g's from bit g V_SHARE). A share that may start inside a word (its
+// bits not a multiple of 32) is loaded as the LKR (LVR) words that cover it
+// wherever it starts and shifted down into LKC (LVC) words.
+const uint K_SHARE = DIM / 4u * K_BITS, V_SHARE = DIM / 8u * V_BITS;
+const uint LKC = (K_SHARE + 31u) / 32u, LVC = (V_SHARE + 31u) / 32u;
+const uint K_GRAIN = (K_SHARE & (0u - K_SHARE)) >= 32u ? 32u : K_SHARE & (0u - K_SHARE);  // gcd(K_SHARE, 32)
+const uint V_GRAIN = (V_SHARE & (0u - V_SHARE)) >= 32u ? 32u : V_SHARE & (0u - V_SHARE);
+const uint LKR = (K_SHARE + 32u - K_GRAIN + 31u) / 32u, LVR = (V_SHARE + 32u - V_GRAIN + 31u) / 32u;
 // Byte tables of 256 entries in 16 copies (entry e's copy c at [e][c]: the
 // two indices, not 16 e + c, let the driver address a lookup as e * 64 +
-// c * 4 with one multiply-add). At 4 bits a byte holds two dims' codes and
-// entry e is the fp16 pair (codebook[e & 15], codebook[e >> 4]); at 8 bits
-// it holds one and entry e is codebook[e] in both halves. V's table is
-// s_lut; K's is s_lut as well when the widths are equal (the codebook is a
-// function of width and Dim), else the queries' scratch, dead during the
-// tile loop (K_OWN_LUT).
+// c * 4 with one multiply-add). Up to 4 bits an entry is a pair of codes
+// (2 BITS bits, the lower dim's code low) and holds their fp16 values
+// (codebook[e % 2^BITS], codebook[e / 2^BITS]); at 6 and 8 bits it is one
+// code, its value in both halves. V's table is s_lut; K's is s_lut as well
+// when the widths are equal (the codebook is a function of width and Dim),
+// else the queries' scratch, dead during the tile loop (K_OWN_LUT).
 shared uint s_lut[256u][16u];
 const bool K_OWN_LUT = K_BITS != V_BITS;
-#define TK_TC_LUT_ENTRY(cb, BITS, e)                                                        \
-  ((BITS) == 4u ? (cb[(e) & (uint(cb.length()) - 1u)] | (cb[((e) >> 4) & (uint(cb.length()) - 1u)] << 16)) \
+#define TK_TC_LUT_ENTRY(cb, BITS, e)                                                                  \
+  ((BITS) <= 4u ? (cb[(e) & (uint(cb.length()) - 1u)] | (cb[((e) >> (BITS)) & (uint(cb.length()) - 1u)] << 16)) \
                 : (cb[(e) & (uint(cb.length()) - 1u)] * 0x10001u))
 #endif
 const uint K_LEVELS = 1u << K_BITS;

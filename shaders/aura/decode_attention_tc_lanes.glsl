@@ -14,76 +14,83 @@
 // keys.
 // Dot products do not care in which order the dims are summed, so each
 // operand takes the dim order that makes a lane's share of a code row
-// contiguous:
+// contiguous (K_SHARE, V_SHARE: decode_attention_tc.glsl):
 // - K: column k of Q's tile t (and row k of K^T's) is dim
 //   (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (the prologue stages Q so), so
-//   lane j's dims of a key are the DIM / 4 from (DIM / 4) j (LKC words):
-//   tile t's four are bytes 2 t and 2 t + 1 at 4 bits, word t at 8 bits;
+//   lane j's dims of a key are the DIM / 4 from (DIM / 4) j, tile t's
+//   four of them the share's codes 4 t .. 4 t + 3;
 // - V: column n of O's tile t is dim (DIM / 8) (n % 8) + 2 t + n / 8
 //   (TK_TC_OCOL is its inverse), so lane g's dims of a key are the DIM / 8 from
-//   (DIM / 8) g (LVC words): tile t's two are byte t at 4 bits, bytes 2 t
-//   and 2 t + 1 at 8 bits.
-// A byte of codes is its dims' fp16 values through a 256-entry table (at 4
-// bits both nibbles at once: decode_attention_tc.glsl), held in 16 copies
-// (lane l reads copy l % 16, word 16 e + l % 16: lanes l and l + 16 meet
-// in a bank only on different entries of the same parity).
+//   (DIM / 8) g, tile t's two of them the share's codes 2 t, 2 t + 1.
+// Codes become fp16 values through a 256-entry table (decode_attention_tc.glsl;
+// up to 4 bits two codes per lookup), held in 16 copies (lane l reads copy
+// l % 16, word 16 e + l % 16: lanes l and l + 16 meet in a bank only on
+// different entries of the same parity).
 // Tiles start at multiples of 16 (so a tile lies in one page: page_tokens
 // is a multiple of 16); keys outside a row's [first, end) are masked, their
 // norms never used.
 {
   const uint g = lane / 4u, j4 = lane % 4u;
-  // Byte k of word w as two fp16 values (at 8 bits, the same one twice), from
-  // this lane's copy of V's table and of K's.
-#define TK_TC_BYTE(w, k) (((w) >> (8u * (k))) & 255u)
-#define TK_TC_LUT(w, k) unpackFloat2x16(s_lut[TK_TC_BYTE(w, k)][lane % 16u])
-#define TK_TC_KLUT(w, k)                                                                                \
-  unpackFloat2x16(K_OWN_LUT ? floatBitsToUint(s_scratch[4u * TK_TC_BYTE(w, k) + (lane % 16u) / 4u][lane % 4u]) \
-                            : s_lut[TK_TC_BYTE(w, k)][lane % 16u])
+  // Where the lane's shares start: word and bit.
+  const uint k_at = j4 * K_SHARE / 32u, k_sh = j4 * K_SHARE % 32u;
+  const uint v_at = g * V_SHARE / 32u, v_sh = g * V_SHARE % 32u;
+  // Two codes (a pair, up to 4 bits) or one, from the lane's copy of V's
+  // table and of K's: BITS-bit field `f` of the share in w[0 .. n).
+#define TK_TC_FIELD(w, n, f, BITS) TK_CODE(w, n, f, (BITS) <= 4u ? 2u * (BITS) : (BITS))
+#define TK_TC_LUT(w, n, f) unpackFloat2x16(s_lut[TK_TC_FIELD(w, n, f, V_BITS)][lane % 16u])
+#define TK_TC_KLUT(w, n, f)                                                                                        \
+  unpackFloat2x16(K_OWN_LUT ? floatBitsToUint(s_scratch[4u * TK_TC_FIELD(w, n, f, K_BITS) + (lane % 16u) / 4u][lane % 4u]) \
+                            : s_lut[TK_TC_FIELD(w, n, f, K_BITS)][lane % 16u])
+  // A share's RN loaded words R shifted down by sh bits into D[0 .. N).
+#define TK_TC_ALIGN(D, N, R, RN, sh)                                                                   \
+  [[unroll]] for (uint i = 0; i < (N); ++i)                                                          \
+    D[i] = (R[i] >> (sh)) | (i + 1u < (RN) ? (R[i + 1u] << 1u) << (31u - (sh)) : 0u);
   // Rows g and g + 8 when the chunk has more than 8 (uniform).
   const bool two = ROWS > 8u && row0 + 8u < pc.gqa * pc.q_len;
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
   float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
   float l_r[2] = float[2](0.0, 0.0);
-  // Current and next tile: codes of keys g, g + 8 (K) and of its keys (V),
-  // norms of its keys.
-  uint kc[2u * LKC], vc[4u * LVC], kc_n[2u * LKC], vc_n[4u * LVC];
+  // Current and next tile: the words of keys g, g + 8's K shares and of its
+  // keys' V shares, norms of its keys.
+  uint kc[2u * LKR], vc[4u * LVR], kc_n[2u * LKR], vc_n[4u * LVR];
   float kn[4], vn[4], kn_n[4], vn_n[4];
   uint page_next = 0u;
+  // R words of a share from word `at` of a row of ROWW words into D[0 .. R)
+  // (SHARE: its bits); words past the row are its last one again.
+#define TK_TC_SHARE_LOAD(D, R, SHARE, ROWW, words, words2, words4, row, at)                          \
+  {                                                                                                   \
+    const uint o_ = (row) * (ROWW) + (at);                                                            \
+    if ((SHARE) % 128u == 0u) {                                                                       \
+      [[unroll]] for (uint i = 0; i < (R) / 4u; ++i) {                                                \
+        const uvec4 w_ = words4[o_ / 4u + i];                                                         \
+        D[4u * i] = w_.x;                                                                             \
+        D[4u * i + 1u] = w_.y;                                                                        \
+        D[4u * i + 2u] = w_.z;                                                                        \
+        D[4u * i + 3u] = w_.w;                                                                        \
+      }                                                                                               \
+    } else if ((SHARE) % 64u == 0u) {                                                                 \
+      [[unroll]] for (uint i = 0; i < (R) / 2u; ++i) {                                                \
+        const uvec2 w_ = words2[o_ / 2u + i];                                                         \
+        D[2u * i] = w_.x;                                                                             \
+        D[2u * i + 1u] = w_.y;                                                                        \
+      }                                                                                               \
+    } else {                                                                                          \
+      [[unroll]] for (uint i = 0; i < (R); ++i) D[i] = words[(row) * (ROWW) + min((at) + i, (ROWW) - 1u)]; \
+    }                                                                                                 \
+  }
 #define TK_TC_LANES_LOAD(KC, VC, KN, VN, page, tile)                                                 \
   {                                                                                                   \
     const uint rb_ = ((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS;              \
     [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                        \
-      const uint at_ = (rb_ + g + 8u * h) * KW + j4 * LKC;                                             \
-      if (LKC % 4u == 0u) {                                                                           \
-        [[unroll]] for (uint i = 0; i < LKC / 4u; ++i) {                                              \
-          const uvec4 w_ = k_words4[at_ / 4u + i];                                                    \
-          KC[h * LKC + 4u * i] = w_.x;                                                                \
-          KC[h * LKC + 4u * i + 1u] = w_.y;                                                           \
-          KC[h * LKC + 4u * i + 2u] = w_.z;                                                           \
-          KC[h * LKC + 4u * i + 3u] = w_.w;                                                           \
-        }                                                                                             \
-      } else {                                                                                        \
-        const uvec2 w_ = k_words2[at_ / 2u];                                                          \
-        KC[2u * h] = w_.x;                                                                            \
-        KC[2u * h + 1u] = w_.y;                                                                       \
-      }                                                                                               \
+      uint d_[LKR];                                                                                   \
+      TK_TC_SHARE_LOAD(d_, LKR, K_SHARE, KW, k_words, k_words2, k_words4, rb_ + g + 8u * h, k_at)     \
+      [[unroll]] for (uint i = 0; i < LKR; ++i) KC[h * LKR + i] = d_[i];                              \
     }                                                                                                 \
     [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                        \
       const uint row_ = rb_ + 2u * j4 + (c & 1u) + 8u * (c >> 1);                                     \
-      const uint at_ = row_ * VW + g * LVC;                                                           \
-      if (LVC == 4u) {                                                                                \
-        const uvec4 w_ = v_words4[at_ / 4u];                                                          \
-        VC[4u * c] = w_.x;                                                                            \
-        VC[4u * c + 1u] = w_.y;                                                                       \
-        VC[4u * c + 2u] = w_.z;                                                                       \
-        VC[4u * c + 3u] = w_.w;                                                                       \
-      } else if (LVC == 2u) {                                                                         \
-        const uvec2 w_ = v_words2[at_ / 2u];                                                          \
-        VC[2u * c] = w_.x;                                                                            \
-        VC[2u * c + 1u] = w_.y;                                                                       \
-      } else {                                                                                        \
-        VC[c] = v_words[at_];                                                                         \
-      }                                                                                               \
+      uint d_[LVR];                                                                                   \
+      TK_TC_SHARE_LOAD(d_, LVR, V_SHARE, VW, v_words, v_words2, v_words4, row_, v_at)                 \
+      [[unroll]] for (uint i = 0; i < LVR; ++i) VC[c * LVR + i] = d_[i];                              \
       KN[c] = TK_LOAD_NORM(NORM_DTYPE, k_norms, row_);                                                \
       VN[c] = TK_LOAD_NORM(NORM_DTYPE, v_norms, row_);                                                \
     }                                                                                                 \
@@ -109,19 +116,43 @@
     TK_CMH_ACC s2[2];
     s2[0] = TK_CM_FILL(TK_CMH_ACC, 0.0);
     s2[1] = TK_CM_FILL(TK_CMH_ACC, 0.0);
+    // The shares' words, aligned.
+    uint kw[2u * LKC], vw[4u * LVC];
+    [[unroll]] for (uint h = 0; h < 2u; ++h) {
+      uint r_[LKR], d_[LKC];
+      [[unroll]] for (uint i = 0; i < LKR; ++i) r_[i] = kc[h * LKR + i];
+      if (K_GRAIN == 32u) {
+        [[unroll]] for (uint i = 0; i < LKC; ++i) d_[i] = r_[i];
+      } else {
+        TK_TC_ALIGN(d_, LKC, r_, LKR, k_sh)
+      }
+      [[unroll]] for (uint i = 0; i < LKC; ++i) kw[h * LKC + i] = d_[i];
+    }
+    [[unroll]] for (uint c = 0; c < 4u; ++c) {
+      uint r_[LVR], d_[LVC];
+      [[unroll]] for (uint i = 0; i < LVR; ++i) r_[i] = vc[c * LVR + i];
+      if (V_GRAIN == 32u) {
+        [[unroll]] for (uint i = 0; i < LVC; ++i) d_[i] = r_[i];
+      } else {
+        TK_TC_ALIGN(d_, LVC, r_, LVR, v_sh)
+      }
+      [[unroll]] for (uint i = 0; i < LVC; ++i) vw[c * LVC + i] = d_[i];
+    }
+
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B kb;
       [[unroll]] for (uint h = 0; h < 2u; ++h) {
-        if (K_BITS == 4u) {
-          const uint w = kc[h * LKC + t / 2u];
-          const f16vec2 d01 = TK_TC_KLUT(w, 2u * (t % 2u));
-          const f16vec2 d23 = TK_TC_KLUT(w, 2u * (t % 2u) + 1u);
+        uint w_[LKC];
+        [[unroll]] for (uint i = 0; i < LKC; ++i) w_[i] = kw[h * LKC + i];
+        if (K_BITS <= 4u) {
+          const f16vec2 d01 = TK_TC_KLUT(w_, LKC, 2u * t);
+          const f16vec2 d23 = TK_TC_KLUT(w_, LKC, 2u * t + 1u);
           TK_CM_EL(kb, 4u * h) = d01.x;
           TK_CM_EL(kb, 4u * h + 1u) = d01.y;
           TK_CM_EL(kb, 4u * h + 2u) = d23.x;
           TK_CM_EL(kb, 4u * h + 3u) = d23.y;
         } else {
-          [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(kb, 4u * h + i) = TK_TC_KLUT(kc[h * LKC + t], i).x;
+          [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(kb, 4u * h + i) = TK_TC_KLUT(w_, LKC, 4u * t + i).x;
         }
       }
       s2[t % 2u] = TK_CMH_MMA(qa[t], kb, s2[t % 2u]);
@@ -174,30 +205,33 @@
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B vb;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        if (V_BITS == 4u) {
-          const f16vec2 dd = TK_TC_LUT(vc[c * LVC + t / 4u], t % 4u);
+        uint w_[LVC];
+        [[unroll]] for (uint i = 0; i < LVC; ++i) w_[i] = vw[c * LVC + i];
+        if (V_BITS <= 4u) {
+          const f16vec2 dd = TK_TC_LUT(w_, LVC, t);
           TK_CM_EL(vb, c) = dd.x;
           TK_CM_EL(vb, 4u + c) = dd.y;
         } else {
-          const uint w = vc[c * LVC + t / 2u];
-          TK_CM_EL(vb, c) = TK_TC_LUT(w, 2u * (t % 2u)).x;
-          TK_CM_EL(vb, 4u + c) = TK_TC_LUT(w, 2u * (t % 2u) + 1u).x;
+          TK_CM_EL(vb, c) = TK_TC_LUT(w_, LVC, 2u * t).x;
+          TK_CM_EL(vb, 4u + c) = TK_TC_LUT(w_, LVC, 2u * t + 1u).x;
         }
       }
       o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
     }
 
-    [[unroll]] for (uint i = 0; i < 2u * LKC; ++i) kc[i] = kc_n[i];
-    [[unroll]] for (uint i = 0; i < 4u * LVC; ++i) vc[i] = vc_n[i];
+    [[unroll]] for (uint i = 0; i < 2u * LKR; ++i) kc[i] = kc_n[i];
+    [[unroll]] for (uint i = 0; i < 4u * LVR; ++i) vc[i] = vc_n[i];
     [[unroll]] for (uint c = 0; c < 4u; ++c) {
       kn[c] = kn_n[c];
       vn[c] = vn_n[c];
     }
   }
 #undef TK_TC_LANES_LOAD
+#undef TK_TC_SHARE_LOAD
+#undef TK_TC_ALIGN
 #undef TK_TC_KLUT
 #undef TK_TC_LUT
-#undef TK_TC_BYTE
+#undef TK_TC_FIELD
 
   // Per row: l summed over the quad; the subgroup's (m, l), then its O factor
   // e^(m_o - M) against the workgroup's maximum M.

@@ -197,18 +197,21 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
   }
 }
 
-// The lanes variant's 8-bit sides: one byte table per side (K8V4, K4V8) or
-// one 8-bit table for both (K8V8), Dim 128 and 64, around tile edges, 4 and
-// 16 rows per KV head, with and without splits.
+// The lanes variant at every coded width: one table for both sides or one
+// each (K's in the scratch), pairs of codes per lookup up to 4 bits and
+// single codes at 6 and 8, shares that start inside a word (3 bits; at Dim
+// 64 also V at 2 and 6 bits), around tile edges, 4 and 16 rows per KV
+// head, with and without splits.
 template <class Cache>
-void expect_lanes_format(std::uint64_t seed) {
+void expect_lanes_format(const char* name, std::uint64_t seed) {
+  SCOPED_TRACE(name);
   using Out = aura::DecodeAttentionConfig<Cache, DType::f32, DType::f16>;
   const Variant<Problem>* lanes = lanes_variant<Out>();
-  if (!lanes) GTEST_SKIP() << "no lanes variant on this device";
+  ASSERT_NE(lanes, nullptr) << "the lanes variant takes every coded width";
   for (std::int64_t q_len : {1, 4})
     for (std::uint32_t splits : {1u, 3u}) {
       AttentionCase c;
-      c.lens = {4, 16, 17, 300, 4097};
+      c.lens = {4, 16, 17, 300, 1100};
       c.q_len = q_len;
       c.seed = seed++;
       c.key_mean = 0.5;
@@ -221,23 +224,19 @@ void expect_lanes_format(std::uint64_t seed) {
     }
 }
 
-TEST_F(DecodeAttentionTensorCore, LanesEightBitSides) {
-  {
-    SCOPED_TRACE("k8v4");
-    expect_lanes_format<aura::PagedCacheConfig<128, 16, 8, 4>>(1800);
-  }
-  {
-    SCOPED_TRACE("k4v8");
-    expect_lanes_format<aura::PagedCacheConfig<128, 16, 4, 8>>(1810);
-  }
-  {
-    SCOPED_TRACE("k8v8");
-    expect_lanes_format<aura::PagedCacheConfig<128, 16, 8, 8>>(1820);
-  }
-  {
-    SCOPED_TRACE("k8v4, Dim 64, pages of 32");
-    expect_lanes_format<aura::PagedCacheConfig<64, 32, 8, 4>>(1830);
-  }
+TEST_F(DecodeAttentionTensorCore, LanesWidths) {
+  if (!lanes_variant<Bf16Out>()) GTEST_SKIP() << "no lanes variant on this device";
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 8, 4>>("k8v4", 1800);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 4, 8>>("k4v8", 1810);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 8, 8>>("k8v8", 1820);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 4, 3>>("k4v3", 1830);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 3, 3>>("k3v3", 1840);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 2, 2>>("k2v2", 1850);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 6, 6>>("k6v6", 1860);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 3, 6>>("k3v6", 1870);
+  expect_lanes_format<aura::PagedCacheConfig<64, 32, 3, 3>>("k3v3, Dim 64, pages of 32", 1880);
+  expect_lanes_format<aura::PagedCacheConfig<64, 32, 8, 2>>("k8v2, Dim 64, pages of 32", 1890);
+  expect_lanes_format<aura::PagedCacheConfig<64, 32, 2, 6>>("k2v6, Dim 64, pages of 32", 1900);
 }
 
 // The emulated twin: the same kernel code with plain-GLSL matrices, on any

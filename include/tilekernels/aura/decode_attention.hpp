@@ -38,9 +38,9 @@
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
 // (the codes decoded through the codebook into fp16 tiles in shared
 // memory) for bf16 and f16 outputs of coded caches; the same workspace,
-// split rule and merge. Its lanes variant (K and V at 4 or 8 bits, Dim
-// 64/128, NVIDIA's fragment layout: decode_attention_tc_lanes.glsl) builds
-// the operands in registers from the codes instead.
+// split rule and merge. Its lanes variant (coded K and V, Dim 64/128,
+// NVIDIA's fragment layout: decode_attention_tc_lanes.glsl) builds the
+// operands in registers from the codes instead.
 //
 // What the host cannot see: seq_lens and block_table live on the GPU. The
 // kernel clamps every seq_len to [0, max_pages * PageTokens] and every
@@ -143,8 +143,8 @@ class DecodeAttentionKernel {
     return Status::success();
   }
   // The lanes variant: the tensor-core variant with both products' operands
-  // built in registers from the codes (no shared-memory stage), for K and V
-  // at 4 or 8 bits and Dim 64 or 128 where the fragment layout is known
+  // built in registers from the codes (no shared-memory stage), for coded K
+  // and V (2 to 8 bits) at Dim 64 or 128 where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
   // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
   // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
@@ -153,8 +153,7 @@ class DecodeAttentionKernel {
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
     if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
     if (p.lse) return no("lse (f32) needs more than fp16 operands give");
-    const auto lanes_bits = [](std::uint32_t b) { return b == 4 || b == 8; };
-    if (!lanes_bits(p.k_bits) || !lanes_bits(p.v_bits)) return no("the lanes variant reads K and V at 4 or 8 bits");
+    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
     if (p.dim != 64 && p.dim != 128) return no("Dim must be 64 or 128");
     return Status::success();
   }
