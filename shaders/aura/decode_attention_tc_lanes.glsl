@@ -41,10 +41,10 @@
 #define TK_TC_KLUT(w, n, f)                                                                                        \
   unpackFloat2x16(K_OWN_LUT ? floatBitsToUint(s_scratch[4u * TK_TC_FIELD(w, n, f, K_BITS) + (lane % 16u) / 4u][lane % 4u]) \
                             : s_lut[TK_TC_FIELD(w, n, f, K_BITS)][lane % 16u])
-  // A share's RN loaded words R shifted down by sh bits into D[0 .. N).
-#define TK_TC_ALIGN(D, N, R, RN, sh)                                                                   \
-  [[unroll]] for (uint i = 0; i < (N); ++i)                                                          \
-    D[i] = (R[i] >> (sh)) | (i + 1u < (RN) ? (R[i + 1u] << 1u) << (31u - (sh)) : 0u);
+  // Word i of a share whose R loaded words are W[o ..], shifted down by sh
+  // bits unless every share starts on a word (GRAIN 32).
+#define TK_TC_WORD(W, o, i, R, GRAIN, sh)                                                            \
+  ((GRAIN) == 32u ? W[(o) + (i)] : (W[(o) + (i)] >> (sh)) | ((W[(o) + min((i) + 1u, (R) - 1u)] << 1u) << (31u - (sh))))
   // Rows g and g + 8 when the chunk has more than 8 (uniform).
   const bool two = ROWS > 8u && row0 + 8u < pc.gqa * pc.q_len;
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
@@ -116,28 +116,11 @@
     TK_CMH_ACC s2[2];
     s2[0] = TK_CM_FILL(TK_CMH_ACC, 0.0);
     s2[1] = TK_CM_FILL(TK_CMH_ACC, 0.0);
-    // The shares' words, aligned.
+    // The shares' words, each share from its word 0, bit 0. A word past a
+    // share's last loaded one repeats it: those bits are past the share.
     uint kw[2u * LKC], vw[4u * LVC];
-    [[unroll]] for (uint h = 0; h < 2u; ++h) {
-      uint r_[LKR], d_[LKC];
-      [[unroll]] for (uint i = 0; i < LKR; ++i) r_[i] = kc[h * LKR + i];
-      if (K_GRAIN == 32u) {
-        [[unroll]] for (uint i = 0; i < LKC; ++i) d_[i] = r_[i];
-      } else {
-        TK_TC_ALIGN(d_, LKC, r_, LKR, k_sh)
-      }
-      [[unroll]] for (uint i = 0; i < LKC; ++i) kw[h * LKC + i] = d_[i];
-    }
-    [[unroll]] for (uint c = 0; c < 4u; ++c) {
-      uint r_[LVR], d_[LVC];
-      [[unroll]] for (uint i = 0; i < LVR; ++i) r_[i] = vc[c * LVR + i];
-      if (V_GRAIN == 32u) {
-        [[unroll]] for (uint i = 0; i < LVC; ++i) d_[i] = r_[i];
-      } else {
-        TK_TC_ALIGN(d_, LVC, r_, LVR, v_sh)
-      }
-      [[unroll]] for (uint i = 0; i < LVC; ++i) vw[c * LVC + i] = d_[i];
-    }
+    [[unroll]] for (uint i = 0; i < 2u * LKC; ++i) kw[i] = TK_TC_WORD(kc, i / LKC * LKR, i % LKC, LKR, K_GRAIN, k_sh);
+    [[unroll]] for (uint i = 0; i < 4u * LVC; ++i) vw[i] = TK_TC_WORD(vc, i / LVC * LVR, i % LVC, LVR, V_GRAIN, v_sh);
 
     [[unroll]] for (uint t = 0; t < DT; ++t) {
       TK_CMH_B kb;
@@ -228,7 +211,7 @@
   }
 #undef TK_TC_LANES_LOAD
 #undef TK_TC_SHARE_LOAD
-#undef TK_TC_ALIGN
+#undef TK_TC_WORD
 #undef TK_TC_KLUT
 #undef TK_TC_LUT
 #undef TK_TC_FIELD

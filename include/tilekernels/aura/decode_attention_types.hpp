@@ -67,15 +67,16 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
          4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
 }
 
+// The lanes variant keeps K's own byte table (256 entries x 16 copies) in
+// the scratch (decode_attention_tc.glsl).
+static_assert(TK_DECODE_ATTENTION_TC_SCRATCH * 4 >= 256 * 16, "the scratch must hold a byte table");
+
 // Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
 // the subgroups' stages and the row-index tile, the scratch, codebooks, the
 // per-subgroup norms, factors and states, the row scales and reduction.
 // The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
 // stages (its smem holds the queries, then the merged O) and adds its byte
 // table in 16 copies.
-// The lanes variant keeps K's own byte table (256 entries x 16 copies) in
-// the scratch (decode_attention_tc.glsl).
-static_assert(TK_DECODE_ATTENTION_TC_SCRATCH * 4 >= 256 * 16, "the scratch must hold a byte table");
 constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
                                                          bool lanes = false) {
   const std::uint32_t subgroups = workgroup / 32;
