@@ -154,11 +154,13 @@ shared bool s_last;
     smem[(stage) + (key) * KS + (hlf) * (DIM / 16u) + c] = h;                               \
   }
 
-// A lane's words of cache row `row`, half `hlf`.
-#define TK_LOAD_WORDS(dst, n, ROWW, words, words2, words4, row, hlf)                          \
+// n words of cache row `row` (ROWW words) from word `at` into dst, in loads
+// of VEC words (4 or 2: `at`, n and ROWW multiples of it; else 1, and words
+// past the row are its last one again).
+#define TK_LOAD_WORDS(dst, n, ROWW, words, words2, words4, row, at, VEC)                      \
   {                                                                                          \
-    const uint at_ = (row) * (ROWW) + (hlf) * (n);                                          \
-    if ((n) % 4u == 0u) {                                                                    \
+    const uint at_ = (row) * (ROWW) + (at);                                                 \
+    if ((VEC) == 4u) {                                                                       \
       [[unroll]] for (uint i = 0; i < (n) / 4u; ++i) {                                       \
         const uvec4 v_ = words4[at_ / 4u + i];                                               \
         dst[4u * i] = v_.x;                                                                    \
@@ -166,16 +168,18 @@ shared bool s_last;
         dst[4u * i + 2u] = v_.z;                                                               \
         dst[4u * i + 3u] = v_.w;                                                               \
       }                                                                                      \
-    } else if ((n) % 2u == 0u) {                                                             \
+    } else if ((VEC) == 2u) {                                                                \
       [[unroll]] for (uint i = 0; i < (n) / 2u; ++i) {                                       \
         const uvec2 v_ = words2[at_ / 2u + i];                                               \
         dst[2u * i] = v_.x;                                                                    \
         dst[2u * i + 1u] = v_.y;                                                               \
       }                                                                                      \
     } else {                                                                                 \
-      [[unroll]] for (uint i = 0; i < (n); ++i) dst[i] = words[at_ + i];                       \
+      [[unroll]] for (uint i = 0; i < (n); ++i) dst[i] = words[(row) * (ROWW) + min((at) + i, (ROWW) - 1u)]; \
     }                                                                                        \
   }
+// The widest load of a lane's half row of n words in the staged loop.
+#define TK_HALF_VEC(n) ((n) % 4u == 0u ? 4u : (n) % 2u == 0u ? 2u : 1u)
 
 // The workgroup's (m, l) of row `row` over the subgroups' states, m = big_m
 // their maximum, into s_mf, s_lf (written by one subgroup).
@@ -333,8 +337,8 @@ void main() {
   if (b0 < b1) {
     const uint t0 = min(uint(lo) + b0 * BT + warp * KT + key, hi_key);
     const uint row = (load_page(seq, t0 / PAGE_TOKENS) * pc.kv_heads + kvh) * PAGE_TOKENS + t0 % PAGE_TOKENS;
-    TK_LOAD_WORDS(kw, LKW, KW, k_words, k_words2, k_words4, row, hlf)
-    TK_LOAD_WORDS(vw, LVW, VW, v_words, v_words2, v_words4, row, hlf)
+    TK_LOAD_WORDS(kw, LKW, KW, k_words, k_words2, k_words4, row, hlf * LKW, TK_HALF_VEC(LKW))
+    TK_LOAD_WORDS(vw, LVW, VW, v_words, v_words2, v_words4, row, hlf * LVW, TK_HALF_VEC(LVW))
     nrm = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
     page_next = load_page(seq, min(uint(lo) + (b0 + 1u) * BT + warp * KT + key, hi_key) / PAGE_TOKENS);
   }
@@ -346,8 +350,8 @@ void main() {
     if (b + 1u < b1) {
       const uint t1 = min(tb + BT + key, hi_key);
       const uint row = (page_next * pc.kv_heads + kvh) * PAGE_TOKENS + t1 % PAGE_TOKENS;
-      TK_LOAD_WORDS(kn_, LKW, KW, k_words, k_words2, k_words4, row, hlf)
-      TK_LOAD_WORDS(vn_, LVW, VW, v_words, v_words2, v_words4, row, hlf)
+      TK_LOAD_WORDS(kn_, LKW, KW, k_words, k_words2, k_words4, row, hlf * LKW, TK_HALF_VEC(LKW))
+      TK_LOAD_WORDS(vn_, LVW, VW, v_words, v_words2, v_words4, row, hlf * LVW, TK_HALF_VEC(LVW))
       nrm_next = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
       page_next = load_page(seq, min(tb + 2u * BT + key, hi_key) / PAGE_TOKENS);
     }

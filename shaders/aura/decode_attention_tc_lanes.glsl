@@ -55,41 +55,21 @@
   uint kc[2u * LKR], vc[4u * LVR], kc_n[2u * LKR], vc_n[4u * LVR];
   float kn[4], vn[4], kn_n[4], vn_n[4];
   uint page_next = 0u;
-  // R words of a share from word `at` of a row of ROWW words into D[0 .. R)
-  // (SHARE: its bits); words past the row are its last one again.
-#define TK_TC_SHARE_LOAD(D, R, SHARE, ROWW, words, words2, words4, row, at)                          \
-  {                                                                                                   \
-    const uint o_ = (row) * (ROWW) + (at);                                                            \
-    if ((SHARE) % 128u == 0u) {                                                                       \
-      [[unroll]] for (uint i = 0; i < (R) / 4u; ++i) {                                                \
-        const uvec4 w_ = words4[o_ / 4u + i];                                                         \
-        D[4u * i] = w_.x;                                                                             \
-        D[4u * i + 1u] = w_.y;                                                                        \
-        D[4u * i + 2u] = w_.z;                                                                        \
-        D[4u * i + 3u] = w_.w;                                                                        \
-      }                                                                                               \
-    } else if ((SHARE) % 64u == 0u) {                                                                 \
-      [[unroll]] for (uint i = 0; i < (R) / 2u; ++i) {                                                \
-        const uvec2 w_ = words2[o_ / 2u + i];                                                         \
-        D[2u * i] = w_.x;                                                                             \
-        D[2u * i + 1u] = w_.y;                                                                        \
-      }                                                                                               \
-    } else {                                                                                          \
-      [[unroll]] for (uint i = 0; i < (R); ++i) D[i] = words[(row) * (ROWW) + min((at) + i, (ROWW) - 1u)]; \
-    }                                                                                                 \
-  }
+  // The widest load of a share of SHARE bits (starting on a word boundary
+  // when SHARE is a multiple of 32).
+#define TK_TC_SHARE_VEC(SHARE) ((SHARE) % 128u == 0u ? 4u : (SHARE) % 64u == 0u ? 2u : 1u)
 #define TK_TC_LANES_LOAD(KC, VC, KN, VN, page, tile)                                                 \
   {                                                                                                   \
     const uint rb_ = ((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS;              \
     [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                        \
       uint d_[LKR];                                                                                   \
-      TK_TC_SHARE_LOAD(d_, LKR, K_SHARE, KW, k_words, k_words2, k_words4, rb_ + g + 8u * h, k_at)     \
+      TK_LOAD_WORDS(d_, LKR, KW, k_words, k_words2, k_words4, rb_ + g + 8u * h, k_at, TK_TC_SHARE_VEC(K_SHARE)) \
       [[unroll]] for (uint i = 0; i < LKR; ++i) KC[h * LKR + i] = d_[i];                              \
     }                                                                                                 \
     [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                        \
       const uint row_ = rb_ + 2u * j4 + (c & 1u) + 8u * (c >> 1);                                     \
       uint d_[LVR];                                                                                   \
-      TK_TC_SHARE_LOAD(d_, LVR, V_SHARE, VW, v_words, v_words2, v_words4, row_, v_at)                 \
+      TK_LOAD_WORDS(d_, LVR, VW, v_words, v_words2, v_words4, row_, v_at, TK_TC_SHARE_VEC(V_SHARE))     \
       [[unroll]] for (uint i = 0; i < LVR; ++i) VC[c * LVR + i] = d_[i];                              \
       KN[c] = TK_LOAD_NORM(NORM_DTYPE, k_norms, row_);                                                \
       VN[c] = TK_LOAD_NORM(NORM_DTYPE, v_norms, row_);                                                \
@@ -210,7 +190,7 @@
     }
   }
 #undef TK_TC_LANES_LOAD
-#undef TK_TC_SHARE_LOAD
+#undef TK_TC_SHARE_VEC
 #undef TK_TC_WORD
 #undef TK_TC_KLUT
 #undef TK_TC_LUT
