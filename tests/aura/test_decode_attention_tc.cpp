@@ -200,8 +200,8 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
 // The lanes variant at every coded width: one table for both sides or one
 // each (K's in the scratch), pairs of codes per lookup up to 4 bits and
 // single codes at 6 and 8, shares that start inside a word (3 bits; at Dim
-// 64 also V at 2 and 6 bits), around tile edges, 4 and 16 rows per KV
-// head, with and without splits.
+// 64 also V at 2 and 6 bits), dense rotations and f16 norms once, around
+// tile edges, 4 and 16 rows per KV head, with and without splits.
 template <class Cache>
 void expect_lanes_format(const char* name, std::uint64_t seed) {
   SCOPED_TRACE(name);
@@ -233,7 +233,8 @@ TEST_F(DecodeAttentionTensorCore, LanesWidths) {
   expect_lanes_format<aura::PagedCacheConfig<128, 16, 3, 3>>("k3v3", 1840);
   expect_lanes_format<aura::PagedCacheConfig<128, 16, 2, 2>>("k2v2", 1850);
   expect_lanes_format<aura::PagedCacheConfig<128, 16, 6, 6>>("k6v6", 1860);
-  expect_lanes_format<aura::PagedCacheConfig<128, 16, 3, 6>>("k3v6", 1870);
+  expect_lanes_format<aura::PagedCacheConfig<128, 16, 3, 6, aura::Rotation::dense, DType::f16>>(
+      "k3v6, dense rotations, f16 norms", 1870);
   expect_lanes_format<aura::PagedCacheConfig<64, 32, 3, 3>>("k3v3, Dim 64, pages of 32", 1880);
   expect_lanes_format<aura::PagedCacheConfig<64, 32, 8, 2>>("k8v2, Dim 64, pages of 32", 1890);
   expect_lanes_format<aura::PagedCacheConfig<64, 32, 2, 6>>("k2v6, Dim 64, pages of 32", 1900);
