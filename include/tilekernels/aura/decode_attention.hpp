@@ -120,24 +120,29 @@ class DecodeAttentionKernel {
   static Status subgroup_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, true); }
   static Status portable_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, false); }
   static Status portable_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, false); }
-  // The tensor-core variant: fp16 operands (Q scaled per row by a power of
-  // two, the codebooks rounded to fp16), accurate to ~1e-4 relative, so it
-  // serves bf16 and f16 outputs without lse only (f32 outputs and lse,
-  // budget 1e-5, would need hi + lo splits of both operands: three
-  // products where it takes one).
-  // Both sides coded (raw bf16 values do not fit fp16's range), Dim 64,
-  // 128 or 256, and a lane's code words of a tile of both sides within 32
-  // registers. Taken only with at least 16 query rows per KV head (GQA x
-  // new tokens, one full tile): with 4 the CUDA-core variants are faster
-  // on the H100, with 16 it is (bench/NOTES-aura-attention-tc.md). Tests
-  // force it with fewer.
-  static Status tensor_core_rule(const DeviceInfo&, const Problem& p) {
+  // What both tensor-core variants need: their fp16 operands (Q scaled per
+  // row by a power of two, the codebooks rounded to fp16) are accurate to
+  // ~1e-4 relative, so they serve bf16 and f16 outputs without lse only
+  // (f32 outputs and lse, budget 1e-5, would need hi + lo splits of both
+  // operands: three products where they take one); and both sides coded
+  // (raw bf16 values do not fit fp16's range).
+  static Status fp16_operands_rule(const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
     if (p.lse) return no("lse (f32) needs more than fp16 operands give");
+    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
+    return Status::success();
+  }
+  // The tensor-core variant: fp16_operands_rule, Dim 64, 128 or 256, and a
+  // lane's code words of a tile of both sides within 32 registers. Taken
+  // only with at least 16 query rows per KV head (GQA x new tokens, one
+  // full tile): with 4 the CUDA-core variants are faster on the H100, with
+  // 16 it is (bench/NOTES-aura-attention-tc.md). Tests force it with fewer.
+  static Status tensor_core_rule(const DeviceInfo&, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (Status s = fp16_operands_rule(p); !s) return s;
     if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
       return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
-    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
     if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
     if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
     return Status::success();
@@ -151,9 +156,7 @@ class DecodeAttentionKernel {
   static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
-    if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
-    if (p.lse) return no("lse (f32) needs more than fp16 operands give");
-    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
+    if (Status s = fp16_operands_rule(p); !s) return s;
     if (p.dim != 64 && p.dim != 128) return no("Dim must be 64 or 128");
     return Status::success();
   }
