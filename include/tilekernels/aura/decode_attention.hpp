@@ -56,8 +56,12 @@
 // Workspace (workspace_bytes()): splits need one (per split state: o [Dim]
 // and (m, l) per row, in f32; per KV head and row chunk an arrival counter
 // that every dispatch leaves at zero; record() zero-fills the counters
-// unless Workspace::zeroed says they are). Without one, record() runs one
-// workgroup per KV head and row chunk.
+// unless Workspace::zeroed says they are). The counters are the first
+// bytes, 4 per (sequence, KV head, row chunk), whatever the split count: a
+// workspace zeroed once stays so for every later call with no more
+// sequences, query rows or KV heads. Without a workspace, or with one
+// smaller than the plan needs, record() runs one workgroup per KV head and
+// row chunk: at long contexts many times slower.
 #pragma once
 
 #include <algorithm>
@@ -322,9 +326,7 @@ class DecodeAttentionKernel {
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
     g.row_vecs = rows <= 4 ? 1 : 2;
     const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs));
-    const auto& info = ctx_->info();
-    const std::int64_t target = info.multiprocessors ? 2 * info.multiprocessors : info.is_cpu() ? 8 : 256;
-    const std::int64_t enough = target * 3 / 4;
+    const std::int64_t enough = split_target(false) * 3 / 4;
     const std::int64_t keys = std::max<std::int64_t>(p.keys, 1);
     const std::array<std::array<std::uint32_t, 2>, 3> candidates{
         {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}}};
@@ -335,8 +337,29 @@ class DecodeAttentionKernel {
       blocks = (keys + c[0] * c[1] - 1) / (c[0] * c[1]);
       if (!workspace || units * blocks >= enough) break;
     }
-    if (workspace && units < enough) g.splits = even_splits((target + units - 1) / units, blocks);
+    if (workspace) g.splits = even_splits(split_cap(p, g, false), blocks);
     return g;
+  }
+
+  // Workgroups the split rules aim at: about 2 per multiprocessor for the
+  // CUDA-core variants (8 on a CPU device), 1 for the tensor-core ones.
+  std::int64_t split_target(bool tc) const {
+    const auto& info = ctx_->info();
+    if (tc) return info.multiprocessors ? info.multiprocessors : 128;
+    return info.multiprocessors ? 2 * info.multiprocessors : info.is_cpu() ? 8 : 256;
+  }
+  // The most splits a rule takes for these batch dimensions at any length
+  // (1: none, the call has enough groups already); a length's blocks may
+  // round it down (even_splits), never up. The tensor-core rule rounds down:
+  // one workgroup more than the multiprocessors doubles the time of those
+  // that take two.
+  std::int64_t split_cap(const Problem& p, const Geometry& g, bool tc) const {
+    const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
+    const std::int64_t units =
+        std::max<std::int64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)), 1);
+    const std::int64_t target = split_target(tc);
+    if (units >= target * 3 / 4) return 1;
+    return std::min<std::int64_t>(tc ? target / units : (target + units - 1) / units, max_splits);
   }
 
   // At most `wanted` splits (and no more than blocks or max_splits), rounded
@@ -357,21 +380,17 @@ class DecodeAttentionKernel {
     Geometry g{lanes ? lanes_workgroup : tc_workgroup, 1, 4, 1};
     const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
     if (lanes) g.row_vecs = rows <= 4 ? 1 : rows <= 8 ? 2 : 4;
-    const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs));
-    const auto& info = ctx_->info();
-    const std::int64_t target = info.multiprocessors ? info.multiprocessors : 128;
     const std::int64_t block_keys = g.workgroup / 2;  // 16 keys per subgroup of 32
     const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + block_keys - 1) / block_keys;
-    // Rounded down: one workgroup more than the multiprocessors doubles the
-    // time of those that take two.
-    if (workspace && units < target * 3 / 4) g.splits = even_splits(target / units, blocks);
+    if (workspace) g.splits = even_splits(split_cap(p, g, true), blocks);
     return g;
   }
 
-  // Regions of the workspace for a geometry: split states' o, their (m, l),
-  // the counters. All zero bytes without splits.
+  // Regions of the workspace for a geometry: the counters, then the split
+  // states' o and their (m, l). All zero bytes without splits. The counters
+  // come first so that their place does not move with the split count.
   struct WorkspaceLayout {
-    std::uint64_t o_bytes = 0, ml_at = 0, ml_bytes = 0, counters_at = 0, counter_bytes = 0, bytes = 0;
+    std::uint64_t counters_at = 0, counter_bytes = 0, o_at = 0, o_bytes = 0, ml_at = 0, ml_bytes = 0, bytes = 0;
     std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
   };
   WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
@@ -381,21 +400,27 @@ class DecodeAttentionKernel {
     w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
     const std::uint64_t states = w.groups * g.splits;
     tilekernels::detail::WorkspaceLayout layout;
-    w.o_bytes = states * format_.dim * g.row_vecs * 16;
-    layout.add(w.o_bytes);
-    w.ml_bytes = states * g.row_vecs * 32;
-    w.ml_at = layout.add(w.ml_bytes);
     w.counter_bytes = w.groups * 4;
     w.counters_at = layout.add(w.counter_bytes);
+    w.o_bytes = states * format_.dim * g.row_vecs * 16;
+    w.o_at = layout.add(w.o_bytes);
+    w.ml_bytes = states * g.row_vecs * 32;
+    w.ml_at = layout.add(w.ml_bytes);
     w.bytes = layout.bytes();
     return w;
   }
   std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes; }
-  // Workspace bytes of the fastest geometry for these arguments (0: none needed).
+  // Workspace bytes that let record() take its fastest plan for these
+  // arguments at every sequence length (0: none needed): the split count
+  // depends on the length, this on the batch dimensions only (num_seqs,
+  // q_len, heads), so an engine sizes its workspace once per batch shape.
   std::uint64_t workspace_bytes(const Args& a) const {
     check(a);
     const Problem p = problem(a);
-    return workspace_bytes(p, geometry(p, true));
+    const Variant<Problem>& v = select_variant(*ctx_, name, variants, p);
+    Geometry g = geometry(p, true, v);
+    g.splits = static_cast<std::uint32_t>(split_cap(p, g, v.path == Path::tensor_core_fp16));
+    return workspace_bytes(p, g);
   }
 
   Plan plan(const Args& a) const {
@@ -491,9 +516,9 @@ class DecodeAttentionKernel {
     if (g.splits > 1) {
       const WorkspaceLayout w = workspace_layout(p, g);
       const TensorRef counters = tilekernels::detail::workspace_region(*a.workspace, w.counters_at, w.counter_bytes);
-      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, 0, w.ml_at + w.ml_bytes));
+      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, w.o_at, w.ml_at + w.ml_bytes - w.o_at));
       bindings.push_back(counters);
-      push.ml_at = static_cast<std::uint32_t>(w.ml_at / 16);
+      push.ml_at = static_cast<std::uint32_t>((w.ml_at - w.o_at) / 16);
       if (!a.workspace->zeroed) tilekernels::detail::record_zero_fill(*ctx_, cmd, counters);
     } else {
       bindings.insert(bindings.end(), {a.output, a.output});
