@@ -237,7 +237,7 @@ void run_partials(tilekernels::Context& ctx, Invocation& inv) {
   const auto words = work.download<float>();
   const std::int64_t gqa = a.q_heads / a.kv_heads, rv = geometry.row_vecs, rows = 4 * rv;
   const std::int64_t chunks = (gqa * a.q_len + rows - 1) / rows;
-  const std::size_t o_at = layout.o_at / 4, ml_at = layout.ml_at / 4;
+  const std::size_t o_at = layout.o_at(work.ref().size) / 4, ml_at = layout.ml_at(work.ref().size) / 4;
   std::vector<float> o(static_cast<std::size_t>(a.num_seqs * a.q_len * a.q_heads * splits * dim));
   std::vector<float> m(static_cast<std::size_t>(a.num_seqs * a.q_len * a.q_heads * splits)), l(m.size());
   for (std::int64_t s = 0; s < a.num_seqs; ++s)

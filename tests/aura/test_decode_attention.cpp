@@ -5,6 +5,7 @@
 // softcap, empty attention, the grid split, and the checks before
 // recording. Formats, quality and whole decode steps are in
 // test_decode_attention_formats.cpp.
+#include <memory>
 #include <set>
 
 #include "decode_attention_support.hpp"
@@ -108,67 +109,94 @@ TEST_F(DecodeAttentionTest, LongSequence) {
 }
 
 // An engine's decode loop: one workspace sized once by workspace_bytes()
-// for the batch shape, zero-filled by the first call only, then calls at
-// lengths whose split counts differ (zeroed = true). Every call must take
-// the fastest plan (the workspace is never too small for it), match the
-// reference at its length and stay inside the workspace.
-TEST_F(DecodeAttentionTest, OneWorkspaceAcrossLengths) {
+// for its largest batch and zero-filled once, then calls with fewer and
+// more sequences and lengths whose split counts differ, all with zeroed =
+// true (each leaves the counters at zero). Every call must take the fastest plan (the workspace is
+// never too small for it), match the reference and stay inside the
+// workspace.
+TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
   Context& ctx = context();
   using Cache = K4V4;
   using Writer = aura::CacheWrite<aura::CacheWriteConfig<Cache, DType::f32>>;
-  constexpr std::int64_t kKvHeads = 1, kQHeads = 4, kLongest = 3000;
+  // 70 sequences: the largest batch has more counters than one 256-byte
+  // region (70 x 4 bytes) and, on a CPU device, enough groups not to split,
+  // while the small ones split.
+  constexpr std::int64_t kKvHeads = 1, kQHeads = 4, kSeqs = 70;
   constexpr std::size_t D = Cache::dim;
+  std::vector<std::int32_t> capacity{3000, 1000, 700};
+  for (std::int32_t i = 3; i < kSeqs; ++i) capacity.push_back(1 + i * 37 % 400);
   Rng rng(600);
-  const Layout layout = make_layout(rng, {static_cast<std::int32_t>(kLongest)}, Cache::page_tokens);
+  const Layout layout = make_layout(rng, capacity, Cache::page_tokens);
   GpuCache<Cache> cache(ctx, kKvHeads, layout.num_pages);
   {
-    const std::vector<float> k = rng.normals(kLongest * kKvHeads * D), v = rng.normals(kLongest * kKvHeads * D);
     std::vector<std::int32_t> slots;
-    for (std::int64_t p = 0; p < kLongest; ++p) slots.push_back(layout.slot(0, static_cast<std::size_t>(p), Cache::page_tokens));
-    const auto kt = Tensor::from_floats(ctx, DType::f32, {kLongest, kKvHeads, D}, k);
-    const auto vt = Tensor::from_floats(ctx, DType::f32, {kLongest, kKvHeads, D}, v);
-    Tensor st(ctx, DType::i32, {kLongest});
+    for (std::size_t s = 0; s < capacity.size(); ++s)
+      for (std::int32_t p = 0; p < capacity[s]; ++p) slots.push_back(layout.slot(s, static_cast<std::size_t>(p), Cache::page_tokens));
+    const auto n = static_cast<std::int64_t>(slots.size());
+    const auto k = Tensor::from_floats(ctx, DType::f32, {n, kKvHeads, D}, rng.normals(slots.size() * D));
+    const auto v = Tensor::from_floats(ctx, DType::f32, {n, kKvHeads, D}, rng.normals(slots.size() * D));
+    Tensor st(ctx, DType::i32, {n});
     st.upload(std::span<const std::int32_t>(slots));
-    Writer(ctx, 21, 22).run({kt, vt, st, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), slots});
+    Writer(ctx, 21, 22).run({k, v, st, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), slots});
   }
   ref::PagedCache host(reference_format<Cache>(kKvHeads, static_cast<std::uint32_t>(layout.num_pages), 21, 22));
   cache.read_into(host);
-
-  const std::vector<float> qv = rounded(DType::bf16, rng.normals(kQHeads * D));
-  const auto q = Tensor::from_floats(ctx, DType::bf16, {1, 1, kQHeads, D}, qv);
-  Tensor block_table(ctx, DType::i32, {1, layout.max_pages}), seq_lens(ctx, DType::i32, {1});
-  block_table.upload(std::span<const std::int32_t>(layout.block_table));
-  GuardedTensor out(ctx, DType::f32, {1, 1, kQHeads, D});
+  const std::vector<float> qs = rounded(DType::bf16, rng.normals(kSeqs * kQHeads * D));
   Kernel kernel(ctx, 21, 22);
-  Kernel::Args args{q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), block_table, seq_lens, out};
-  args.host_block_table = layout.block_table;
-  const std::vector<std::int32_t> longest{static_cast<std::int32_t>(kLongest)};
-  args.host_seq_lens = longest;
-  const std::uint64_t bytes = kernel.workspace_bytes(args);
-  ASSERT_GT(bytes, 0u) << "one KV head of one sequence must split";
-  GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});  // NaN words: the first call fills
-  args.workspace = Workspace{ws.ref(), false};
+
+  // The arguments for the first n sequences at the given lengths.
+  struct Call {
+    Tensor q, block_table, seq_lens;
+    GuardedTensor out;
+    Kernel::Args args;
+    std::vector<std::int32_t> table, lens;  // the host copies args points to
+  };
+  const auto call = [&](const std::vector<std::int32_t>& lens) {
+    const auto n = static_cast<std::int64_t>(lens.size());
+    const std::vector<float> q(qs.begin(), qs.begin() + n * kQHeads * static_cast<std::int64_t>(D));
+    auto c = std::make_unique<Call>(Call{Tensor::from_floats(ctx, DType::bf16, {n, 1, kQHeads, D}, q),
+                                         Tensor(ctx, DType::i32, {n, layout.max_pages}), Tensor(ctx, DType::i32, {n}),
+                                         GuardedTensor(ctx, DType::f32, {n, 1, kQHeads, D}), {},
+                                         std::vector<std::int32_t>(layout.block_table.begin(),
+                                                                   layout.block_table.begin() + n * layout.max_pages),
+                                         lens});
+    c->block_table.upload(std::span<const std::int32_t>(c->table));
+    c->seq_lens.upload(std::span<const std::int32_t>(c->lens));
+    c->args = Kernel::Args{c->q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), c->block_table,
+                           c->seq_lens, c->out};
+    c->args.host_seq_lens = c->lens;
+    c->args.host_block_table = c->table;
+    return c;
+  };
+  const std::uint64_t bytes = kernel.workspace_bytes(call(capacity)->args);
+  ASSERT_GT(bytes, 0u) << "the smaller batches split";
+  GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) {  // zeroed once, as an engine does
+    cmd.fillBuffer(ws.ref().buffer, ws.ref().offset, ws.ref().size, 0u, ctx.dispatcher());
+  });
+  const Workspace workspace{ws.ref(), true};
   std::set<std::uint32_t> splits_seen;
-  for (const std::int32_t len : {3000, 1, 17, 700, 2999, 64, 200, 300, 1500, 3000}) {
-    SCOPED_TRACE("length " + std::to_string(len));
-    const std::vector<std::int32_t> lens{len};
-    seq_lens.upload(std::span<const std::int32_t>(lens));
-    args.host_seq_lens = lens;
-    const auto plan = kernel.plan(args);
-    EXPECT_EQ(plan.geometry.splits, kernel.geometry(kernel.problem(args), true).splits)
+  std::vector<std::int32_t> halves;
+  for (auto len : capacity) halves.push_back(len / 2 + 1);
+  const std::vector<std::vector<std::int32_t>> steps{
+      {3000}, {1}, {17, 700, 699}, capacity, {64}, {200, 300},
+      std::vector<std::int32_t>(capacity.begin(), capacity.begin() + 6), halves, {1500}, {3000, 1, 64}};
+  for (const auto& lens : steps) {
+    SCOPED_TRACE(std::to_string(lens.size()) + " sequences, the first " + std::to_string(lens[0]) + " long");
+    const auto c = call(lens);
+    c->args.workspace = workspace;
+    const auto plan = kernel.plan(c->args);
+    EXPECT_EQ(plan.geometry.splits, kernel.geometry(kernel.problem(c->args), true).splits)
         << "the workspace was too small for the fastest plan";
     splits_seen.insert(plan.geometry.splits);
-    out.poison();
-    ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
-    args.workspace->zeroed = true;  // every call leaves the counters at zero
-    ref::AttentionOptions options;
-    const auto want = ref::decode_attention_paged_rotated(qv, host, layout.block_table,
-                                                          static_cast<std::size_t>(layout.max_pages), lens,
-                                                          {1, 1, kQHeads, kKvHeads, D}, options);
-    EXPECT_LE(relative_rms(out.read_floats(), want.output), output_budget(DType::f32));
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, c->args, plan); });
+    const auto want = ref::decode_attention_paged_rotated(
+        std::span<const float>(qs.data(), lens.size() * kQHeads * D), host, c->args.host_block_table,
+        static_cast<std::size_t>(layout.max_pages), lens, {lens.size(), 1, kQHeads, kKvHeads, D}, {});
+    EXPECT_LE(relative_rms(c->out.read_floats(), want.output), output_budget(DType::f32));
     EXPECT_TRUE(ws.guards_intact()) << "the kernel wrote outside its workspace";
   }
-  EXPECT_GE(splits_seen.size(), 3u) << "the lengths should give different split counts";
+  EXPECT_GE(splits_seen.size(), 3u) << "the calls should differ in their split counts";
 }
 
 // More workgroups than one dispatch may have: the dispatcher slices the

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "../support.hpp"
 
@@ -260,6 +261,41 @@ TEST(FlashPass2Split, GridLargerThanOneDispatch) {
   aura::FlashPass2<Config>(ctx).run({o, m, l, out, {}, {}});
   const auto ref = reference::aura::flash_pass2(p.o, p.m, p.l, q, nb, 64);
   EXPECT_LE(relative_rms(out.read_floats(), ref.output), 1e-5);
+}
+
+// One workspace sized for the most blocks and zeroed once serves calls with
+// fewer blocks (other split counts) in any order, each with zeroed = true.
+TEST(FlashPass2Split, OneWorkspaceAcrossBlockCounts) {
+  using Kernel = aura::FlashPass2<aura::FlashPass2Config<128, DType::f32, DType::f32>>;
+  Context& ctx = context();
+  constexpr std::size_t q = 4, most = 4096;
+  Kernel kernel(ctx);
+  const std::uint64_t bytes = kernel.workspace_bytes(q, most);
+  ASSERT_GT(bytes, 0u);
+  GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
+  ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+    cmd.fillBuffer(ws.ref().buffer, ws.ref().offset, ws.ref().size, 0u, ctx.dispatcher());
+  });
+  Rng rng(700);
+  std::set<std::uint32_t> splits_seen;
+  for (const std::size_t nb : {most, std::size_t{512}, std::size_t{1536}, std::size_t{700}, most, std::size_t{8}}) {
+    SCOPED_TRACE("num_blocks " + std::to_string(nb));
+    const auto p = make_partials(rng, q, nb, 128, 0.1, true);
+    const auto o = Tensor::from_floats(ctx, DType::f32, {q, nb, 128}, p.o);
+    const auto m = Tensor::from_floats(ctx, DType::f32, {q, nb}, p.m);
+    const auto l = Tensor::from_floats(ctx, DType::f32, {q, nb}, p.l);
+    GuardedTensor out(ctx, DType::f32, {q, 128});
+    Kernel::Args args{o, m, l, out, {}, Workspace{ws.ref(), true}};
+    const auto plan = kernel.plan(args);
+    EXPECT_EQ(plan.geometry.splits, kernel.geometry({static_cast<std::int64_t>(q), static_cast<std::int64_t>(nb)}, true).splits)
+        << "the workspace was too small for the fastest plan";
+    splits_seen.insert(plan.geometry.splits);
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
+    const auto ref = reference::aura::flash_pass2(p.o, p.m, p.l, q, nb, 128);
+    EXPECT_LE(relative_rms(out.read_floats(), ref.output), 1e-5);
+    EXPECT_TRUE(ws.guards_intact()) << "the kernel wrote outside its workspace";
+  }
+  EXPECT_GE(splits_seen.size(), 3u) << "the block counts should differ in their split counts";
 }
 
 }  // namespace

@@ -56,12 +56,11 @@
 // Workspace (workspace_bytes()): splits need one (per split state: o [Dim]
 // and (m, l) per row, in f32; per KV head and row chunk an arrival counter
 // that every dispatch leaves at zero; record() zero-fills the counters
-// unless Workspace::zeroed says they are). The counters are the first
-// bytes, 4 per (sequence, KV head, row chunk), whatever the split count: a
-// workspace zeroed once stays so for every later call with no more
-// sequences, query rows or KV heads. Without a workspace, or with one
-// smaller than the plan needs, record() runs one workgroup per KV head and
-// row chunk: at long contexts many times slower.
+// unless Workspace::zeroed says they are). The counters are at its front,
+// the split states at its back (workspace.hpp), and workspace_bytes(args)
+// serves every smaller batch at every length. Without a workspace, or with
+// one smaller than the plan needs, record() runs one workgroup per KV head
+// and row chunk: at long contexts many times slower.
 #pragma once
 
 #include <algorithm>
@@ -386,12 +385,16 @@ class DecodeAttentionKernel {
     return g;
   }
 
-  // Regions of the workspace for a geometry: the counters, then the split
-  // states' o and their (m, l). All zero bytes without splits. The counters
-  // come first so that their place does not move with the split count.
+  // Regions of the workspace for a geometry: the counters at the front
+  // (the part that must be zero), the split states' o and their (m, l) in
+  // the scratch at the back of the range passed (o_at(), ml_at()). All zero
+  // bytes without splits.
   struct WorkspaceLayout {
-    std::uint64_t counters_at = 0, counter_bytes = 0, o_at = 0, o_bytes = 0, ml_at = 0, ml_bytes = 0, bytes = 0;
+    std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0;
+    std::uint64_t zero_bytes = 0, scratch_bytes = 0, bytes = 0;
     std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
+    std::uint64_t o_at(std::uint64_t size) const { return tilekernels::detail::scratch_offset(size, scratch_bytes); }
+    std::uint64_t ml_at(std::uint64_t size) const { return o_at(size) + ml_offset; }
   };
   WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
     WorkspaceLayout w;
@@ -399,28 +402,43 @@ class DecodeAttentionKernel {
     const std::int64_t rows = p.q_heads / p.kv_heads * p.q_len;
     w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
     const std::uint64_t states = w.groups * g.splits;
-    tilekernels::detail::WorkspaceLayout layout;
     w.counter_bytes = w.groups * 4;
-    w.counters_at = layout.add(w.counter_bytes);
+    tilekernels::detail::WorkspaceLayout zero, scratch;
+    zero.add(w.counter_bytes);
     w.o_bytes = states * format_.dim * g.row_vecs * 16;
-    w.o_at = layout.add(w.o_bytes);
+    scratch.add(w.o_bytes);
     w.ml_bytes = states * g.row_vecs * 32;
-    w.ml_at = layout.add(w.ml_bytes);
-    w.bytes = layout.bytes();
+    w.ml_offset = scratch.add(w.ml_bytes);
+    w.zero_bytes = zero.bytes();
+    w.scratch_bytes = scratch.bytes();
+    w.bytes = w.zero_bytes + w.scratch_bytes;
     return w;
   }
   std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes; }
   // Workspace bytes that let record() take its fastest plan for these
-  // arguments at every sequence length (0: none needed): the split count
-  // depends on the length, this on the batch dimensions only (num_seqs,
-  // q_len, heads), so an engine sizes its workspace once per batch shape.
+  // arguments and for every call with no more sequences and new tokens per
+  // sequence (the same heads), at every sequence length; 0: none needed.
+  // The split count depends on the length and the batch: sized once for the
+  // largest batch, zeroed once, a workspace serves every step with
+  // `zeroed` (workspace.hpp).
   std::uint64_t workspace_bytes(const Args& a) const {
     check(a);
     const Problem p = problem(a);
-    const Variant<Problem>& v = select_variant(*ctx_, name, variants, p);
-    Geometry g = geometry(p, true, v);
-    g.splits = static_cast<std::uint32_t>(split_cap(p, g, v.path == Path::tensor_core_fp16));
-    return workspace_bytes(p, g);
+    std::uint64_t zero = 0, scratch = 0;
+    for (std::int64_t ql = 1; ql <= p.q_len; ++ql) {
+      Problem smaller = p;
+      smaller.q_len = ql;
+      const Variant<Problem>& v = select_variant(*ctx_, name, variants, smaller);  // independent of num_seqs
+      for (std::int64_t n = 1; n <= p.num_seqs; ++n) {
+        smaller.num_seqs = n;
+        Geometry g = geometry(smaller, true, v);
+        g.splits = static_cast<std::uint32_t>(split_cap(smaller, g, v.path == Path::tensor_core_fp16));
+        const WorkspaceLayout w = workspace_layout(smaller, g);
+        zero = std::max(zero, w.zero_bytes);
+        scratch = std::max(scratch, w.scratch_bytes);
+      }
+    }
+    return zero + scratch;
   }
 
   Plan plan(const Args& a) const {
@@ -515,10 +533,11 @@ class DecodeAttentionKernel {
     Push push;
     if (g.splits > 1) {
       const WorkspaceLayout w = workspace_layout(p, g);
-      const TensorRef counters = tilekernels::detail::workspace_region(*a.workspace, w.counters_at, w.counter_bytes);
-      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, w.o_at, w.ml_at + w.ml_bytes - w.o_at));
+      const TensorRef counters = tilekernels::detail::workspace_region(*a.workspace, 0, w.counter_bytes);
+      const std::uint64_t o_at = w.o_at(a.workspace->memory.size);
+      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, o_at, w.ml_offset + w.ml_bytes));
       bindings.push_back(counters);
-      push.ml_at = static_cast<std::uint32_t>((w.ml_at - w.o_at) / 16);
+      push.ml_at = static_cast<std::uint32_t>(w.ml_offset / 16);
       if (!a.workspace->zeroed) tilekernels::detail::record_zero_fill(*ctx_, cmd, counters);
     } else {
       bindings.insert(bindings.end(), {a.output, a.output});

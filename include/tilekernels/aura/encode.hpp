@@ -288,7 +288,7 @@ class Encode {
   // Workspace bytes that let a call of `rows` rows take few_rows (0 for
   // larger calls): per row block a counter and parts of the norm
   // correction, per row a 64-bit word. Every dispatch leaves the counters
-  // and words zero.
+  // and words zero; the bytes for `rows` serve every call with fewer.
   static std::uint64_t workspace_bytes(std::int64_t rows) { return rows <= Config::few_rows_max ? layout(rows).bytes : 0; }
 
   void check(const Args& a) const {
@@ -346,8 +346,9 @@ class Encode {
       spec.workgroup = Config::few_rows_invocations;
       const Layout w = layout(rows);
       const bool atomic = v.needs.int64_atomics;
-      const TensorRef parts = detail::workspace_region(*a.workspace, 0, w.parts_bytes);
-      const TensorRef counters = detail::workspace_region(*a.workspace, w.counters_at, w.counters_bytes);
+      const std::uint64_t parts_at = detail::scratch_offset(a.workspace->memory.size, w.scratch_bytes);
+      const TensorRef parts = detail::workspace_region(*a.workspace, parts_at, w.parts_bytes);
+      const TensorRef counters = detail::workspace_region(*a.workspace, 0, w.counters_bytes);
       const TensorRef row_sums = detail::workspace_region(*a.workspace, w.row_sums_at, w.row_sums_bytes);
       bindings.push_back(atomic ? row_sums : parts);
       bindings.push_back(counters);
@@ -382,24 +383,27 @@ class Encode {
   }
 
  private:
-  // few_rows workspace: per (row, coordinate block) a part of the squared
-  // reconstruction norm and per row block an arrival counter (counter
-  // kernels); per row a 64-bit count-and-sum word (atomic64 kernels).
+  // few_rows workspace: at the front, the parts that must be zero: per row
+  // block an arrival counter (counter kernels), per row a 64-bit
+  // count-and-sum word (atomic64 kernels); in the scratch at the back of the
+  // range passed (workspace.hpp), per (row, coordinate block) a part of the
+  // squared reconstruction norm.
   struct Layout {
-    std::uint64_t parts_bytes = 0, counters_at = 0, counters_bytes = 0, row_sums_at = 0, row_sums_bytes = 0, bytes = 0;
+    std::uint64_t counters_bytes = 0, row_sums_at = 0, row_sums_bytes = 0, parts_bytes = 0, scratch_bytes = 0, bytes = 0;
   };
   static Layout layout(std::int64_t rows) {
     const auto row_blocks = static_cast<std::uint64_t>((rows + Config::few_rows_per_group - 1) / Config::few_rows_per_group);
     const std::uint64_t padded_rows = row_blocks * Config::few_rows_per_group;
     Layout l;
-    detail::WorkspaceLayout w;
-    l.parts_bytes = padded_rows * Config::few_rows_max_blocks * 4;
-    w.add(l.parts_bytes);
+    detail::WorkspaceLayout zero, scratch;
     l.counters_bytes = row_blocks * 4;
-    l.counters_at = w.add(l.counters_bytes);
+    zero.add(l.counters_bytes);
     l.row_sums_bytes = padded_rows * 8;
-    l.row_sums_at = w.add(l.row_sums_bytes);
-    l.bytes = w.bytes();
+    l.row_sums_at = zero.add(l.row_sums_bytes);
+    l.parts_bytes = padded_rows * Config::few_rows_max_blocks * 4;
+    scratch.add(l.parts_bytes);
+    l.scratch_bytes = scratch.bytes();
+    l.bytes = zero.bytes() + l.scratch_bytes;
     return l;
   }
 

@@ -124,8 +124,9 @@ class FlashPass2 {
     return detail::status_of([&] { plan(a); });
   }
 
-  // Workspace bytes the fastest geometry for this shape needs (0: none),
-  // and those of a given geometry.
+  // Workspace bytes the fastest geometry for this shape needs (0: none;
+  // they also serve every call with the same q_heads and fewer blocks), and
+  // those of a given geometry.
   std::uint64_t workspace_bytes(std::int64_t q_heads, std::int64_t num_blocks) const {
     return workspace_bytes(q_heads, geometry({q_heads, num_blocks}, true));
   }
@@ -242,9 +243,10 @@ class FlashPass2 {
     std::vector<TensorRef> bindings{a.o_partials, a.m_partials, a.l_partials, a.output, lse};
     if (g.splits > 1) {
       const SplitLayout w = split_layout(p.q_heads, g);
-      const TensorRef counters = detail::workspace_region(*a.workspace, w.counters_at, w.counter_bytes);
-      bindings.push_back(detail::workspace_region(*a.workspace, 0, w.o_bytes));
-      bindings.push_back(detail::workspace_region(*a.workspace, w.ml_at, w.ml_bytes));
+      const TensorRef counters = detail::workspace_region(*a.workspace, 0, w.counter_bytes);
+      const std::uint64_t o_at = detail::scratch_offset(a.workspace->memory.size, w.scratch_bytes);
+      bindings.push_back(detail::workspace_region(*a.workspace, o_at, w.o_bytes));
+      bindings.push_back(detail::workspace_region(*a.workspace, o_at + w.ml_offset, w.ml_bytes));
       bindings.push_back(counters);
       if (!a.workspace->zeroed) detail::record_zero_fill(*ctx_, cmd, counters);
     } else {
@@ -274,24 +276,26 @@ class FlashPass2 {
   }
 
  private:
-  // Workspace regions of a split geometry: per (head slice, split) the
-  // merged o slice and (m, l); per head slice an arrival counter. Empty
-  // without splits.
+  // Workspace regions of a split geometry: per head slice an arrival
+  // counter at the front (the part that must be zero); per (head slice,
+  // split) the merged o slice and (m, l) in the scratch at the back of the
+  // range passed (workspace.hpp). Empty without splits.
   struct SplitLayout {
-    std::uint64_t o_bytes = 0, ml_at = 0, ml_bytes = 0, counters_at = 0, counter_bytes = 0, bytes = 0;
+    std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0, scratch_bytes = 0, bytes = 0;
   };
   static SplitLayout split_layout(std::int64_t q_heads, const Geometry& g) {
     SplitLayout s;
     if (g.splits <= 1) return s;
     const auto units = static_cast<std::uint64_t>(q_heads) * g.slices;
-    detail::WorkspaceLayout layout;
-    s.o_bytes = units * g.splits * (Config::chunks / g.slices) * 16;
-    layout.add(s.o_bytes);
-    s.ml_bytes = units * g.splits * 8;
-    s.ml_at = layout.add(s.ml_bytes);
+    detail::WorkspaceLayout zero, scratch;
     s.counter_bytes = units * 4;
-    s.counters_at = layout.add(s.counter_bytes);
-    s.bytes = layout.bytes();
+    zero.add(s.counter_bytes);
+    s.o_bytes = units * g.splits * (Config::chunks / g.slices) * 16;
+    scratch.add(s.o_bytes);
+    s.ml_bytes = units * g.splits * 8;
+    s.ml_offset = scratch.add(s.ml_bytes);
+    s.scratch_bytes = scratch.bytes();
+    s.bytes = zero.bytes() + s.scratch_bytes;
     return s;
   }
 

@@ -7,8 +7,13 @@
 // zero when they finish; record() zero-fills that part itself (a
 // vkCmdFillBuffer between two barriers, recorded into the caller's command
 // buffer, so the buffer needs VK_BUFFER_USAGE_TRANSFER_DST_BIT) unless
-// Workspace::zeroed says it already is. Command buffers that may execute
-// concurrently need workspaces of their own.
+// Workspace::zeroed says it already is. That part lies at the front of the
+// workspace and the scratch, which needs no initial value, at the back of
+// the range the caller passes, so no call's scratch reaches another call's
+// zeroed part: a workspace sized once for the largest calls (each kernel's
+// workspace_bytes() says which calls a size serves) and zeroed once stays
+// valid with `zeroed` for all of them, in any order. Command buffers that
+// may execute concurrently need workspaces of their own.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +29,8 @@ struct Workspace {
   TensorRef memory;  // dtype u32, any shape; memory.size bytes from memory.offset are used
   // The caller vouches that the part the kernel needs zero is zero: the
   // memory was zeroed and since then used only by dispatches of the same
-  // kernel object's kind, each complete before the next starts. record()
-  // then records no fill.
+  // kernel's kind (any shapes the size serves), each complete before the
+  // next starts. record() then records no fill.
   bool zeroed = false;
 };
 
@@ -48,6 +53,12 @@ class WorkspaceLayout {
  private:
   std::uint64_t bytes_ = 0;
 };
+
+// Where a kernel's scratch of `bytes` (a multiple of kWorkspaceAlign) starts
+// in a workspace range of `size` bytes: at its back, aligned down.
+inline std::uint64_t scratch_offset(std::uint64_t size, std::uint64_t bytes) {
+  return size < bytes ? 0 : (size - bytes) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 // Throws unless `w` is a u32 tensor whose range holds `bytes` bytes at a
 // bindable offset.
