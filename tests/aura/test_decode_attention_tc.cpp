@@ -201,14 +201,15 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
 // each (K's in the scratch), pairs of codes per lookup up to 4 bits and
 // single codes at 6 and 8, shares that start inside a word (3 bits; at Dim
 // 64 also V at 2 and 6 bits), dense rotations and f16 norms once, around
-// tile edges, 4 and 16 rows per KV head, with and without splits.
+// tile edges, 4, 8 and 16 rows per KV head (row chunks of 4, 8 and 16),
+// with and without splits.
 template <class Cache>
 void expect_lanes_format(const char* name, std::uint64_t seed) {
   SCOPED_TRACE(name);
   using Out = aura::DecodeAttentionConfig<Cache, DType::f32, DType::f16>;
   const Variant<Problem>* lanes = lanes_variant<Out>();
   ASSERT_NE(lanes, nullptr) << "the lanes variant takes every coded width";
-  for (std::int64_t q_len : {1, 4})
+  for (std::int64_t q_len : {1, 2, 4})
     for (std::uint32_t splits : {1u, 3u}) {
       AttentionCase c;
       c.lens = {4, 16, 17, 300, 1100};
@@ -218,7 +219,7 @@ void expect_lanes_format(const char* name, std::uint64_t seed) {
       c.forced = lanes;
       c.lse = false;
       c.workspace = splits > 1;
-      c.geometry = {256, 1, q_len == 1 ? 1u : 4u, splits};
+      c.geometry = {256, 1, static_cast<std::uint32_t>(q_len), splits};  // GQA 4: 4 * q_len rows
       SCOPED_TRACE("q_len " + std::to_string(q_len) + ", splits " + std::to_string(splits));
       expect_tight<Out>(run_attention<Out>(c));
     }
