@@ -202,8 +202,8 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     times.push_back(run(gpu ? kCopies : 0));
     outputs.push_back(output.download_floats());
   }
-  // The references after the steps: the GPU slows down again within a
-  // second or two of idling.
+  // The references after the steps, so that the GPU does not idle between
+  // them.
   for (std::int64_t step = 0; step < kSteps; ++step) {
     const auto& got = outputs[static_cast<std::size_t>(step)];
     const auto want = exact_attention(layer, step, context + step + 1);
@@ -238,12 +238,12 @@ int main() try {
   run_format<PagedCacheConfig<128, 16, 4, 4>>(ctx, "k4v4", layer, context);
   run_format<PagedCacheConfig<128, 16, 4, 3>>(ctx, "k4v3", layer, context);
   run_format<PagedCacheConfig<128, 16, 3, 3>>(ctx, "k3v3", layer, context);
+  const std::string after =
+      ctx.info().is_cpu() ? "" : " after " + std::to_string(kCopies) + " copies of itself in its command buffer";
   std::printf("\nper token: K and V of all KV heads of one layer, norms included; error and cosine: the attention "
-              "output of all query heads (bf16, as an engine takes it) against exact attention over the original (bf16) "
-              "K/V; GPU time: one step "
-              "(append the token, barrier, attention)%s, the median of %lld%s.\n",
-              ctx.info().is_cpu() ? "" : (" after " + std::to_string(kCopies) + " copies of itself in its command buffer").c_str(),
-              static_cast<long long>(kSteps),
+              "output of all query heads (bf16, as an engine takes it) against exact attention over the original "
+              "(bf16) K/V; GPU time: one step (append the token, barrier, attention)%s, the median of %lld%s.\n",
+              after.c_str(), static_cast<long long>(kSteps),
               ctx.info().is_cpu() ? " (a CPU device: far from a GPU's)" : "");
   return 0;
 } catch (const std::exception& e) {

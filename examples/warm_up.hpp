@@ -1,8 +1,8 @@
 // Timing a demo's GPU work as an engine sees it: on a busy GPU.
 //
 // A GPU reaches full speed only after a fraction of a second of sustained
-// load (about 0.2 s on the H100; before that the same work takes several
-// times longer) and slows down again within a second or two of idling. An
+// load (before that the same work takes several times longer) and slows
+// down again when it idles (bench/NOTES-aura-attention-widths.md). An
 // engine's decode loop keeps it busy, so the demos time their work after
 // warm_up() and without idle gaps between the timed runs.
 #pragma once
