@@ -268,7 +268,7 @@ TEST(FlashPass2Split, GridLargerThanOneDispatch) {
 TEST(FlashPass2Split, OneWorkspaceAcrossBlockCounts) {
   using Kernel = aura::FlashPass2<aura::FlashPass2Config<128, DType::f32, DType::f32>>;
   Context& ctx = context();
-  constexpr std::size_t q = 4, most = 4096;
+  constexpr std::int64_t q = 4, most = 4096;
   Kernel kernel(ctx);
   const std::uint64_t bytes = kernel.workspace_bytes(q, most);
   ASSERT_GT(bytes, 0u);
@@ -278,20 +278,20 @@ TEST(FlashPass2Split, OneWorkspaceAcrossBlockCounts) {
   });
   Rng rng(700);
   std::set<std::uint32_t> splits_seen;
-  for (const std::size_t nb : {most, std::size_t{512}, std::size_t{1536}, std::size_t{700}, most, std::size_t{8}}) {
+  for (const std::int64_t nb : {most, std::int64_t{512}, std::int64_t{1536}, std::int64_t{700}, most, std::int64_t{8}}) {
     SCOPED_TRACE("num_blocks " + std::to_string(nb));
-    const auto p = make_partials(rng, q, nb, 128, 0.1, true);
+    const auto p = make_partials(rng, q, static_cast<std::size_t>(nb), 128, 0.1, true);
     const auto o = Tensor::from_floats(ctx, DType::f32, {q, nb, 128}, p.o);
     const auto m = Tensor::from_floats(ctx, DType::f32, {q, nb}, p.m);
     const auto l = Tensor::from_floats(ctx, DType::f32, {q, nb}, p.l);
     GuardedTensor out(ctx, DType::f32, {q, 128});
     Kernel::Args args{o, m, l, out, {}, Workspace{ws.ref(), true}};
     const auto plan = kernel.plan(args);
-    EXPECT_EQ(plan.geometry.splits, kernel.geometry({static_cast<std::int64_t>(q), static_cast<std::int64_t>(nb)}, true).splits)
+    EXPECT_EQ(plan.geometry.splits, kernel.geometry({q, nb}, true).splits)
         << "the workspace was too small for the fastest plan";
     splits_seen.insert(plan.geometry.splits);
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
-    const auto ref = reference::aura::flash_pass2(p.o, p.m, p.l, q, nb, 128);
+    const auto ref = reference::aura::flash_pass2(p.o, p.m, p.l, static_cast<std::size_t>(q), static_cast<std::size_t>(nb), 128);
     EXPECT_LE(relative_rms(out.read_floats(), ref.output), 1e-5);
     EXPECT_TRUE(ws.guards_intact()) << "the kernel wrote outside its workspace";
   }

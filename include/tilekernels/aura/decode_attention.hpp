@@ -385,34 +385,9 @@ class DecodeAttentionKernel {
     return g;
   }
 
-  // Regions of the workspace for a geometry: the counters at the front
-  // (the part that must be zero), the split states' o and their (m, l) in
-  // the scratch at the back of the range passed (o_at(), ml_at()). All zero
-  // bytes without splits.
-  struct WorkspaceLayout {
-    std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0;
-    std::uint64_t zero_bytes = 0, scratch_bytes = 0, bytes = 0;
-    std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
-    std::uint64_t o_at(std::uint64_t size) const { return tilekernels::detail::scratch_offset(size, scratch_bytes); }
-    std::uint64_t ml_at(std::uint64_t size) const { return o_at(size) + ml_offset; }
-  };
+  using WorkspaceLayout = DecodeAttentionWorkspace;
   WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
-    WorkspaceLayout w;
-    if (g.splits <= 1) return w;
-    const std::int64_t rows = p.q_heads / p.kv_heads * p.q_len;
-    w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
-    const std::uint64_t states = w.groups * g.splits;
-    w.counter_bytes = w.groups * 4;
-    tilekernels::detail::WorkspaceLayout zero, scratch;
-    zero.add(w.counter_bytes);
-    w.o_bytes = states * format_.dim * g.row_vecs * 16;
-    scratch.add(w.o_bytes);
-    w.ml_bytes = states * g.row_vecs * 32;
-    w.ml_offset = scratch.add(w.ml_bytes);
-    w.zero_bytes = zero.bytes();
-    w.scratch_bytes = scratch.bytes();
-    w.bytes = w.zero_bytes + w.scratch_bytes;
-    return w;
+    return decode_attention_workspace(format_, p, g);
   }
   std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes; }
   // Workspace bytes that let record() take its fastest plan for these

@@ -98,4 +98,35 @@ inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
   return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.float16 && info.subgroup_size == 32;
 }
 
+// Regions of the workspace for a geometry: the counters at the front (the
+// part that must be zero), the split states' o and their (m, l) in the
+// scratch at the back of the range passed (o_at(), ml_at(); workspace.hpp).
+// All zero bytes without splits.
+struct DecodeAttentionWorkspace {
+  std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0;
+  std::uint64_t zero_bytes = 0, scratch_bytes = 0, bytes = 0;
+  std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
+  std::uint64_t o_at(std::uint64_t size) const { return detail::scratch_offset(size, scratch_bytes); }
+  std::uint64_t ml_at(std::uint64_t size) const { return o_at(size) + ml_offset; }
+};
+inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f, const DecodeAttentionProblem& p,
+                                                           const DecodeAttentionGeometry& g) {
+  DecodeAttentionWorkspace w;
+  if (g.splits <= 1) return w;
+  const std::int64_t rows = p.q_heads / p.kv_heads * p.q_len;
+  w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
+  const std::uint64_t states = w.groups * g.splits;
+  w.counter_bytes = w.groups * 4;
+  detail::WorkspaceLayout zero, scratch;
+  zero.add(w.counter_bytes);
+  w.o_bytes = states * f.dim * g.row_vecs * 16;
+  scratch.add(w.o_bytes);
+  w.ml_bytes = states * g.row_vecs * 32;
+  w.ml_offset = scratch.add(w.ml_bytes);
+  w.zero_bytes = zero.bytes();
+  w.scratch_bytes = scratch.bytes();
+  w.bytes = w.zero_bytes + w.scratch_bytes;
+  return w;
+}
+
 }  // namespace tilekernels::aura
