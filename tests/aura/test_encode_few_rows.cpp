@@ -85,4 +85,38 @@ TEST_F(AuraEncodeFewRows, BlocksMustFillWords) {
   EXPECT_FALSE(has(eligible(std::type_identity<K6>{}, 65), "few_rows"));
 }
 
+// One workspace sized for the most rows few_rows takes and zeroed once
+// serves calls of fewer and more rows in any order, each with zeroed =
+// true, on every few_rows variant the device has.
+TEST_F(AuraEncodeFewRows, OneWorkspaceAcrossRowCounts) {
+  using Config = aura::EncodeConfig<128, 4, DType::bf16>;
+  using Kernel = aura::Encode<Config>;
+  Context& ctx = context();
+  const Kernel kernel(ctx);
+  const auto rotation = Tensor::from_floats(ctx, DType::f32, {128, 128}, dense_rotation(128));
+  GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(Kernel::workspace_bytes(Config::few_rows_max) / 4)});
+  std::uint64_t seed = 840;
+  std::size_t few = 0;
+  for (const auto* v : eligible_variants<Kernel>(ctx, {Config::few_rows_max, true})) {
+    if (v->name.substr(0, 8) != "few_rows") continue;
+    ++few;
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) {  // zeroed once, as an engine does
+      cmd.fillBuffer(ws.ref().buffer, ws.ref().offset, ws.ref().size, 0u, ctx.dispatcher());
+    });
+    for (const std::size_t rows : {std::size_t{64}, std::size_t{1}, std::size_t{37}, std::size_t{64}, std::size_t{3}}) {
+      const std::string label = std::string(v->name) + ", " + std::to_string(rows) + " rows";
+      SCOPED_TRACE(label);
+      RandomRows<Config> t(ctx, rows, seed++);
+      typename Kernel::Args args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms};
+      args.workspace = Workspace{ws.ref(), true};
+      auto plan = kernel.plan(args);
+      plan.variant = v;
+      ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
+      t.check({t.packed.read_words(), t.norms.read_floats()}, dense_rotation(128), label);
+      EXPECT_TRUE(ws.guards_intact()) << "the kernel wrote outside its workspace";
+    }
+  }
+  EXPECT_GE(few, 1u) << "no few_rows variant on this device";
+}
+
 }  // namespace
