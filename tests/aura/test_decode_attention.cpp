@@ -111,9 +111,9 @@ TEST_F(DecodeAttentionTest, LongSequence) {
 // An engine's decode loop: one workspace sized once by workspace_bytes()
 // for its largest batch and zero-filled once, then calls with fewer and
 // more sequences and lengths whose split counts differ, all with zeroed =
-// true (each leaves the counters at zero). Every call must take the fastest plan (the workspace is
-// never too small for it), match the reference and stay inside the
-// workspace.
+// true (each leaves the counters at zero). Every call must take the
+// fastest plan (the workspace is never too small for it), match the
+// reference and stay inside the workspace.
 TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
   Context& ctx = context();
   using Cache = K4V4;
@@ -131,7 +131,8 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
   {
     std::vector<std::int32_t> slots;
     for (std::size_t s = 0; s < capacity.size(); ++s)
-      for (std::int32_t p = 0; p < capacity[s]; ++p) slots.push_back(layout.slot(s, static_cast<std::size_t>(p), Cache::page_tokens));
+      for (std::int32_t p = 0; p < capacity[s]; ++p)
+        slots.push_back(layout.slot(s, static_cast<std::size_t>(p), Cache::page_tokens));
     const auto n = static_cast<std::int64_t>(slots.size());
     const auto k = Tensor::from_floats(ctx, DType::f32, {n, kKvHeads, D}, rng.normals(slots.size() * D));
     const auto v = Tensor::from_floats(ctx, DType::f32, {n, kKvHeads, D}, rng.normals(slots.size() * D));
