@@ -78,6 +78,11 @@ void GuardedTensor::poison() {
   buffer_.upload(words.data(), buffer_.size());
 }
 
+void GuardedTensor::zero() {
+  const std::vector<char> zeros(payload_bytes_, 0);
+  buffer_.upload(zeros.data(), payload_bytes_, guard_bytes);
+}
+
 std::vector<std::uint32_t> GuardedTensor::read_all() const {
   std::vector<std::uint32_t> words(buffer_.size() / 4);
   buffer_.download(words.data(), buffer_.size());

@@ -86,6 +86,8 @@ class GuardedTensor {
   operator TensorRef() const { return ref_; }  // NOLINT
   // Refills payload with NaN and guards with the sentinel.
   void poison();
+  // Zeroes the payload (a workspace zeroed once, as an engine keeps it).
+  void zero();
   // Checks the guards (gtest failure if touched) and returns the payload
   // widened to float (or the raw words as float bits for u32/i32).
   std::vector<float> read_floats() const;

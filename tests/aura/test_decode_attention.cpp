@@ -172,9 +172,7 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
   const std::uint64_t bytes = kernel.workspace_bytes(call(capacity)->args);
   ASSERT_GT(bytes, 0u) << "the smaller batches split";
   GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
-  ctx.submit_and_wait([&](vk::CommandBuffer cmd) {  // zeroed once, as an engine does
-    cmd.fillBuffer(ws.ref().buffer, ws.ref().offset, ws.ref().size, 0u, ctx.dispatcher());
-  });
+  ws.zero();  // zeroed once, as an engine does
   const Workspace workspace{ws.ref(), true};
   std::set<std::uint32_t> splits_seen;
   std::vector<std::int32_t> halves;

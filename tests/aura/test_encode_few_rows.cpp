@@ -100,9 +100,7 @@ TEST_F(AuraEncodeFewRows, OneWorkspaceAcrossRowCounts) {
   for (const auto* v : eligible_variants<Kernel>(ctx, {Config::few_rows_max, true})) {
     if (v->name.substr(0, 8) != "few_rows") continue;
     ++few;
-    ctx.submit_and_wait([&](vk::CommandBuffer cmd) {  // zeroed once, as an engine does
-      cmd.fillBuffer(ws.ref().buffer, ws.ref().offset, ws.ref().size, 0u, ctx.dispatcher());
-    });
+    ws.zero();  // zeroed once, as an engine does
     for (const std::size_t rows : {std::size_t{64}, std::size_t{1}, std::size_t{37}, std::size_t{64}, std::size_t{3}}) {
       const std::string label = std::string(v->name) + ", " + std::to_string(rows) + " rows";
       SCOPED_TRACE(label);

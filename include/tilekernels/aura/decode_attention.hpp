@@ -322,9 +322,8 @@ class DecodeAttentionKernel {
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
     if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace, is_lanes(v));
     Geometry g;
-    const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
-    g.row_vecs = rows <= 4 ? 1 : 2;
-    const std::int64_t units = p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs));
+    g.row_vecs = decode_attention_rows(p) <= 4 ? 1 : 2;
+    const std::int64_t units = decode_attention_groups(p, g.row_vecs);
     const std::int64_t enough = split_target(false) * 3 / 4;
     const std::int64_t keys = std::max<std::int64_t>(p.keys, 1);
     const std::array<std::array<std::uint32_t, 2>, 3> candidates{
@@ -353,9 +352,7 @@ class DecodeAttentionKernel {
   // one workgroup more than the multiprocessors doubles the time of those
   // that take two.
   std::int64_t split_cap(const Problem& p, const Geometry& g, bool tc) const {
-    const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
-    const std::int64_t units =
-        std::max<std::int64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)), 1);
+    const std::int64_t units = std::max<std::int64_t>(decode_attention_groups(p, g.row_vecs), 1);
     const std::int64_t target = split_target(tc);
     if (units >= target * 3 / 4) return 1;
     return std::min<std::int64_t>(tc ? target / units : (target + units - 1) / units, max_splits);
@@ -377,7 +374,7 @@ class DecodeAttentionKernel {
   // loads in flight per multiprocessor; its registers allow one workgroup).
   Geometry tensor_core_geometry(const Problem& p, bool workspace, bool lanes) const {
     Geometry g{lanes ? lanes_workgroup : tc_workgroup, 1, 4, 1};
-    const std::int64_t rows = p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
+    const std::int64_t rows = decode_attention_rows(p);
     if (lanes) g.row_vecs = rows <= 4 ? 1 : rows <= 8 ? 2 : 4;
     const std::int64_t block_keys = g.workgroup / 2;  // 16 keys per subgroup of 32
     const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + block_keys - 1) / block_keys;
@@ -408,6 +405,7 @@ class DecodeAttentionKernel {
         smaller.num_seqs = n;
         Geometry g = geometry(smaller, true, v);
         g.splits = static_cast<std::uint32_t>(split_cap(smaller, g, v.path == Path::tensor_core_fp16));
+        if (g.splits <= 1) break;  // larger batches have more groups: none splits
         const WorkspaceLayout w = workspace_layout(smaller, g);
         zero = std::max(zero, w.zero_bytes);
         scratch = std::max(scratch, w.scratch_bytes);
@@ -468,7 +466,7 @@ class DecodeAttentionKernel {
     const Problem p = problem(a);
     const Geometry& g = plan.geometry;
     const std::int64_t gqa = p.q_heads / p.kv_heads;
-    const std::int64_t chunks = (gqa * p.q_len + 4 * g.row_vecs - 1) / (4 * g.row_vecs);
+    const std::int64_t chunks = (decode_attention_rows(p) + 4 * g.row_vecs - 1) / (4 * g.row_vecs);
     const CacheFormat& f = format_;
     Spec spec;
     spec.workgroup = g.workgroup;

@@ -4,6 +4,7 @@
 // memory, the fragment layout of the lanes variant).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -98,6 +99,16 @@ inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
   return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.float16 && info.subgroup_size == 32;
 }
 
+// Query rows per KV head of a call (GQA x new tokens).
+inline std::int64_t decode_attention_rows(const DecodeAttentionProblem& p) {
+  return p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
+}
+// The (sequence, KV head, row chunk) groups of a call with chunks of
+// 4 * row_vecs rows: what the split rules count, one counter each.
+inline std::int64_t decode_attention_groups(const DecodeAttentionProblem& p, std::uint32_t row_vecs) {
+  return p.num_seqs * p.kv_heads * ((decode_attention_rows(p) + 4 * row_vecs - 1) / (4 * row_vecs));
+}
+
 // Regions of the workspace for a geometry: the counters at the front (the
 // part that must be zero), the split states' o and their (m, l) in the
 // scratch at the back of the range passed (o_at(), ml_at(); workspace.hpp).
@@ -113,8 +124,7 @@ inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f,
                                                            const DecodeAttentionGeometry& g) {
   DecodeAttentionWorkspace w;
   if (g.splits <= 1) return w;
-  const std::int64_t rows = p.q_heads / p.kv_heads * p.q_len;
-  w.groups = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads * ((rows + 4 * g.row_vecs - 1) / (4 * g.row_vecs)));
+  w.groups = static_cast<std::uint64_t>(decode_attention_groups(p, g.row_vecs));
   const std::uint64_t states = w.groups * g.splits;
   w.counter_bytes = w.groups * 4;
   detail::WorkspaceLayout zero, scratch;
