@@ -90,6 +90,8 @@ const uint LKR = (K_SHARE + 32u - K_GRAIN + 31u) / 32u, LVR = (V_SHARE + 32u - V
 // else the queries' scratch, dead during the tile loop (K_OWN_LUT).
 shared uint s_lut[256u][16u];
 const bool K_OWN_LUT = K_BITS != V_BITS;
+// The entries a width's lookups reach (the rest are never filled).
+#define TK_TC_LUT_USED(BITS) ((BITS) <= 4u ? 1u << (2u * (BITS)) : 1u << (BITS))
 #define TK_TC_LUT_ENTRY(cb, BITS, e)                                                                  \
   ((BITS) <= 4u ? (cb[(e) & (uint(cb.length()) - 1u)] | (cb[((e) >> (BITS)) & (uint(cb.length()) - 1u)] << 16)) \
                 : (cb[(e) & (uint(cb.length()) - 1u)] * 0x10001u))
@@ -181,14 +183,22 @@ shared bool s_last;
 // The widest load of a lane's half row of n words in the staged loop.
 #define TK_HALF_VEC(n) ((n) % 4u == 0u ? 4u : (n) % 2u == 0u ? 2u : 1u)
 
-// The workgroup's (m, l) of row `row` over the subgroups' states, m = big_m
-// their maximum, into s_mf, s_lf (written by one subgroup).
-#define TK_TC_ROW_STATE(row, big_m)                                                            \
+// Row `row`'s merge over the subgroups' states (s_wm, s_wl): M their
+// maximum; the calling subgroup's O factor e^(m_o - M) into s_alpha (its
+// reference m_o is -inf where no key had a non-zero weight, and then O is
+// 0); subgroup 0 also writes the workgroup's (M, L = sum l e^(m - M)) into
+// s_mf, s_lf.
+#define TK_TC_ROW_MERGE(row, mo)                                                               \
   {                                                                                            \
-    float l_ = 0.0;                                                                            \
-    for (uint w_ = 0; w_ < NW; ++w_) l_ += s_wl[w_ * MR + (row)] * tk_softmax_weight(s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)], (big_m)); \
-    s_mf[row] = (big_m);                                                                       \
-    s_lf[row] = l_;                                                                            \
+    float big_m_ = TK_NEG_INF;                                                                 \
+    for (uint w_ = 0; w_ < NW; ++w_) big_m_ = tk_softmax_max(big_m_, s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)]); \
+    s_alpha[warp * MR + (row)] = (mo) == TK_NEG_INF || big_m_ == TK_NEG_INF ? 0.0 : exp((mo) - big_m_); \
+    if (warp == 0u) {                                                                          \
+      float l_ = 0.0;                                                                          \
+      for (uint w_ = 0; w_ < NW; ++w_) l_ += s_wl[w_ * MR + (row)] * tk_softmax_weight(s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)], big_m_); \
+      s_mf[row] = big_m_;                                                                      \
+      s_lf[row] = l_;                                                                          \
+    }                                                                                          \
   }
 
 void main() {
@@ -254,7 +264,7 @@ void main() {
 
   barrier();
 #if TK_TC_LANES
-  [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) s_lut[i / 16u][i % 16u] = TK_TC_LUT_ENTRY(s_cbv, V_BITS, i / 16u);
+  [[unroll]] for (uint i = inv; i < TK_TC_LUT_USED(V_BITS) * 16u; i += WG) s_lut[i / 16u][i % 16u] = TK_TC_LUT_ENTRY(s_cbv, V_BITS, i / 16u);
 #endif
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
@@ -276,7 +286,7 @@ void main() {
   barrier();  // also: the scratch's queries are read
 #if TK_TC_LANES
   if (K_OWN_LUT)
-    [[unroll]] for (uint i = inv; i < 256u * 16u; i += WG) SF(i) = uintBitsToFloat(TK_TC_LUT_ENTRY(s_cbk, K_BITS, i / 16u));
+    [[unroll]] for (uint i = inv; i < TK_TC_LUT_USED(K_BITS) * 16u; i += WG) SF(i) = uintBitsToFloat(TK_TC_LUT_ENTRY(s_cbk, K_BITS, i / 16u));
 #endif
   if (inv < MR) {
     float m = 0.0;
@@ -451,14 +461,7 @@ void main() {
     s_wl[warp * MR + lane / 2u] = l_run;
   }
   barrier();
-  if (lane % 2u == 0u) {
-    const uint row = lane / 2u;
-    float big_m = TK_NEG_INF;
-    for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * MR + row], s_wl[w * MR + row]);
-    // m_o is -inf where no key had a non-zero weight; then O is 0.
-    s_alpha[warp * MR + row] = mo_run == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_run - big_m);
-    if (warp == 0u) TK_TC_ROW_STATE(row, big_m)
-  }
+  if (lane % 2u == 0u) TK_TC_ROW_MERGE(lane / 2u, mo_run)
 #endif
   barrier();
   // The state as decode_attention_finish.glsl takes it.

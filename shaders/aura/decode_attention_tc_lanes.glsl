@@ -209,11 +209,5 @@
     }
   barrier();
   if (j4 == 0u)
-    [[unroll]] for (uint h = 0; h < 2u; ++h) {
-      const uint row = g + 8u * h;
-      float big_m = TK_NEG_INF;
-      for (uint w = 0; w < NW; ++w) big_m = tk_softmax_max(big_m, s_wm[w * MR + row], s_wl[w * MR + row]);
-      s_alpha[warp * MR + row] = mo_r[h] == TK_NEG_INF || big_m == TK_NEG_INF ? 0.0 : exp(mo_r[h] - big_m);
-      if (warp == 0u) TK_TC_ROW_STATE(row, big_m)
-    }
+    [[unroll]] for (uint h = 0; h < 2u; ++h) TK_TC_ROW_MERGE(g + 8u * h, mo_r[h])
 }
