@@ -154,15 +154,6 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     return tk::Tensor::from_floats(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim}, qs);
   };
   std::optional<tk::Tensor> workspace;
-  {
-    const auto q = q_of(0);
-    const std::uint64_t bytes =
-        attention.workspace_bytes({q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, output});
-    if (bytes) {
-      workspace.emplace(ctx, tk::DType::u32, tk::Shape{static_cast<std::int64_t>(bytes / 4)});
-      workspace->buffer().fill(0);
-    }
-  }
   // Each step is timed after copies of itself in the same command buffer
   // (appending a token again rewrites the same slot), the first one after
   // the GPU's warm-up (warm_up.hpp). Not on a CPU device.
@@ -178,6 +169,12 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     const auto q = q_of(step);
     typename Attention::Args args{q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, output};
     args.max_seq_len = len;  // the host knows the length: the split is sized for it
+    if (step == 0) {
+      if (const std::uint64_t bytes = attention.workspace_bytes(args)) {
+        workspace.emplace(ctx, tk::DType::u32, tk::Shape{static_cast<std::int64_t>(bytes / 4)});
+        workspace->buffer().fill(0);
+      }
+    }
     if (workspace) args.workspace = tk::Workspace{workspace->ref(), true};
     std::vector<tk::Tensor> keep;
     std::vector<std::int32_t> slots;
