@@ -171,6 +171,16 @@ BENCHMARK(BM_DecodeAttentionK4V3)->Name("Sweep_DecodeAttentionK4V3")->TK_DECODE_
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionK3V3)->Name("Sweep_DecodeAttentionK3V3")->TK_DECODE_LONG_(0)->TK_DECODE_LONG_(1)
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The other coded widths the lanes variant takes, automatic only.
+#define TK_DECODE_WIDTH(K, V)                                                                                 \
+  void BM_DecodeAttentionK##K##V##V(benchmark::State& state) { decode_step(state, K, V); }                   \
+  BENCHMARK(BM_DecodeAttentionK##K##V##V)->Name("Sweep_DecodeAttentionK" #K "V" #V)->TK_DECODE_LONG_(0)      \
+      ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+TK_DECODE_WIDTH(8, 8)
+TK_DECODE_WIDTH(6, 6)
+TK_DECODE_WIDTH(4, 8)
+TK_DECODE_WIDTH(2, 2)
+#undef TK_DECODE_WIDTH
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):
 // workgroup x keys per invocation x splits at the shapes that matter.
