@@ -50,76 +50,88 @@
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
   float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
   float l_r[2] = float[2](0.0, 0.0);
-  // Current and next tile: the words of keys g, g + 8's K shares and of its
-  // keys' V shares, norms of its keys.
-  uint kc[2u * LKR], vc[4u * LVR], kc_n[2u * LKR], vc_n[4u * LVR];
+  // K's words are loaded two tiles ahead (S is formed one tile ahead), V's
+  // and the norms one tile ahead: kc, the next tile's K shares (keys g and
+  // g + 8), kc_nn the one after; vc, kn, vn this tile's V shares and norms
+  // of its keys, vc_n, kn_n, vn_n the next tile's.
+  uint kc[2u * LKR], kc_nn[2u * LKR], vc[4u * LVR], vc_n[4u * LVR];
   float kn[4], vn[4], kn_n[4], vn_n[4];
-  uint page_next = 0u;
+  [[unroll]] for (uint i = 0; i < 2u * LKR; ++i) kc[i] = kc_nn[i] = 0u;  // defined before the first copy
   // The widest load of a share of SHARE bits (starting on a word boundary
   // when SHARE is a multiple of 32).
 #define TK_TC_SHARE_VEC(SHARE) ((SHARE) % 128u == 0u ? 4u : (SHARE) % 64u == 0u ? 2u : 1u)
-#define TK_TC_LANES_LOAD(KC, VC, KN, VN, page, tile)                                                 \
+#define TK_TC_ROW_BASE(page, tile) (((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS)
+#define TK_TC_LANES_LOAD_K(KC, page, tile)                                                           \
+  [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                          \
+    uint d_[LKR];                                                                                     \
+    TK_LOAD_WORDS(d_, LKR, KW, k_words, k_words2, k_words4, TK_TC_ROW_BASE(page, tile) + g + 8u * h, k_at, TK_TC_SHARE_VEC(K_SHARE)) \
+    [[unroll]] for (uint i = 0; i < LKR; ++i) KC[h * LKR + i] = d_[i];                                \
+  }
+#define TK_TC_LANES_LOAD_V(VC, KN, VN, page, tile)                                                   \
+  [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                          \
+    const uint row_ = TK_TC_ROW_BASE(page, tile) + 2u * j4 + (c & 1u) + 8u * (c >> 1);                \
+    uint d_[LVR];                                                                                     \
+    TK_LOAD_WORDS(d_, LVR, VW, v_words, v_words2, v_words4, row_, v_at, TK_TC_SHARE_VEC(V_SHARE))       \
+    [[unroll]] for (uint i = 0; i < LVR; ++i) VC[c * LVR + i] = d_[i];                                \
+    KN[c] = TK_LOAD_NORM(NORM_DTYPE, k_norms, row_);                                                  \
+    VN[c] = TK_LOAD_NORM(NORM_DTYPE, v_norms, row_);                                                  \
+  }
+  // S = Q K^T over a tile from its K shares KC: K^T's tile t from keys g
+  // and g + 8's codes of it. The shares' words, each share from its word 0,
+  // bit 0 (a word past a share's last loaded one repeats it: those bits are
+  // past the share).
+#define TK_TC_LANES_S(S, KC)                                                                          \
   {                                                                                                   \
-    const uint rb_ = ((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS;              \
-    [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                        \
-      uint d_[LKR];                                                                                   \
-      TK_LOAD_WORDS(d_, LKR, KW, k_words, k_words2, k_words4, rb_ + g + 8u * h, k_at, TK_TC_SHARE_VEC(K_SHARE)) \
-      [[unroll]] for (uint i = 0; i < LKR; ++i) KC[h * LKR + i] = d_[i];                              \
-    }                                                                                                 \
-    [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                        \
-      const uint row_ = rb_ + 2u * j4 + (c & 1u) + 8u * (c >> 1);                                     \
-      uint d_[LVR];                                                                                   \
-      TK_LOAD_WORDS(d_, LVR, VW, v_words, v_words2, v_words4, row_, v_at, TK_TC_SHARE_VEC(V_SHARE))     \
-      [[unroll]] for (uint i = 0; i < LVR; ++i) VC[c * LVR + i] = d_[i];                              \
-      KN[c] = TK_LOAD_NORM(NORM_DTYPE, k_norms, row_);                                                \
-      VN[c] = TK_LOAD_NORM(NORM_DTYPE, v_norms, row_);                                                \
+    uint kw_[2u * LKC];                                                                               \
+    [[unroll]] for (uint i = 0; i < 2u * LKC; ++i) kw_[i] = TK_TC_WORD(KC, i / LKC * LKR, i % LKC, LKR, K_GRAIN, k_sh); \
+    S = TK_CM_FILL(TK_CMH_ACC, 0.0);                                                                  \
+    [[unroll]] for (uint t = 0; t < DT; ++t) {                                                        \
+      TK_CMH_B kb;                                                                                    \
+      [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                      \
+        uint w_[LKC];                                                                                 \
+        [[unroll]] for (uint i = 0; i < LKC; ++i) w_[i] = kw_[h * LKC + i];                           \
+        if (K_BITS <= 4u) {                                                                           \
+          const f16vec2 d01 = TK_TC_KLUT(w_, LKC, 2u * t);                                            \
+          const f16vec2 d23 = TK_TC_KLUT(w_, LKC, 2u * t + 1u);                                       \
+          TK_CM_EL(kb, 4u * h) = d01.x;                                                               \
+          TK_CM_EL(kb, 4u * h + 1u) = d01.y;                                                          \
+          TK_CM_EL(kb, 4u * h + 2u) = d23.x;                                                          \
+          TK_CM_EL(kb, 4u * h + 3u) = d23.y;                                                          \
+        } else {                                                                                      \
+          [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(kb, 4u * h + i) = TK_TC_KLUT(w_, LKC, 4u * t + i).x; \
+        }                                                                                             \
+      }                                                                                               \
+      S = TK_CMH_MMA(qa[t], kb, S);                                                                   \
     }                                                                                                 \
   }
   const uint base = uint(lo) & ~15u;
+  TK_CMH_ACC s_cur;  // this tile's S
+  uint page1 = 0u, page2 = 0u;  // the page ids of the next two tiles
   if (b0 < b1) {
     const uint t0 = base + b0 * BT + warp * KT;
-    TK_TC_LANES_LOAD(kc, vc, kn, vn, load_page(seq, t0 / PAGE_TOKENS), t0)
-    page_next = load_page(seq, (t0 + BT) / PAGE_TOKENS);
+    const uint page0 = load_page(seq, t0 / PAGE_TOKENS);
+    page1 = load_page(seq, (t0 + BT) / PAGE_TOKENS);  // one round trip for both
+    uint kc0[2u * LKR];
+    TK_TC_LANES_LOAD_K(kc0, page0, t0)
+    TK_TC_LANES_LOAD_V(vc, kn, vn, page0, t0)
+    if (b0 + 1u < b1) TK_TC_LANES_LOAD_K(kc, page1, t0 + BT)
+    page2 = load_page(seq, (t0 + 2u * BT) / PAGE_TOKENS);
+    TK_TC_LANES_S(s_cur, kc0)
   }
 
   for (uint b = b0; b < b1; ++b) {
     const uint tb = base + b * BT + warp * KT;
-    if (b + 1u < b1) {
-      TK_TC_LANES_LOAD(kc_n, vc_n, kn_n, vn_n, page_next, tb + BT)
-      page_next = load_page(seq, (tb + 2u * BT) / PAGE_TOKENS);
-    }
+    if (b + 1u < b1) TK_TC_LANES_LOAD_V(vc_n, kn_n, vn_n, page1, tb + BT)
+    if (b + 2u < b1) TK_TC_LANES_LOAD_K(kc_nn, page2, tb + 2u * BT)
+    const uint page3 = load_page(seq, (tb + 3u * BT) / PAGE_TOKENS);
     float lvn[4];
     [[unroll]] for (uint c = 0; c < 4u; ++c) lvn[c] = vn[c] > 0.0 ? log(vn[c]) : TK_NEG_INF;
-
-    // S = Q K^T over the tile: K^T's tile t from keys g and g + 8's codes of
-    // it; even and odd t summed apart (two chains of products, not one).
-    TK_CMH_ACC s2[2];
-    s2[0] = TK_CM_FILL(TK_CMH_ACC, 0.0);
-    s2[1] = TK_CM_FILL(TK_CMH_ACC, 0.0);
-    // The shares' words, each share from its word 0, bit 0. A word past a
-    // share's last loaded one repeats it: those bits are past the share.
-    uint kw[2u * LKC], vw[4u * LVC];
-    [[unroll]] for (uint i = 0; i < 2u * LKC; ++i) kw[i] = TK_TC_WORD(kc, i / LKC * LKR, i % LKC, LKR, K_GRAIN, k_sh);
+    // The next tile's S depends on nothing below, so its lookups and
+    // products are in flight during this tile's softmax.
+    TK_CMH_ACC s_next;
+    if (b + 1u < b1) TK_TC_LANES_S(s_next, kc)
+    uint vw[4u * LVC];
     [[unroll]] for (uint i = 0; i < 4u * LVC; ++i) vw[i] = TK_TC_WORD(vc, i / LVC * LVR, i % LVC, LVR, V_GRAIN, v_sh);
-
-    [[unroll]] for (uint t = 0; t < DT; ++t) {
-      TK_CMH_B kb;
-      [[unroll]] for (uint h = 0; h < 2u; ++h) {
-        uint w_[LKC];
-        [[unroll]] for (uint i = 0; i < LKC; ++i) w_[i] = kw[h * LKC + i];
-        if (K_BITS <= 4u) {
-          const f16vec2 d01 = TK_TC_KLUT(w_, LKC, 2u * t);
-          const f16vec2 d23 = TK_TC_KLUT(w_, LKC, 2u * t + 1u);
-          TK_CM_EL(kb, 4u * h) = d01.x;
-          TK_CM_EL(kb, 4u * h + 1u) = d01.y;
-          TK_CM_EL(kb, 4u * h + 2u) = d23.x;
-          TK_CM_EL(kb, 4u * h + 3u) = d23.y;
-        } else {
-          [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(kb, 4u * h + i) = TK_TC_KLUT(w_, LKC, 4u * t + i).x;
-        }
-      }
-      s2[t % 2u] = TK_CMH_MMA(qa[t], kb, s2[t % 2u]);
-    }
 
     // The weights, as the staged loop computes them, per row (h: row g + 8h)
     // over the quad of lanes 4g .. 4g + 3.
@@ -129,7 +141,7 @@
       float z[4], u[4];
       float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        float v = (TK_CM_EL(s2[0], 4u * h + c) + TK_CM_EL(s2[1], 4u * h + c)) * qf[h] * kn[c];
+        float v = TK_CM_EL(s_cur, 4u * h + c) * qf[h] * kn[c];
         if (pc.softcap > 0.0) {
           const float xc = v / pc.softcap;
           v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
@@ -182,14 +194,20 @@
       o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
     }
 
-    [[unroll]] for (uint i = 0; i < 2u * LKR; ++i) kc[i] = kc_n[i];
+    s_cur = s_next;
+    [[unroll]] for (uint i = 0; i < 2u * LKR; ++i) kc[i] = kc_nn[i];
     [[unroll]] for (uint i = 0; i < 4u * LVR; ++i) vc[i] = vc_n[i];
     [[unroll]] for (uint c = 0; c < 4u; ++c) {
       kn[c] = kn_n[c];
       vn[c] = vn_n[c];
     }
+    page1 = page2;
+    page2 = page3;
   }
-#undef TK_TC_LANES_LOAD
+#undef TK_TC_LANES_S
+#undef TK_TC_LANES_LOAD_V
+#undef TK_TC_LANES_LOAD_K
+#undef TK_TC_ROW_BASE
 #undef TK_TC_SHARE_VEC
 #undef TK_TC_WORD
 #undef TK_TC_KLUT
