@@ -149,10 +149,6 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
   // buffer. The workspace is the engine's: sized once for the batch shape
   // (every length fits it), zeroed once, and left zeroed by every call.
   tk::Tensor seq_lens(ctx, tk::DType::i32, {1}), output(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim});
-  const auto q_of = [&](std::int64_t step) {
-    const std::vector<float> qs(layer.q.begin() + step * kQHeads * kDim, layer.q.begin() + (step + 1) * kQHeads * kDim);
-    return tk::Tensor::from_floats(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim}, qs);
-  };
   std::optional<tk::Tensor> workspace;
   // Each step is timed after copies of itself in the same command buffer
   // (appending a token again rewrites the same slot), the first one after
@@ -166,7 +162,8 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     const std::int64_t len = context + step + 1;
     const std::vector<std::int32_t> lens{static_cast<std::int32_t>(len)};
     seq_lens.upload(std::span<const std::int32_t>(lens));
-    const auto q = q_of(step);
+    const std::vector<float> qs(layer.q.begin() + step * kQHeads * kDim, layer.q.begin() + (step + 1) * kQHeads * kDim);
+    const auto q = tk::Tensor::from_floats(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim}, qs);
     typename Attention::Args args{q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, output};
     args.max_seq_len = len;  // the host knows the length: the split is sized for it
     if (step == 0) {

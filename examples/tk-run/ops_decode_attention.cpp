@@ -229,7 +229,7 @@ void run_partials(tilekernels::Context& ctx, Invocation& inv) {
   auto geometry = kernel.geometry(problem, true);
   geometry.splits = static_cast<std::uint32_t>(splits);
   const auto layout = kernel.workspace_layout(problem, geometry);
-  Tensor work(ctx, DType::u32, {static_cast<std::int64_t>(layout.bytes / 4)});
+  Tensor work(ctx, DType::u32, {static_cast<std::int64_t>(layout.bytes() / 4)});
   args.workspace = tilekernels::Workspace{work.ref()};
   auto plan = kernel.plan(args);
   plan.geometry = geometry;

@@ -386,7 +386,7 @@ class DecodeAttentionKernel {
   WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
     return decode_attention_workspace(format_, p, g);
   }
-  std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes; }
+  std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes(); }
   // Workspace bytes that let record() take its fastest plan for these
   // arguments and for every call with no more sequences and new tokens per
   // sequence (the same heads), at every sequence length; 0: none needed.
@@ -407,8 +407,8 @@ class DecodeAttentionKernel {
         g.splits = static_cast<std::uint32_t>(split_cap(smaller, g, v.path == Path::tensor_core_fp16));
         if (g.splits <= 1) break;  // larger batches have more groups: none splits
         const WorkspaceLayout w = workspace_layout(smaller, g);
-        zero = std::max(zero, w.zero_bytes);
-        scratch = std::max(scratch, w.scratch_bytes);
+        zero = std::max(zero, w.regions.zero_bytes());
+        scratch = std::max(scratch, w.regions.scratch_bytes());
       }
     }
     return zero + scratch;

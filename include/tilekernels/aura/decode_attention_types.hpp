@@ -114,10 +114,11 @@ inline std::int64_t decode_attention_groups(const DecodeAttentionProblem& p, std
 // scratch at the back of the range passed (o_at(), ml_at(); workspace.hpp).
 // All zero bytes without splits.
 struct DecodeAttentionWorkspace {
+  detail::ZeroScratchLayout regions;
   std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0;
-  std::uint64_t zero_bytes = 0, scratch_bytes = 0, bytes = 0;
   std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
-  std::uint64_t o_at(std::uint64_t size) const { return detail::scratch_offset(size, scratch_bytes); }
+  std::uint64_t bytes() const { return regions.bytes(); }
+  std::uint64_t o_at(std::uint64_t size) const { return regions.scratch_at(size); }
   std::uint64_t ml_at(std::uint64_t size) const { return o_at(size) + ml_offset; }
 };
 inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f, const DecodeAttentionProblem& p,
@@ -127,15 +128,11 @@ inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f,
   w.groups = static_cast<std::uint64_t>(decode_attention_groups(p, g.row_vecs));
   const std::uint64_t states = w.groups * g.splits;
   w.counter_bytes = w.groups * 4;
-  detail::WorkspaceLayout zero, scratch;
-  zero.add(w.counter_bytes);
+  w.regions.add_zero(w.counter_bytes);
   w.o_bytes = states * f.dim * g.row_vecs * 16;
-  scratch.add(w.o_bytes);
+  w.regions.add_scratch(w.o_bytes);
   w.ml_bytes = states * g.row_vecs * 32;
-  w.ml_offset = scratch.add(w.ml_bytes);
-  w.zero_bytes = zero.bytes();
-  w.scratch_bytes = scratch.bytes();
-  w.bytes = w.zero_bytes + w.scratch_bytes;
+  w.ml_offset = w.regions.add_scratch(w.ml_bytes);
   return w;
 }
 

@@ -289,7 +289,9 @@ class Encode {
   // larger calls): per row block a counter and parts of the norm
   // correction, per row a 64-bit word. Every dispatch leaves the counters
   // and words zero; the bytes for `rows` serve every call with fewer.
-  static std::uint64_t workspace_bytes(std::int64_t rows) { return rows <= Config::few_rows_max ? layout(rows).bytes : 0; }
+  static std::uint64_t workspace_bytes(std::int64_t rows) {
+    return rows <= Config::few_rows_max ? layout(rows).regions.bytes() : 0;
+  }
 
   void check(const Args& a) const {
     detail::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
@@ -346,7 +348,7 @@ class Encode {
       spec.workgroup = Config::few_rows_invocations;
       const Layout w = layout(rows);
       const bool atomic = v.needs.int64_atomics;
-      const std::uint64_t parts_at = detail::scratch_offset(a.workspace->memory.size, w.scratch_bytes);
+      const std::uint64_t parts_at = w.regions.scratch_at(a.workspace->memory.size);
       const TensorRef parts = detail::workspace_region(*a.workspace, parts_at, w.parts_bytes);
       const TensorRef counters = detail::workspace_region(*a.workspace, 0, w.counters_bytes);
       const TensorRef row_sums = detail::workspace_region(*a.workspace, w.row_sums_at, w.row_sums_bytes);
@@ -389,21 +391,19 @@ class Encode {
   // range passed (workspace.hpp), per (row, coordinate block) a part of the
   // squared reconstruction norm.
   struct Layout {
-    std::uint64_t counters_bytes = 0, row_sums_at = 0, row_sums_bytes = 0, parts_bytes = 0, scratch_bytes = 0, bytes = 0;
+    detail::ZeroScratchLayout regions;
+    std::uint64_t counters_bytes = 0, row_sums_at = 0, row_sums_bytes = 0, parts_bytes = 0;
   };
   static Layout layout(std::int64_t rows) {
     const auto row_blocks = static_cast<std::uint64_t>((rows + Config::few_rows_per_group - 1) / Config::few_rows_per_group);
     const std::uint64_t padded_rows = row_blocks * Config::few_rows_per_group;
     Layout l;
-    detail::WorkspaceLayout zero, scratch;
     l.counters_bytes = row_blocks * 4;
-    zero.add(l.counters_bytes);
+    l.regions.add_zero(l.counters_bytes);
     l.row_sums_bytes = padded_rows * 8;
-    l.row_sums_at = zero.add(l.row_sums_bytes);
+    l.row_sums_at = l.regions.add_zero(l.row_sums_bytes);
     l.parts_bytes = padded_rows * Config::few_rows_max_blocks * 4;
-    scratch.add(l.parts_bytes);
-    l.scratch_bytes = scratch.bytes();
-    l.bytes = zero.bytes() + l.scratch_bytes;
+    l.regions.add_scratch(l.parts_bytes);
     return l;
   }
 

@@ -131,7 +131,7 @@ class FlashPass2 {
     return workspace_bytes(q_heads, geometry({q_heads, num_blocks}, true));
   }
   static std::uint64_t workspace_bytes(std::int64_t q_heads, const Geometry& g) {
-    return split_layout(q_heads, g).bytes;
+    return split_layout(q_heads, g).regions.bytes();
   }
 
   // The geometry record() takes for `p`, with or without a workspace to
@@ -244,7 +244,7 @@ class FlashPass2 {
     if (g.splits > 1) {
       const SplitLayout w = split_layout(p.q_heads, g);
       const TensorRef counters = detail::workspace_region(*a.workspace, 0, w.counter_bytes);
-      const std::uint64_t o_at = detail::scratch_offset(a.workspace->memory.size, w.scratch_bytes);
+      const std::uint64_t o_at = w.regions.scratch_at(a.workspace->memory.size);
       bindings.push_back(detail::workspace_region(*a.workspace, o_at, w.o_bytes));
       bindings.push_back(detail::workspace_region(*a.workspace, o_at + w.ml_offset, w.ml_bytes));
       bindings.push_back(counters);
@@ -281,21 +281,19 @@ class FlashPass2 {
   // split) the merged o slice and (m, l) in the scratch at the back of the
   // range passed (workspace.hpp). Empty without splits.
   struct SplitLayout {
-    std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0, scratch_bytes = 0, bytes = 0;
+    detail::ZeroScratchLayout regions;
+    std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0;
   };
   static SplitLayout split_layout(std::int64_t q_heads, const Geometry& g) {
     SplitLayout s;
     if (g.splits <= 1) return s;
     const auto units = static_cast<std::uint64_t>(q_heads) * g.slices;
-    detail::WorkspaceLayout zero, scratch;
     s.counter_bytes = units * 4;
-    zero.add(s.counter_bytes);
+    s.regions.add_zero(s.counter_bytes);
     s.o_bytes = units * g.splits * (Config::chunks / g.slices) * 16;
-    scratch.add(s.o_bytes);
+    s.regions.add_scratch(s.o_bytes);
     s.ml_bytes = units * g.splits * 8;
-    s.ml_offset = scratch.add(s.ml_bytes);
-    s.scratch_bytes = scratch.bytes();
-    s.bytes = zero.bytes() + s.scratch_bytes;
+    s.ml_offset = s.regions.add_scratch(s.ml_bytes);
     return s;
   }
 

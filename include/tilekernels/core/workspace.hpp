@@ -54,11 +54,27 @@ class WorkspaceLayout {
   std::uint64_t bytes_ = 0;
 };
 
-// Where a kernel's scratch of `bytes` (a multiple of kWorkspaceAlign) starts
-// in a workspace range of `size` bytes: at its back, aligned down.
-inline std::uint64_t scratch_offset(std::uint64_t size, std::uint64_t bytes) {
-  return size < bytes ? 0 : (size - bytes) / kWorkspaceAlign * kWorkspaceAlign;
-}
+// The two parts of a workspace (the rule above): the regions that must be
+// zero, laid out from its front, and the scratch regions, laid out from the
+// scratch's start, which sits at the back of the range passed.
+class ZeroScratchLayout {
+ public:
+  std::uint64_t add_zero(std::uint64_t bytes) { return zero_.add(bytes); }
+  // The region's offset from the scratch's start (scratch_at()).
+  std::uint64_t add_scratch(std::uint64_t bytes) { return scratch_.add(bytes); }
+  std::uint64_t zero_bytes() const noexcept { return zero_.bytes(); }
+  std::uint64_t scratch_bytes() const noexcept { return scratch_.bytes(); }
+  std::uint64_t bytes() const noexcept { return zero_.bytes() + scratch_.bytes(); }
+  // Where the scratch starts in a workspace range of `size` bytes: at its
+  // back, aligned down.
+  std::uint64_t scratch_at(std::uint64_t size) const noexcept {
+    const std::uint64_t s = scratch_.bytes();
+    return size < s ? 0 : (size - s) / kWorkspaceAlign * kWorkspaceAlign;
+  }
+
+ private:
+  WorkspaceLayout zero_, scratch_;
+};
 
 // Throws unless `w` is a u32 tensor whose range holds `bytes` bytes at a
 // bindable offset.
