@@ -2,7 +2,8 @@
 // at the shapes: 32 query heads over 8 KV heads, Dim 128, 16-token
 // pages in shuffled order, bf16 q and output; batch 1 at 1K, 4K, 32K and
 // 128K keys, batch 32 at 4K keys each, q_len 4 at 32K; K4V4 Hadamard and the
-// raw bf16 cache (our uncompressed baseline). Bytes: the cache read once (codes
+// raw bf16 cache (our uncompressed baseline); Sweep_ entries add Dim 64 and
+// 256 (`decode_attention_torch.py --dim`). Bytes: the cache read once (codes
 // and norms of every key of every KV head), q read and the output written
 // once; the floor is those bytes over the measured copy bandwidth. Peers:
 // bench/compare/decode_attention_torch.py (PyTorch SDPA, bf16) on the same GPU.
@@ -29,17 +30,17 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
-constexpr std::int64_t kQHeads = 32, kKvHeads = 8, kDim = 128, kPageTokens = 16;
+constexpr std::int64_t kQHeads = 32, kKvHeads = 8, kPageTokens = 16;
 
-void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits) {
+void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128) {
   Context& ctx = context();
-  const aura::CacheFormat format{static_cast<std::uint32_t>(kDim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
+  const aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
   const std::int64_t batch = state.range(0), keys = state.range(1), q_len = state.range(2);
   const std::int64_t pages_per_seq = (keys + kPageTokens - 1) / kPageTokens, pages = batch * pages_per_seq;
   aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16, 0, 1);
 
   const double cache_bytes = double(batch) * keys * kKvHeads * format.bytes_per_token();
-  const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * kQHeads * kDim;
+  const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * kQHeads * dim;
   const int sets = rotation_sets(cache_bytes);
 
   // Random codes and raw values (finite bf16), norms ~1: the contents do not change the work.
@@ -75,10 +76,10 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   table.upload(std::span<const std::int32_t>(perm));
   const std::vector<std::int32_t> host_lens(static_cast<std::size_t>(batch), static_cast<std::int32_t>(keys));
   lens.upload(std::span<const std::int32_t>(host_lens));
-  std::vector<float> qv(static_cast<std::size_t>(batch * q_len * kQHeads * kDim));
+  std::vector<float> qv(static_cast<std::size_t>(batch * q_len * kQHeads * dim));
   for (auto& x : qv) x = static_cast<float>(next() >> 8) * 0x1p-23f - 1.0f;
-  const auto q = Tensor::from_floats(ctx, DType::bf16, {batch, q_len, kQHeads, kDim}, qv);
-  Tensor out(ctx, DType::bf16, {batch, q_len, kQHeads, kDim});
+  const auto q = Tensor::from_floats(ctx, DType::bf16, {batch, q_len, kQHeads, dim}, qv);
+  Tensor out(ctx, DType::bf16, {batch, q_len, kQHeads, dim});
 
   aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, out};
   args.max_seq_len = keys;
@@ -181,6 +182,22 @@ TK_DECODE_WIDTH(6, 6)
 TK_DECODE_WIDTH(4, 8)
 TK_DECODE_WIDTH(2, 2)
 #undef TK_DECODE_WIDTH
+// K4V4 at the other head sizes, same heads: Dim 64 (lanes variant) and 256
+// (the CUDA-core kernel; Qwen3-Next's and Gemma's attention layers).
+template <std::int64_t D>
+void BM_DecodeAttentionK4V4Dim(benchmark::State& state) { decode_step(state, 4, 4, D); }
+BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4V4Dim64")->TK_DECODE_LONG_(0)
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK4V4Dim256")->TK_DECODE_LONG_(0)
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// Their geometry: the lanes variant's splits at Dim 64, the CUDA-core
+// kernel's workgroup and splits at Dim 256.
+BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4V4Dim64Splits")
+    ->ArgsProduct({{1}, {32768, 131072}, {1}, {0}, {0}, {8, 16, 32}, {0}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK4V4Dim256Geometry")
+    ->ArgsProduct({{1}, {32768, 131072}, {1}, {64, 128}, {1}, {16, 32, 64}, {0}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):
 // workgroup x keys per invocation x splits at the shapes that matter.
