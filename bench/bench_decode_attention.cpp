@@ -182,21 +182,19 @@ TK_DECODE_WIDTH(6, 6)
 TK_DECODE_WIDTH(4, 8)
 TK_DECODE_WIDTH(2, 2)
 #undef TK_DECODE_WIDTH
-// K4V4 at the other head sizes, same heads: Dim 64 (lanes variant) and 256
-// (the CUDA-core kernel; Qwen3-Next's and Gemma's attention layers).
+// K4V4 at the other head sizes, same heads: Dim 64 and 256 (Qwen3-Next's
+// and Gemma's attention layers), both on the lanes variant on NVIDIA; and
+// the CUDA-core kernel at Dim 256.
 template <std::int64_t D>
 void BM_DecodeAttentionK4V4Dim(benchmark::State& state) { decode_step(state, 4, 4, D); }
 BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4V4Dim64")->TK_DECODE_LONG_(0)
     ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK4V4Dim256")->TK_DECODE_LONG_(0)
-    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-// Their geometry: the lanes variant's splits at Dim 64, the CUDA-core
-// kernel's workgroup and splits at Dim 256.
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->Args({1, 32768, 4, 0, 0, 0, 0})->TK_DECODE_LONG_(1)
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The lanes variant's splits at Dim 64.
 BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4V4Dim64Splits")
     ->ArgsProduct({{1}, {32768, 131072}, {1}, {0}, {0}, {8, 16, 32}, {0}})
-    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK4V4Dim256Geometry")
-    ->ArgsProduct({{1}, {32768, 131072}, {1}, {64, 128}, {1}, {16, 32, 64}, {0}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 
 // The geometry behind the automatic choice (--benchmark_filter=^Sweep_):

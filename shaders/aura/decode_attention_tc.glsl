@@ -60,22 +60,30 @@ const uint RV = ROW_VECS;  // 4
 const uint ROWS = 4u * RV;  // the chunk's rows: 16 (the lanes variant: 4, 8 or 16)
 const uint MR = 16u;        // rows of the matrix tiles (past ROWS: padding)
 const uint KT = 16u;        // keys per subgroup tile
-const uint BT = NW * KT;    // keys per block
-const uint DT = DIM / 16u;  // 16-dim tiles
+#ifndef TK_TC_LANES
+#define TK_TC_LANES 0
+#endif
+// The lanes variant above Dim 128: the subgroups work in pairs, each of a
+// pair on one half of the dims (its Q and O fragments, its share of the
+// code rows) of the same keys, their partial scores summed through shared
+// memory (decode_attention_tc_lanes.glsl). Everything per subgroup below
+// counts DL dims.
+const uint HALVES = TK_TC_LANES != 0 && DIM > 128u ? 2u : 1u;
+const uint DL = DIM / HALVES;
+const uint BT = NW / HALVES * KT;  // keys per block
+const uint DT = DL / 16u;          // 16-dim tiles of a subgroup
 const uint KW = DIM * K_BITS / 32u;  // words per key row
 const uint VW = DIM * V_BITS / 32u;
 const uint LKW = KW / 2u;  // words per lane (half a row)
 const uint LVW = VW / 2u;
-#ifndef TK_TC_LANES
-#define TK_TC_LANES 0
-#endif
 #if TK_TC_LANES
-// decode_attention_tc_lanes.glsl: a lane's share of a K row (DIM / 4 dims,
-// K_SHARE bits, lane j's from bit j K_SHARE) and of a V row (DIM / 8 dims,
-// lane g's from bit g V_SHARE). A share that may start inside a word (its
-// bits not a multiple of 32) is loaded as the LKR (LVR) words that cover it
-// wherever it starts and shifted down into LKC (LVC) words.
-const uint K_SHARE = DIM / 4u * K_BITS, V_SHARE = DIM / 8u * V_BITS;
+// decode_attention_tc_lanes.glsl: a lane's share of its subgroup's DL dims
+// of a K row (DL / 4 dims, K_SHARE bits, lane j's from bit j K_SHARE) and
+// of a V row (DL / 8 dims, lane g's from bit g V_SHARE). A share that may
+// start inside a word (its bits not a multiple of 32) is loaded as the LKR
+// (LVR) words that cover it wherever it starts and shifted down into LKC
+// (LVC) words.
+const uint K_SHARE = DL / 4u * K_BITS, V_SHARE = DL / 8u * V_BITS;
 const uint LKC = (K_SHARE + 31u) / 32u, LVC = (V_SHARE + 31u) / 32u;
 const uint K_GRAIN = (K_SHARE & (0u - K_SHARE)) >= 32u ? 32u : K_SHARE & (0u - K_SHARE);  // gcd(K_SHARE, 32)
 const uint V_GRAIN = (V_SHARE & (0u - V_SHARE)) >= 32u ? 32u : V_SHARE & (0u - V_SHARE);
@@ -113,15 +121,18 @@ const uint P_OFF = S_OFF + 16u * SS;
 const uint STAGE = TK_DECODE_ATTENTION_TC_STAGE(DIM);
 const uint OS = DIM / 4u + 1u;     // the merged O (16 rows of DIM f32) over the stages
 // The lanes variant stages nothing per subgroup: its smem holds the queries,
-// then the merged O.
-const uint IDX_OFF = TK_TC_LANES != 0 ? 16u * OS : NW * STAGE;  // the row-index tile (64 uvec4)
+// then (16 rows, Dim <= 128) the merged O; in pairs (at most 8 rows), during
+// the tile loop, the partial scores (NW x 2 x 32 uvec4 <= 16 KS at Dim 256,
+// decode_attention_types.hpp checks it).
+const uint IDX_OFF = TK_TC_LANES != 0 ? 16u * (HALVES > 1u ? KS : OS) : NW * STAGE;  // the row-index tile (64 uvec4)
 
 #include "../common/decode_attention_io.glsl"
 
-// Where dim d sits in O's columns (16 t + column of tile t): in order, or in
-// the lanes variant's order (decode_attention_tc_lanes.glsl).
+// Where dim d (of a subgroup's DL) sits in O's columns (16 t + column of
+// tile t): in order, or in the lanes variant's order
+// (decode_attention_tc_lanes.glsl).
 #if TK_TC_LANES
-#define TK_TC_OCOL(d) (16u * (((d) % (DIM / 8u)) / 2u) + (d) / (DIM / 8u) + 8u * ((d) % 2u))
+#define TK_TC_OCOL(d) (16u * (((d) % (DL / 8u)) / 2u) + (d) / (DL / 8u) + 8u * ((d) % 2u))
 #else
 #define TK_TC_OCOL(d) (d)
 #endif
@@ -183,19 +194,19 @@ shared bool s_last;
 // The widest load of a lane's half row of n words in the staged loop.
 #define TK_HALF_VEC(n) ((n) % 4u == 0u ? 4u : (n) % 2u == 0u ? 2u : 1u)
 
-// Row `row`'s merge over the subgroups' states (s_wm, s_wl): M their
-// maximum; the calling subgroup's O factor e^(m_o - M) into s_alpha (its
-// reference m_o is -inf where no key had a non-zero weight, and then O is
-// 0); subgroup 0 also writes the workgroup's (M, L = sum l e^(m - M)) into
-// s_mf, s_lf.
+// Row `row`'s merge over the subgroups' states (s_wm, s_wl; the two of a
+// pair hold the same state, taken once): M their maximum; the calling
+// subgroup's O factor e^(m_o - M) into s_alpha (its reference m_o is -inf
+// where no key had a non-zero weight, and then O is 0); subgroup 0 also
+// writes the workgroup's (M, L = sum l e^(m - M)) into s_mf, s_lf.
 #define TK_TC_ROW_MERGE(row, mo)                                                               \
   {                                                                                            \
     float big_m_ = TK_NEG_INF;                                                                 \
-    for (uint w_ = 0; w_ < NW; ++w_) big_m_ = tk_softmax_max(big_m_, s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)]); \
+    for (uint w_ = 0; w_ < NW; w_ += HALVES) big_m_ = tk_softmax_max(big_m_, s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)]); \
     s_alpha[warp * MR + (row)] = (mo) == TK_NEG_INF || big_m_ == TK_NEG_INF ? 0.0 : exp((mo) - big_m_); \
     if (warp == 0u) {                                                                          \
       float l_ = 0.0;                                                                          \
-      for (uint w_ = 0; w_ < NW; ++w_) l_ += s_wl[w_ * MR + (row)] * tk_softmax_weight(s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)], big_m_); \
+      for (uint w_ = 0; w_ < NW; w_ += HALVES) l_ += s_wl[w_ * MR + (row)] * tk_softmax_weight(s_wm[w_ * MR + (row)], s_wl[w_ * MR + (row)], big_m_); \
       s_mf[row] = big_m_;                                                                      \
       s_lf[row] = l_;                                                                          \
     }                                                                                          \
@@ -298,16 +309,18 @@ void main() {
   }
   barrier();
 #if TK_TC_LANES
-  // Scaled into fp16 pairs straight from the registers: Q's column 16 t + k
-  // holds dim (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2
-  // (decode_attention_tc_lanes.glsl), so dims d, d + 1 (d even) are the
-  // halves of word 8 t + 4 ((d / 2) % 2) + d / (DIM / 4) of the row, with
-  // t = (d % (DIM / 4)) / 4.
+  // Scaled into fp16 pairs straight from the registers: in the half of the
+  // row of dims DL c .., Q's column 16 t + k holds dim
+  // (DL / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 of the half
+  // (decode_attention_tc_lanes.glsl), so dims d, d + 1 (d even, e = d % DL)
+  // are the halves of word DL c / 2 + 8 t + 4 ((e / 2) % 2) + e / (DL / 4)
+  // of the row, with t = (e % (DL / 4)) / 4.
   {
     const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
     const float f = 1.0 / s_qf[r];
     [[unroll]] for (uint k = 0; k < QPI; k += 2u) {
-      const uint d = d0 + k, w = 8u * ((d % (DIM / 4u)) / 4u) + 4u * ((d / 2u) % 2u) + d / (DIM / 4u);
+      const uint d = d0 + k, e = d % DL;
+      const uint w = d / DL * (DL / 2u) + 8u * ((e % (DL / 4u)) / 4u) + 4u * ((e / 2u) % 2u) + e / (DL / 4u);
       smem[r * KS + w / 4u][w % 4u] = tk_f32_to_f16(qv[k] * f) | (tk_f32_to_f16(qv[k + 1u] * f) << 16);
     }
   }
@@ -325,7 +338,8 @@ void main() {
 #endif
   barrier();
   TK_CMH_A qa[DT];
-  [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_LOADH_ROW(qa[t], smem, 2u * t, KS);
+  const uint half_ = warp % HALVES;  // the subgroup's half of the dims
+  [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_LOADH_ROW(qa[t], smem, half_ * (DL / 8u) + 2u * t, KS);
   TK_CMH_ACC row_of;  // element i sits in row tk_cm_pos(TK_CM_EL(row_of, i))
   TK_CMH_LOAD32_ROW(row_of, smem, IDX_OFF, 4u);
   TK_CMH_ACC o_acc[DT];
@@ -470,13 +484,14 @@ void main() {
   // Chunks of 4 or 8 rows, 4 rows per pass: each subgroup stores its scaled
   // rows 4 r .. 4 r + 3 (held by lanes 16 r .. 16 r + 15, elements 0 .. 3)
   // into the dead byte table as part[subgroup][row % 4][column'] (NW x 4 x
-  // DIM <= 4096 words: the variant's Dim is at most 128, its subgroups at
-  // most 8), then the invocations that hold output pairs sum their dims over
-  // the subgroups. column' swizzles the column's bits 2..4 (TK_TC_OSUM_AT)
+  // DL <= 4096 words: DL is at most 128, the subgroups at most 8), then the
+  // invocations that hold output pairs sum their dims over the subgroups of
+  // their half. column' swizzles the column's bits 2..4 (TK_TC_OSUM_AT)
   // so that neither the stores (4 rows at once) nor the sums (a subgroup's
-  // pairs at once) meet in a bank. 16 rows take the subgroup-serial sum
-  // (four passes kept every accumulator live and spilled).
-#define TK_TC_OSUM_AT(w, k, col) (((w) * 4u + (k)) * DIM + ((col) ^ ((((col) >> 5) & 3u) << 2) ^ ((k) << 3)))
+  // pairs at once) meet in a bank. 16 rows (Dim <= 128: pairs take at most
+  // 8) take the subgroup-serial sum (four passes kept every accumulator
+  // live and spilled).
+#define TK_TC_OSUM_AT(w, k, col) (((w) * 4u + (k)) * DL + ((col) ^ ((((col) >> 5) & 3u) << 2) ^ ((k) << 3)))
   if (RV <= 2u) {
     [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
     [[unroll]] for (uint r = 0; r < RV; ++r) {
@@ -497,8 +512,9 @@ void main() {
           [[unroll]] for (uint h = 0; h < 2u; ++h)
             [[unroll]] for (uint k = 0; k < 4u; ++k) {
               float o = 0.0;
-              [[unroll]] for (uint w = 0; w < NW; ++w) {
-                const uint f = TK_TC_OSUM_AT(w, k, TK_TC_OCOL(2u * p + h));
+              const uint d = 2u * p + h;
+              [[unroll]] for (uint w = 0; w < NW / HALVES; ++w) {
+                const uint f = TK_TC_OSUM_AT(w * HALVES + d / DL, k, TK_TC_OCOL(d % DL));
                 o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
               }
               o_fin[(r * PAIRS + n) * 2u + h][k] = o;

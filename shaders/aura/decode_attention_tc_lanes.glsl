@@ -14,14 +14,15 @@
 // keys.
 // Dot products do not care in which order the dims are summed, so each
 // operand takes the dim order that makes a lane's share of a code row
-// contiguous (K_SHARE, V_SHARE: decode_attention_tc.glsl):
+// contiguous (K_SHARE, V_SHARE: decode_attention_tc.glsl); dims count
+// within the subgroup's DL (all of them below Dim 256):
 // - K: column k of Q's tile t (and row k of K^T's) is dim
-//   (DIM / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (the prologue stages Q so), so
-//   lane j's dims of a key are the DIM / 4 from (DIM / 4) j, tile t's
+//   (DL / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 (the prologue stages Q so), so
+//   lane j's dims of a key are the DL / 4 from (DL / 4) j, tile t's
 //   four of them the share's codes 4 t .. 4 t + 3;
-// - V: column n of O's tile t is dim (DIM / 8) (n % 8) + 2 t + n / 8
-//   (TK_TC_OCOL is its inverse), so lane g's dims of a key are the DIM / 8 from
-//   (DIM / 8) g, tile t's two of them the share's codes 2 t, 2 t + 1.
+// - V: column n of O's tile t is dim (DL / 8) (n % 8) + 2 t + n / 8
+//   (TK_TC_OCOL is its inverse), so lane g's dims of a key are the DL / 8 from
+//   (DL / 8) g, tile t's two of them the share's codes 2 t, 2 t + 1.
 // Codes become fp16 values through a 256-entry table (decode_attention_tc.glsl;
 // up to 4 bits two codes per lookup), held in 16 copies (lane l reads copy
 // l % 16, word 16 e + l % 16: lanes l and l + 16 meet in a bank only on
@@ -29,11 +30,18 @@
 // Tiles start at multiples of 16 (so a tile lies in one page: page_tokens
 // is a multiple of 16); keys outside a row's [first, end) are masked, their
 // norms never used.
+// In pairs (HALVES 2, Dim 256) subgroups 2 s and 2 s + 1 take the same
+// keys (slot s of the block), each its half of the dims: the shares above
+// are of the half's codes, S of the half's dims; each puts its partial S
+// into the dead query area (one uvec4 per lane: at most 8 rows, elements
+// 0 .. 3), and after a barrier adds its partner's, so both hold the same S
+// (a + b = b + a) and go through the same softmax.
 {
   const uint g = lane / 4u, j4 = lane % 4u;
-  // Where the lane's shares start: word and bit.
-  const uint k_at = j4 * K_SHARE / 32u, k_sh = j4 * K_SHARE % 32u;
-  const uint v_at = g * V_SHARE / 32u, v_sh = g * V_SHARE % 32u;
+  const uint slot = warp / HALVES;
+  // Where the lane's shares start: word (past the other half's words) and bit.
+  const uint k_at = half_ * (DL * K_BITS / 32u) + j4 * K_SHARE / 32u, k_sh = j4 * K_SHARE % 32u;
+  const uint v_at = half_ * (DL * V_BITS / 32u) + g * V_SHARE / 32u, v_sh = g * V_SHARE % 32u;
   // Two codes (a pair, up to 4 bits) or one, from the lane's copy of V's
   // table and of K's: BITS-bit field `f` of the share in w[0 .. n).
 #define TK_TC_FIELD(w, n, f, BITS) TK_CODE(w, n, f, (BITS) <= 4u ? 2u * (BITS) : (BITS))
@@ -104,11 +112,19 @@
       S = TK_CMH_MMA(qa[t], kb, S);                                                                   \
     }                                                                                                 \
   }
+#define TK_TC_SX_PUT(S, buf)                                                                           \
+  smem[(warp * 2u + (buf)) * 32u + lane] = uvec4(floatBitsToUint(TK_CM_EL(S, 0)), floatBitsToUint(TK_CM_EL(S, 1)), \
+                                                 floatBitsToUint(TK_CM_EL(S, 2)), floatBitsToUint(TK_CM_EL(S, 3)));
+#define TK_TC_SX_ADD(S, buf)                                                                           \
+  {                                                                                                    \
+    const vec4 p_ = uintBitsToFloat(smem[((warp ^ 1u) * 2u + (buf)) * 32u + lane]);                   \
+    [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(S, i) += p_[i];                                  \
+  }
   const uint base = uint(lo) & ~15u;
   TK_CMH_ACC s_cur;  // this tile's S
   uint page1 = 0u, page2 = 0u;  // the page ids of the next two tiles
   if (b0 < b1) {
-    const uint t0 = base + b0 * BT + warp * KT;
+    const uint t0 = base + b0 * BT + slot * KT;
     const uint page0 = load_page(seq, t0 / PAGE_TOKENS);
     page1 = load_page(seq, (t0 + BT) / PAGE_TOKENS);  // one round trip for both
     uint kc0[2u * LKR];
@@ -117,10 +133,15 @@
     if (b0 + 1u < b1) TK_TC_LANES_LOAD_K(kc, page1, t0 + BT)
     page2 = load_page(seq, (t0 + 2u * BT) / PAGE_TOKENS);
     TK_TC_LANES_S(s_cur, kc0)
+    if (HALVES > 1u) {
+      TK_TC_SX_PUT(s_cur, b0 & 1u)
+      barrier();
+      TK_TC_SX_ADD(s_cur, b0 & 1u)
+    }
   }
 
   for (uint b = b0; b < b1; ++b) {
-    const uint tb = base + b * BT + warp * KT;
+    const uint tb = base + b * BT + slot * KT;
     if (b + 1u < b1) TK_TC_LANES_LOAD_V(vc_n, kn_n, vn_n, page1, tb + BT)
     if (b + 2u < b1) TK_TC_LANES_LOAD_K(kc_nn, page2, tb + 2u * BT)
     const uint page3 = load_page(seq, (tb + 3u * BT) / PAGE_TOKENS);
@@ -129,7 +150,10 @@
     // The next tile's S depends on nothing below, so its lookups and
     // products are in flight during this tile's softmax.
     TK_CMH_ACC s_next;
-    if (b + 1u < b1) TK_TC_LANES_S(s_next, kc)
+    if (b + 1u < b1) {
+      TK_TC_LANES_S(s_next, kc)
+      if (HALVES > 1u) TK_TC_SX_PUT(s_next, (b + 1u) & 1u)
+    }
     uint vw[4u * LVC];
     [[unroll]] for (uint i = 0; i < 4u * LVC; ++i) vw[i] = TK_TC_WORD(vc, i / LVC * LVR, i % LVC, LVR, V_GRAIN, v_sh);
 
@@ -194,6 +218,10 @@
       o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
     }
 
+    if (HALVES > 1u) {
+      barrier();  // the partners' S of the next tile are in place; the slots of the previous one are read
+      if (b + 1u < b1) TK_TC_SX_ADD(s_next, (b + 1u) & 1u)
+    }
     s_cur = s_next;
     [[unroll]] for (uint i = 0; i < 2u * LKR; ++i) kc[i] = kc_nn[i];
     [[unroll]] for (uint i = 0; i < 4u * LVR; ++i) vc[i] = vc_n[i];
@@ -205,6 +233,8 @@
     page2 = page3;
   }
 #undef TK_TC_LANES_S
+#undef TK_TC_SX_ADD
+#undef TK_TC_SX_PUT
 #undef TK_TC_LANES_LOAD_V
 #undef TK_TC_LANES_LOAD_K
 #undef TK_TC_ROW_BASE

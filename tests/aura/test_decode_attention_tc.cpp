@@ -201,10 +201,12 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
 // each (K's in the scratch), pairs of codes per lookup up to 4 bits and
 // single codes at 6 and 8, shares that start inside a word (3 bits; at Dim
 // 64 also V at 2 and 6 bits), dense rotations and f16 norms once, around
-// tile edges, 4, 8 and 16 rows per KV head (row chunks of 4, 8 and 16),
-// with and without splits.
+// tile edges, 4, 8 and 16 rows per KV head (row chunks of 4, 8 and 16; at
+// Dim 256, whose subgroups work in pairs, chunks of at most 8), with and
+// without splits.
 template <class Cache>
 void expect_lanes_format(const char* name, std::uint64_t seed) {
+  const std::uint32_t max_chunk = Cache::dim > 128 ? 2 : 4;  // row_vecs
   SCOPED_TRACE(name);
   using Out = aura::DecodeAttentionConfig<Cache, DType::f32, DType::f16>;
   const Variant<Problem>* lanes = lanes_variant<Out>();
@@ -219,7 +221,7 @@ void expect_lanes_format(const char* name, std::uint64_t seed) {
       c.forced = lanes;
       c.lse = false;
       c.workspace = splits > 1;
-      c.geometry = {256, 1, static_cast<std::uint32_t>(q_len), splits};  // GQA 4: 4 * q_len rows
+      c.geometry = {256, 1, std::min(static_cast<std::uint32_t>(q_len), max_chunk), splits};  // GQA 4: 4 * q_len rows
       SCOPED_TRACE("q_len " + std::to_string(q_len) + ", splits " + std::to_string(splits));
       expect_tight<Out>(run_attention<Out>(c));
     }
@@ -239,6 +241,10 @@ TEST_F(DecodeAttentionTensorCore, LanesWidths) {
   expect_lanes_format<aura::PagedCacheConfig<64, 32, 3, 3>>("k3v3, Dim 64, pages of 32", 1880);
   expect_lanes_format<aura::PagedCacheConfig<64, 32, 8, 2>>("k8v2, Dim 64, pages of 32", 1890);
   expect_lanes_format<aura::PagedCacheConfig<64, 32, 2, 6>>("k2v6, Dim 64, pages of 32", 1900);
+  expect_lanes_format<aura::PagedCacheConfig<256, 16, 4, 4>>("k4v4, Dim 256", 1910);
+  expect_lanes_format<aura::PagedCacheConfig<256, 16, 8, 4>>("k8v4, Dim 256", 1920);
+  expect_lanes_format<aura::PagedCacheConfig<256, 32, 3, 6, aura::Rotation::dense, DType::f16>>(
+      "k3v6, Dim 256, dense rotations, f16 norms, pages of 32", 1930);
 }
 
 // The emulated twin: the same kernel code with plain-GLSL matrices, on any

@@ -38,9 +38,10 @@
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
 // (the codes decoded through the codebook into fp16 tiles in shared
 // memory) for bf16 and f16 outputs of coded caches; the same workspace,
-// split rule and merge. Its lanes variant (coded K and V, Dim 64/128,
+// split rule and merge. Its lanes variant (coded K and V, Dim 64/128/256,
 // NVIDIA's fragment layout: decode_attention_tc_lanes.glsl) builds the
-// operands in registers from the codes instead.
+// operands in registers from the codes instead; at Dim 256 its subgroups
+// work in pairs, one half of the dims each.
 //
 // What the host cannot see: seq_lens and block_table live on the GPU. The
 // kernel clamps every seq_len to [0, max_pages * PageTokens] and every
@@ -152,7 +153,8 @@ class DecodeAttentionKernel {
   }
   // The lanes variant: the tensor-core variant with both products' operands
   // built in registers from the codes (no shared-memory stage), for coded K
-  // and V (2 to 8 bits) at Dim 64 or 128 where the fragment layout is known
+  // and V (2 to 8 bits) at Dim 64, 128 or 256 (in pairs of subgroups, one
+  // half of the dims each) where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
   // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
   // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
@@ -160,7 +162,7 @@ class DecodeAttentionKernel {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
     if (Status s = fp16_operands_rule(p); !s) return s;
-    if (p.dim != 64 && p.dim != 128) return no("Dim must be 64 or 128");
+    if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
     return Status::success();
   }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
@@ -367,16 +369,20 @@ class DecodeAttentionKernel {
   }
 
   static bool is_lanes(const Variant<Problem>& v) { return v.name == lanes_name; }
+  // Whether the lanes variant works in pairs of subgroups (decode_attention_tc.glsl, HALVES).
+  bool lanes_pairs() const { return format_.dim > 128; }
 
   // The lanes variant takes chunks of 4, 8 or 16 rows (the matrix tiles
-  // keep 16, the rest padding), so that the merges and V's rotation handle
-  // the rows that exist, and workgroups of 256 (8 subgroups: twice the
-  // loads in flight per multiprocessor; its registers allow one workgroup).
+  // keep 16, the rest padding; at most 8 in pairs), so that the merges and
+  // V's rotation handle the rows that exist, and workgroups of 256 (8
+  // subgroups: twice the loads in flight per multiprocessor; its registers
+  // allow one workgroup).
   Geometry tensor_core_geometry(const Problem& p, bool workspace, bool lanes) const {
     Geometry g{lanes ? lanes_workgroup : tc_workgroup, 1, 4, 1};
     const std::int64_t rows = decode_attention_rows(p);
-    if (lanes) g.row_vecs = rows <= 4 ? 1 : rows <= 8 ? 2 : 4;
-    const std::int64_t block_keys = g.workgroup / 2;  // 16 keys per subgroup of 32
+    if (lanes) g.row_vecs = rows <= 4 ? 1 : rows <= 8 || lanes_pairs() ? 2 : 4;
+    // 16 keys per subgroup of 32, per pair of them above Dim 128
+    const std::int64_t block_keys = g.workgroup / 2 / (lanes && lanes_pairs() ? 2 : 1);
     const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + block_keys - 1) / block_keys;
     if (workspace) g.splits = even_splits(split_cap(p, g, true), blocks);
     return g;
@@ -436,9 +442,11 @@ class DecodeAttentionKernel {
     const bool lanes = is_lanes(*plan.variant);
     if (tc) {
       const bool wg_ok = lanes ? g.workgroup == 128 || g.workgroup == 256 : g.workgroup == 64 || g.workgroup == 128;
-      const bool rows_ok = g.row_vecs == 4 || (lanes && (g.row_vecs == 1 || g.row_vecs == 2));
+      const bool rows_ok = lanes ? g.row_vecs == 1 || g.row_vecs == 2 || (g.row_vecs == 4 && !lanes_pairs())
+                                 : g.row_vecs == 4;
       if (!wg_ok || !rows_ok || g.tokens_per_invocation != 1)
-        bad(lanes ? "the lanes variant takes workgroup 128 or 256, tokens_per_invocation 1, row_vecs 1, 2 or 4"
+        bad(lanes ? "the lanes variant takes workgroup 128 or 256, tokens_per_invocation 1, row_vecs 1, 2 or 4 (1 or 2 "
+                    "above Dim 128)"
                   : "the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
     } else {
       if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
