@@ -30,17 +30,19 @@ namespace {
 using namespace tkbench;
 namespace aura = tilekernels::aura;
 
-constexpr std::int64_t kQHeads = 32, kKvHeads = 8, kPageTokens = 16;
+constexpr std::int64_t kPageTokens = 16;
 
-void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128) {
+// The issue's heads (32 query heads over 8 KV heads) unless given.
+void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128,
+                 std::int64_t q_heads = 32, std::int64_t kv_heads = 8) {
   Context& ctx = context();
   const aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
   const std::int64_t batch = state.range(0), keys = state.range(1), q_len = state.range(2);
   const std::int64_t pages_per_seq = (keys + kPageTokens - 1) / kPageTokens, pages = batch * pages_per_seq;
   aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16, 0, 1);
 
-  const double cache_bytes = double(batch) * keys * kKvHeads * format.bytes_per_token();
-  const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * kQHeads * dim;
+  const double cache_bytes = double(batch) * keys * kv_heads * format.bytes_per_token();
+  const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * q_heads * dim;
   const int sets = rotation_sets(cache_bytes);
 
   // Random codes and raw values (finite bf16), norms ~1: the contents do not change the work.
@@ -61,10 +63,10 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   };
   std::vector<Set> caches;
   for (int s = 0; s < sets; ++s) {
-    Set set{Tensor(ctx, format.store_dtype(k_bits), format.store_shape(k_bits, pages, kKvHeads)),
-            Tensor(ctx, format.store_dtype(v_bits), format.store_shape(v_bits, pages, kKvHeads)), {}, {}};
-    if (!format.k_raw()) set.kn.emplace(ctx, DType::f32, format.norm_shape(pages, kKvHeads));
-    if (!format.v_raw()) set.vn.emplace(ctx, DType::f32, format.norm_shape(pages, kKvHeads));
+    Set set{Tensor(ctx, format.store_dtype(k_bits), format.store_shape(k_bits, pages, kv_heads)),
+            Tensor(ctx, format.store_dtype(v_bits), format.store_shape(v_bits, pages, kv_heads)), {}, {}};
+    if (!format.k_raw()) set.kn.emplace(ctx, DType::f32, format.norm_shape(pages, kv_heads));
+    if (!format.v_raw()) set.vn.emplace(ctx, DType::f32, format.norm_shape(pages, kv_heads));
     side(k_bits, set.k, set.kn);
     side(v_bits, set.v, set.vn);
     caches.push_back(std::move(set));
@@ -76,10 +78,10 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   table.upload(std::span<const std::int32_t>(perm));
   const std::vector<std::int32_t> host_lens(static_cast<std::size_t>(batch), static_cast<std::int32_t>(keys));
   lens.upload(std::span<const std::int32_t>(host_lens));
-  std::vector<float> qv(static_cast<std::size_t>(batch * q_len * kQHeads * dim));
+  std::vector<float> qv(static_cast<std::size_t>(batch * q_len * q_heads * dim));
   for (auto& x : qv) x = static_cast<float>(next() >> 8) * 0x1p-23f - 1.0f;
-  const auto q = Tensor::from_floats(ctx, DType::bf16, {batch, q_len, kQHeads, dim}, qv);
-  Tensor out(ctx, DType::bf16, {batch, q_len, kQHeads, dim});
+  const auto q = Tensor::from_floats(ctx, DType::bf16, {batch, q_len, q_heads, dim}, qv);
+  Tensor out(ctx, DType::bf16, {batch, q_len, q_heads, dim});
 
   aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, out};
   args.max_seq_len = keys;
@@ -138,8 +140,8 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   state.counters["rows"] = 4 * geometry.row_vecs;
   state.counters["splits"] = geometry.splits;
   state.counters["tc"] = variant->path == tilekernels::Path::tensor_core_fp16 ? 1 : 0;
-  state.counters["workgroups"] = double(batch * kKvHeads) * geometry.splits *
-                                 double((kQHeads / kKvHeads * q_len + 4 * geometry.row_vecs - 1) / (4 * geometry.row_vecs));
+  state.counters["workgroups"] = double(batch * kv_heads) * geometry.splits *
+                                 double((q_heads / kv_heads * q_len + 4 * geometry.row_vecs - 1) / (4 * geometry.row_vecs));
 }
 
 void BM_DecodeAttentionK4V4(benchmark::State& state) { decode_step(state, 4, 4); }
@@ -191,6 +193,20 @@ BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4
     ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK4V4Dim256")->TK_DECODE_LONG_(0)
     ->Args({32, 4096, 1, 0, 0, 0, 0})->Args({1, 32768, 4, 0, 0, 0, 0})->TK_DECODE_LONG_(1)
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// Two models' attention layers: Qwen3-Next (16 query heads over 2 KV
+// heads, Dim 256) and gpt-oss (64 over 8, Dim 64; no sinks or window here).
+void BM_DecodeAttentionQwen3Next(benchmark::State& state) { decode_step(state, 4, 4, 256, 16, 2); }
+void BM_DecodeAttentionGptOss(benchmark::State& state) { decode_step(state, 4, 4, 64, 64, 8); }
+BENCHMARK(BM_DecodeAttentionQwen3Next)->Name("Sweep_DecodeAttentionK4V4Qwen3Next")->TK_DECODE_LONG_(0)
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionGptOss)->Name("Sweep_DecodeAttentionK4V4GptOss")->TK_DECODE_LONG_(0)
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionQwen3Next)->Name("Sweep_DecodeAttentionK4V4Qwen3NextSplits")
+    ->ArgsProduct({{1}, {32768, 131072}, {1}, {0}, {0}, {4, 8, 16, 32, 64}, {0}})
+    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionGptOss)->Name("Sweep_DecodeAttentionK4V4GptOssSplits")
+    ->ArgsProduct({{1}, {32768, 131072}, {1}, {0}, {0}, {4, 8, 16, 32}, {0}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 // The lanes variant's splits at Dim 64.
 BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4V4Dim64Splits")

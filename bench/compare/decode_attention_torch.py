@@ -37,7 +37,7 @@ after a warm-up, the median of --rounds rounds: "eager" launches from Python,
 removed). Inputs rotate over enough copies (>= 256 MiB in all) that the L2
 does not hold them when one call's bytes would fit. GB/s = bytes of q, K, V
 and output of the variant / best time.
-Usage (on the GPU machine): python3 bench/compare/decode_attention_torch.py [--rounds 5] [--case b1_s32k ...] [--dim 64]
+Usage (on the GPU machine): python3 bench/compare/decode_attention_torch.py [--rounds 5] [--case b1_s32k ...] [--dim 64] [--heads 16 2]
 """
 import argparse
 import math
@@ -247,14 +247,18 @@ def run_case(name, batch, q_len, keys, rounds, use_graphs):
 
 
 def main():
-    global DIM
+    global DIM, Q_HEADS, KV_HEADS, GROUP
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--case", nargs="*", default=None, help="case names (default: all)")
     parser.add_argument("--no-graphs", action="store_true")
     parser.add_argument("--dim", type=int, default=DIM, help="head size (default 128, the issue's)")
+    parser.add_argument("--heads", type=int, nargs=2, default=[Q_HEADS, KV_HEADS], metavar=("Q", "KV"),
+                        help="query and KV heads (default 32 8, the issue's)")
     args = parser.parse_args()
     DIM = args.dim
+    Q_HEADS, KV_HEADS = args.heads
+    GROUP = Q_HEADS // KV_HEADS
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"cuDNN {torch.backends.cudnn.version()}, backends: {', '.join(n for n, _ in available_backends())}")
