@@ -3,9 +3,10 @@
 // pages in shuffled order, bf16 q and output; batch 1 at 1K, 4K, 32K and
 // 128K keys, batch 32 at 4K keys each, q_len 4 at 32K; K4V4 Hadamard and the
 // raw bf16 cache (our uncompressed baseline); Sweep_ entries add Dim 64 and
-// 256 (`decode_attention_torch.py --dim`). Bytes: the cache read once (codes
-// and norms of every key of every KV head), q read and the output written
-// once; the floor is those bytes over the measured copy bandwidth. Peers:
+// 256 and two models' heads (`decode_attention_torch.py --dim --heads`).
+// Bytes: the cache read once (codes and norms of every key of every KV
+// head), q read and the output written once; the floor is those bytes over
+// the measured copy bandwidth. Peers:
 // bench/compare/decode_attention_torch.py (PyTorch SDPA, bf16) on the same GPU.
 // Args: batch, keys per sequence, q_len, then workgroup, keys per invocation,
 // splits (0: automatic) for the sweeps, and 1 to force the CUDA-core
