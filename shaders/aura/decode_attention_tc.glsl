@@ -66,8 +66,9 @@ const uint KT = 16u;        // keys per subgroup tile
 // The lanes variant above Dim 128: the subgroups work in pairs, each of a
 // pair on one half of the dims (its Q and O fragments, its share of the
 // code rows) of the same keys, their partial scores summed through shared
-// memory (decode_attention_tc_lanes.glsl). Everything per subgroup below
-// counts DL dims.
+// memory (decode_attention_tc_lanes.glsl; the host's twin of this rule:
+// decode_attention_lanes_pairs). Everything per subgroup below counts DL
+// dims.
 const uint HALVES = TK_TC_LANES != 0 && DIM > 128u ? 2u : 1u;
 const uint DL = DIM / HALVES;
 const uint BT = NW / HALVES * KT;  // keys per block

@@ -206,7 +206,7 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
 // without splits.
 template <class Cache>
 void expect_lanes_format(const char* name, std::uint64_t seed) {
-  const std::uint32_t max_chunk = Cache::dim > 128 ? 2 : 4;  // row_vecs
+  const std::uint32_t max_chunk = aura::decode_attention_lanes_pairs(Cache::dim) ? 2 : 4;  // row_vecs
   SCOPED_TRACE(name);
   using Out = aura::DecodeAttentionConfig<Cache, DType::f32, DType::f16>;
   const Variant<Problem>* lanes = lanes_variant<Out>();

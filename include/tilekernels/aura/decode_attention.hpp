@@ -369,8 +369,7 @@ class DecodeAttentionKernel {
   }
 
   static bool is_lanes(const Variant<Problem>& v) { return v.name == lanes_name; }
-  // Whether the lanes variant works in pairs of subgroups (decode_attention_tc.glsl, HALVES).
-  bool lanes_pairs() const { return format_.dim > 128; }
+  bool lanes_pairs() const { return decode_attention_lanes_pairs(format_.dim); }
 
   // The lanes variant takes chunks of 4, 8 or 16 rows (the matrix tiles
   // keep 16, the rest padding; at most 8 in pairs), so that the merges and

@@ -78,15 +78,18 @@ static_assert(TK_DECODE_ATTENTION_TC_SCRATCH * 4 >= 256 * 16, "the scratch must 
 // The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
 // stages (its smem holds the queries, then the merged O) and adds its byte
 // table in 16 copies.
-// The lanes variant in pairs (Dim 256) exchanges partial scores through its
-// query area: 8 subgroups x 2 buffers x 32 lanes of uvec4 within 16 rows of
-// Dim / 8 + 1 uvec4 (decode_attention_tc_lanes.glsl).
+// Whether the lanes variant's subgroups work in pairs, one half of the dims
+// each (decode_attention_tc.glsl derives its HALVES from Dim the same way).
+// In pairs it exchanges partial scores through its query area: 8 subgroups
+// x 2 buffers x 32 lanes of uvec4 within 16 rows of Dim / 8 + 1 uvec4
+// (decode_attention_tc_lanes.glsl).
+constexpr bool decode_attention_lanes_pairs(std::uint32_t dim) { return dim > 128; }
 static_assert(16 * (256 / 8 + 1) >= 8 * 2 * 32, "the lanes variant's score exchange must fit its query area");
 constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
                                                          bool lanes = false) {
   const std::uint32_t subgroups = workgroup / 32;
   // The lanes variant: the queries, then (16 rows, Dim <= 128) the merged O.
-  const std::uint32_t main = lanes ? 16 * (f.dim > 128 ? f.dim / 8 + 1 : f.dim / 4 + 1)
+  const std::uint32_t main = lanes ? 16 * (decode_attention_lanes_pairs(f.dim) ? f.dim / 8 + 1 : f.dim / 4 + 1)
                                    : subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim);
   return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
          4 * (subgroups * 16 * 5 + 16 + workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
