@@ -111,7 +111,7 @@ const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
 // At 4 rows a batch holds 16 split states, so that the split count the rule
 // gives one sequence of 8 KV heads on 132 multiprocessors (16) merges in
 // one round trip.
-const uint MERGE_BATCH = RV * PAIRS == 1u ? 16u : 8u / (RV * PAIRS);
+const uint MERGE_BATCH = TK_DECODE_ATTENTION_MERGE_BATCH(true, RV * PAIRS);
 const bool MERGE_HOLD = RV > 1u;  // the driver sinks the merge's loads at 16 rows (decode_attention_finish.glsl)
 // Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows
 // of DIM fp16, row stride KS), S (16 x 16 f32, stride SS), P (16 x 16 fp16).

@@ -108,6 +108,52 @@ TEST_F(DecodeAttentionTest, LongSequence) {
   expect_matches<Attention>(run_attention<Attention>(c));
 }
 
+// Many splits: the merge in two levels (branch states, then the root), with
+// branches whose splits saw no keys (the short sequence); 8 states per merge
+// batch (8 rows, one output pair per invocation), so 72 and 80 splits make
+// 9 and 10 batches (one level takes up to 8).
+TEST_F(DecodeAttentionTest, SplitMergeInTwoLevels) {
+  const std::array<std::uint32_t, 4> geometries[] = {{64, 1, 2, 72}, {128, 2, 2, 80}};
+  std::uint64_t seed = 450;
+  for (const auto& g : geometries) {
+    AttentionCase c;
+    c.lens = {9000, 300};
+    c.q_heads = 16;  // GQA 8: 8 rows
+    c.geometry = g;
+    c.seed = seed++;
+    c.variant = 0;
+    SCOPED_TRACE("splits " + std::to_string(g[3]) + ", row vecs " + std::to_string(g[2]));
+    const auto r = run_attention<Attention>(c);
+    expect_matches<Attention>(r);
+    EXPECT_TRUE(branch_state_written(r, 0, 0) && branch_state_written(r, 0, 1)) << "the merge took one level";
+  }
+}
+
+// The host's choice of a two-level merge never needs more branch states than
+// the workspace holds, for every geometry the kernels take and every split
+// count; and the room only grows with the splits.
+TEST(DecodeAttentionMerge, TwoLevelsFitTheWorkspace) {
+  std::uint32_t previous = 0;
+  for (std::uint32_t splits = 1; splits <= Kernel::max_splits; ++splits) {
+    const std::uint32_t slots = aura::decode_attention_tree_slots(splits);
+    EXPECT_GE(slots, previous) << "splits " << splits;
+    previous = slots;
+    for (std::uint32_t dim : {64u, 128u, 256u})
+      for (std::uint32_t workgroup : {64u, 128u, 256u})
+        for (std::uint32_t row_vecs : {1u, 2u, 4u})
+          for (bool tc : {false, true}) {
+            aura::CacheFormat f;
+            f.dim = dim;
+            const std::uint32_t width = aura::decode_attention_merge_width(f, {workgroup, 1, row_vecs, splits}, tc);
+            if (width == 0) continue;
+            EXPECT_LE((splits + width - 1) / width, slots)
+                << "splits " << splits << " dim " << dim << " workgroup " << workgroup << " row vecs " << row_vecs;
+            EXPECT_GT(splits, width) << "one branch is one level";
+          }
+  }
+  EXPECT_EQ(aura::decode_attention_tree_slots(8), 0u);
+}
+
 // An engine's decode loop: one workspace sized once by workspace_bytes()
 // for its largest batch and zero-filled once, then calls with fewer and
 // more sequences and lengths whose split counts differ, all with zeroed =

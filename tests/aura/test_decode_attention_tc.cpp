@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include <tilekernels/spirv/test/aura_decode_attention_tc_emulated.hpp>
 #include <tilekernels/spirv/test/coopmat_fp16_layout.hpp>
@@ -195,6 +196,31 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
     SCOPED_TRACE("splits " + std::to_string(splits));
     expect_tight<Out>(run_attention<Out>(c));
   }
+}
+
+// The lanes variant's split merge in two levels: 16 rows at Dim 128 (2
+// states per merge batch) and 8 rows at Dim 256 in pairs (4 per batch),
+// 10 batches each (one level takes up to 8).
+TEST_F(DecodeAttentionTensorCore, LanesSplitMergeInTwoLevels) {
+  const auto run = [](auto cache_tag, std::uint32_t row_vecs, std::uint32_t splits, std::uint64_t seed) {
+    using Out = aura::DecodeAttentionConfig<typename decltype(cache_tag)::type, DType::f32, DType::f16>;
+    const Variant<Problem>* lanes = lanes_variant<Out>();
+    ASSERT_NE(lanes, nullptr);
+    AttentionCase c;
+    c.lens = {3000, 100};
+    c.q_len = row_vecs;  // GQA 4: 4 * q_len rows
+    c.seed = seed;
+    c.forced = lanes;
+    c.lse = false;
+    c.geometry = {256, 1, row_vecs, splits};
+    SCOPED_TRACE("row vecs " + std::to_string(row_vecs) + ", splits " + std::to_string(splits));
+    const auto r = run_attention<Out>(c);
+    expect_tight<Out>(r);
+    EXPECT_TRUE(branch_state_written(r, 0, 0) && branch_state_written(r, 0, 1)) << "the merge took one level";
+  };
+  if (!lanes_variant<Bf16Out>()) GTEST_SKIP() << "no lanes variant on this device";
+  run(std::type_identity<aura::PagedCacheConfig<128, 16, 4, 4>>{}, 4, 20, 1950);
+  run(std::type_identity<aura::PagedCacheConfig<256, 16, 4, 4>>{}, 2, 40, 1960);
 }
 
 // The lanes variant at every coded width: one table for both sides or one

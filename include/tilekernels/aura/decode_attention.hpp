@@ -54,10 +54,10 @@
 // naming it; they (or Args::max_seq_len) also let record() size the split
 // for the real lengths instead of the capacity.
 //
-// Workspace (workspace_bytes()): splits need one (per split state: o [Dim]
-// and (m, l) per row, in f32; per KV head and row chunk an arrival counter
-// that every dispatch leaves at zero; record() zero-fills the counters
-// unless Workspace::zeroed says they are). The counters are at its front,
+// Workspace (workspace_bytes()): splits need one (per split state, and per
+// branch state of a two-level merge: o [Dim] and (m, l) per row, in f32;
+// per KV head and row chunk arrival counters that every dispatch leaves at
+// zero; record() zero-fills them unless Workspace::zeroed says they are). The counters are at its front,
 // the split states at its back (workspace.hpp), and workspace_bytes(args)
 // serves every smaller batch at every length. Without a workspace, or with
 // one smaller than the plan needs, record() runs one workgroup per KV head
@@ -493,6 +493,8 @@ class DecodeAttentionKernel {
     spec.V_CODEBOOK_AT = f.v_codebook_at();
     spec.K_ROTATION_AT = f.k_rotation_at();
     spec.V_ROTATION_AT = f.v_rotation_at();
+    const std::uint32_t merge_width = decode_attention_merge_width(f, g, plan.variant->path == Path::tensor_core_fp16);
+    spec.MERGE_TREE = merge_width > 0 ? 1 : 0;
     const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 13);
 
     // Bindings the shader never touches in this configuration (norms of raw
@@ -518,6 +520,8 @@ class DecodeAttentionKernel {
       bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, o_at, w.ml_offset + w.ml_bytes));
       bindings.push_back(counters);
       push.ml_at = static_cast<std::uint32_t>(w.ml_offset / 16);
+      push.tree_slots = w.tree_slots;
+      push.merge_width = merge_width;
       if (!a.workspace->zeroed) tilekernels::detail::record_zero_fill(*ctx_, cmd, counters);
     } else {
       bindings.insert(bindings.end(), {a.output, a.output});
