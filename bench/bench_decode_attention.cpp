@@ -3,7 +3,7 @@
 // pages in shuffled order, bf16 q and output; batch 1 at 1K, 4K, 32K and
 // 128K keys, batch 32 at 4K keys each, q_len 4 at 32K; K4V4 Hadamard and the
 // raw bf16 cache (our uncompressed baseline); Sweep_ entries add Dim 64 and
-// 256 and two models' heads (`decode_attention_torch.py --dim --heads`).
+// 256 and three models' heads (`decode_attention_torch.py --dim --heads`).
 // Bytes: the cache read once (codes and norms of every key of every KV
 // head), q read and the output written once; the floor is those bytes over
 // the measured copy bandwidth. Peers:
@@ -195,10 +195,14 @@ BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 64)->Name("Sweep_DecodeAttentionK4
 BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK4V4Dim256")->TK_DECODE_LONG_(0)
     ->Args({32, 4096, 1, 0, 0, 0, 0})->Args({1, 32768, 4, 0, 0, 0, 0})->TK_DECODE_LONG_(1)
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-// Two models' attention layers: Qwen3-Next (16 query heads over 2 KV
-// heads, Dim 256) and gpt-oss (64 over 8, Dim 64; no sinks or window here).
+// Three models' attention layers: Qwen3-Next (16 query heads over 2 KV
+// heads, Dim 256), gpt-oss (64 over 8, Dim 64; no sinks or window here) and
+// GQA 8 at Dim 128 (64 over 8: Llama 3 70B, Qwen2.5 72B).
 void BM_DecodeAttentionQwen3Next(benchmark::State& state) { decode_step(state, 4, 4, 256, 16, 2); }
 void BM_DecodeAttentionGptOss(benchmark::State& state) { decode_step(state, 4, 4, 64, 64, 8); }
+void BM_DecodeAttentionGqa8(benchmark::State& state) { decode_step(state, 4, 4, 128, 64, 8); }
+BENCHMARK(BM_DecodeAttentionGqa8)->Name("Sweep_DecodeAttentionK4V4Gqa8")->TK_DECODE_LONG_(0)
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionQwen3Next)->Name("Sweep_DecodeAttentionK4V4Qwen3Next")->TK_DECODE_LONG_(0)
     ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionGptOss)->Name("Sweep_DecodeAttentionK4V4GptOss")->TK_DECODE_LONG_(0)
