@@ -57,9 +57,10 @@
 // Workspace (workspace_bytes()): splits need one (per split state, and per
 // branch state of a two-level merge: o [Dim] and (m, l) per row, in f32;
 // per KV head and row chunk arrival counters that every dispatch leaves at
-// zero; record() zero-fills them unless Workspace::zeroed says they are). The counters are at its front,
-// the split states at its back (workspace.hpp), and workspace_bytes(args)
-// serves every smaller batch at every length. Without a workspace, or with
+// zero; record() zero-fills them unless Workspace::zeroed says they are).
+// The counters are at its front, the split states at its back
+// (workspace.hpp), and workspace_bytes(args) serves every smaller batch at
+// every length. Without a workspace, or with
 // one smaller than the plan needs, record() runs one workgroup per KV head
 // and row chunk: at long contexts many times slower.
 #pragma once

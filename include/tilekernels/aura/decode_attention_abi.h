@@ -9,9 +9,9 @@
 // query rows per workgroup / 4; TPI: keys per invocation per block;
 // K_CODEBOOK_AT ... V_ROTATION_AT: float offsets in the tables buffer
 // (aura::CacheTableLayout); MERGE_TREE: 1 where the call's split merge
-// takes two levels (push merge_width). What changes from call to call (group sizes,
-// new tokens, the split, options) is a push constant, so one pipeline
-// serves every length.
+// takes two levels (push merge_width). What changes from call to call
+// (group sizes, new tokens, the split, options) is a push constant, so one
+// pipeline serves every length.
 #define TK_DECODE_ATTENTION_SPEC(F) \
   F(1, DIM, 128)                    \
   F(2, PAGE_TOKENS, 16)             \
