@@ -86,9 +86,9 @@
     // memory; the maximum over the non-empty ones; each state's weight
     // computed once; then the o sums, a batch at a time. Written out twice
     // rather than as a loop over the levels, and the first only where
-    // MERGE_TREE is set: a loop, or the shader's own choice of the levels,
-    // changed how the driver compiled the one-level merge, slower by up to
-    // 6 us (bench/NOTES-aura-attention-widths.md).
+    // MERGE_TREE is set: a loop, or levels chosen in the shader, changed how
+    // the driver compiled the pipelines that merge in one level
+    // (bench/NOTES-aura-attention-widths.md).
 #define TK_MERGE_LEVEL                                                                                   \
     {                                                                                                    \
       [[unroll]] for (uint n = 0; n < PAIRS; ++n) {                                                      \

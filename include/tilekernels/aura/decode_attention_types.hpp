@@ -130,7 +130,7 @@ constexpr std::uint32_t decode_attention_ceil_sqrt(std::uint32_t n) {
 // than 8 batches (round trips of TK_DECODE_ATTENTION_MERGE_BATCH states):
 // branches of `width` consecutive splits, ceil(sqrt(batches)) batches each,
 // so that both levels take about sqrt(batches) round trips. 0: one level
-// (up to 8 batches it was as fast: bench/NOTES-aura-attention-widths.md).
+// (as fast up to 8 batches: bench/NOTES-aura-attention-widths.md).
 // `tc`: the tensor-core kernels' batch.
 inline std::uint32_t decode_attention_merge_width(const CacheFormat& f, const DecodeAttentionGeometry& g, bool tc) {
   const std::uint32_t pairs = (f.dim / 2 + g.workgroup - 1) / g.workgroup;
