@@ -201,12 +201,13 @@ BENCHMARK_TEMPLATE(BM_DecodeAttentionK4V4Dim, 256)->Name("Sweep_DecodeAttentionK
 void BM_DecodeAttentionQwen3Next(benchmark::State& state) { decode_step(state, 4, 4, 256, 16, 2); }
 void BM_DecodeAttentionGptOss(benchmark::State& state) { decode_step(state, 4, 4, 64, 64, 8); }
 void BM_DecodeAttentionGqa8(benchmark::State& state) { decode_step(state, 4, 4, 128, 64, 8); }
-BENCHMARK(BM_DecodeAttentionGqa8)->Name("Sweep_DecodeAttentionK4V4Gqa8")->TK_DECODE_LONG_(0)
-    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeAttentionQwen3Next)->Name("Sweep_DecodeAttentionK4V4Qwen3Next")->TK_DECODE_LONG_(0)
-    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeAttentionGptOss)->Name("Sweep_DecodeAttentionK4V4GptOss")->TK_DECODE_LONG_(0)
-    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+#define TK_DECODE_MODEL_(f, NAME)                                                                             \
+  BENCHMARK(f)->Name(NAME)->TK_DECODE_LONG_(0)->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10) \
+      ->Unit(benchmark::kMicrosecond);
+TK_DECODE_MODEL_(BM_DecodeAttentionGqa8, "Sweep_DecodeAttentionK4V4Gqa8")
+TK_DECODE_MODEL_(BM_DecodeAttentionQwen3Next, "Sweep_DecodeAttentionK4V4Qwen3Next")
+TK_DECODE_MODEL_(BM_DecodeAttentionGptOss, "Sweep_DecodeAttentionK4V4GptOss")
+#undef TK_DECODE_MODEL_
 BENCHMARK(BM_DecodeAttentionQwen3Next)->Name("Sweep_DecodeAttentionK4V4Qwen3NextSplits")
     ->ArgsProduct({{1}, {32768, 131072}, {1}, {0}, {0}, {4, 8, 16, 32, 64}, {0}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);

@@ -89,7 +89,7 @@ const uint VJ = (BT + TG - 1u) / TG;    // keys per value lane per block
 const bool V_ALIGNED = (8u * V_BITS) % 32u == 0u;
 const uint VWL = V_ALIGNED ? 8u * V_BITS / 32u : 2u;
 const uint PAGES = BT / PAGE_TOKENS + 2u;  // table entries one block can touch
-const uint PAIRS = (DIM / 2u + WG - 1u) / WG;  // output dim pairs per invocation
+const uint PAIRS = TK_DECODE_ATTENTION_PAIRS(DIM, WG);  // output dim pairs per invocation
 // States whose o loads are in flight together in the merge (32 vec4 per invocation).
 const uint MERGE_BATCH = TK_DECODE_ATTENTION_MERGE_BATCH(false, RV * PAIRS);  // RV * PAIRS <= 8
 const bool MERGE_HOLD = false;  // holding them slowed this kernel (bench/NOTES-aura-attention-tc.md)

@@ -107,7 +107,7 @@ const bool K_OWN_LUT = K_BITS != V_BITS;
 #endif
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
-const uint PAIRS = (DIM / 2u + WG - 1u) / WG;
+const uint PAIRS = TK_DECODE_ATTENTION_PAIRS(DIM, WG);
 // At 4 rows a batch holds 16 split states, so that the split count the rule
 // gives one sequence of 8 KV heads on 132 multiprocessors (16) merges in
 // one round trip.

@@ -57,9 +57,12 @@
   F(uint, tree_slots)               \
   F(uint, merge_width)
 
+// Output dim pairs per invocation of a workgroup of WG invocations (the
+// finish's o_fin holds them).
+#define TK_DECODE_ATTENTION_PAIRS(DIM, WG) (((DIM) / 2u + (WG) - 1u) / (WG))
 // Split states whose o the merging workgroup loads per round trip, for RP =
-// ROW_VECS * output dim pairs per invocation; TC: the tensor-core kernel,
-// whose registers are tighter.
+// ROW_VECS * TK_DECODE_ATTENTION_PAIRS; TC: the tensor-core kernel, whose
+// registers are tighter.
 #define TK_DECODE_ATTENTION_MERGE_BATCH(TC, RP) ((TC) ? ((RP) == 1u ? 16u : 8u / (RP)) : 16u / (RP))
 
 // The tensor-core variant (shaders/aura/decode_attention_tc.glsl), in

@@ -133,8 +133,7 @@ constexpr std::uint32_t decode_attention_ceil_sqrt(std::uint32_t n) {
 // (as fast up to 8 batches: bench/NOTES-aura-attention-widths.md).
 // `tc`: the tensor-core kernels' batch.
 inline std::uint32_t decode_attention_merge_width(const CacheFormat& f, const DecodeAttentionGeometry& g, bool tc) {
-  const std::uint32_t pairs = (f.dim / 2 + g.workgroup - 1) / g.workgroup;
-  const std::uint32_t batch = TK_DECODE_ATTENTION_MERGE_BATCH(tc, g.row_vecs * pairs);
+  const std::uint32_t batch = TK_DECODE_ATTENTION_MERGE_BATCH(tc, g.row_vecs * TK_DECODE_ATTENTION_PAIRS(f.dim, g.workgroup));
   const std::uint32_t batches = (g.splits + batch - 1) / batch;
   return batches > 8 ? decode_attention_ceil_sqrt(batches) * batch : 0;
 }
