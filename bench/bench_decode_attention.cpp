@@ -112,8 +112,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   if (state.range(5)) geometry.splits = static_cast<std::uint32_t>(state.range(5));
   const std::uint64_t ws_bytes = std::max<std::uint64_t>(kernel.workspace_bytes(problem, geometry), 4);
   Tensor workspace(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
-  workspace.buffer().fill(0);  // the counters start at zero and every call leaves them so
-  args.workspace = Workspace{workspace.ref(), true};
+  args.workspace = Workspace{workspace.ref()};
   std::vector<aura::DecodeAttentionArgs> per_set;
   for (const Set& s : caches) {
     aura::DecodeAttentionArgs a = args;

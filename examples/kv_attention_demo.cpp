@@ -147,7 +147,7 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
 
   // Decode steps: append the step's token, then attend, in one command
   // buffer. The workspace is the engine's: sized once for the batch shape
-  // (every length fits it), zeroed once, and left zeroed by every call.
+  // (every length fits it).
   tk::Tensor seq_lens(ctx, tk::DType::i32, {1}), output(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim});
   std::optional<tk::Tensor> workspace;
   // Each step is timed after copies of itself in the same command buffer
@@ -167,12 +167,10 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     typename Attention::Args args{q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, output};
     args.max_seq_len = len;  // the host knows the length: the split is sized for it
     if (step == 0) {
-      if (const std::uint64_t bytes = attention.workspace_bytes(args)) {
+      if (const std::uint64_t bytes = attention.workspace_bytes(args))
         workspace.emplace(ctx, tk::DType::u32, tk::Shape{static_cast<std::int64_t>(bytes / 4)});
-        workspace->buffer().fill(0);
-      }
     }
-    if (workspace) args.workspace = tk::Workspace{workspace->ref(), true};
+    if (workspace) args.workspace = tk::Workspace{workspace->ref()};
     std::vector<tk::Tensor> keep;
     std::vector<std::int32_t> slots;
     const auto append = append_args(len - 1, 1, keep, slots);

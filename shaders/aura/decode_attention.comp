@@ -1,7 +1,8 @@
 #version 460
 // AURA decode attention over the paged, compressed KV cache: one dispatch
-// per step (include/tilekernels/aura/decode_attention.hpp has the math and
-// the layouts). Scores come from the rotated query and the codes,
+// per step, two where it splits the keys
+// (include/tilekernels/aura/decode_attention.hpp has the math and the
+// layouts). Scores come from the rotated query and the codes,
 //   z = scale * norm_k * <R_k q, codebook_k[codes]>   (raw K: scale * <q, k>),
 // values are accumulated in V's rotated domain, p * norm_v * codebook_v[codes],
 // and V's rotation is undone once per output row.
@@ -28,10 +29,10 @@
 // - after the last block, the value groups' partial outputs and the
 //   invocations' sums l are added in a fixed order. splits == 1: the
 //   workgroup finishes its rows (sink, o / l, V's rotation undone, output,
-//   lse). splits > 1: it publishes its softmax state (o, m, l; rotated
-//   domain) to the workspace, counts itself in counters[group] (zero
-//   between dispatches), and the last to arrive merges the splits states,
-//   finishes the rows and resets the counter.
+//   lse). splits > 1 (PUBLISH): it publishes its softmax state (o, m, l;
+//   rotated domain) to the workspace, and the call's second dispatch
+//   (decode_attention_merge.comp) merges the split states and finishes
+//   the rows.
 // - seq_lens are clamped to [0, max_pages * PAGE_TOKENS] and block-table
 //   entries to [0, num_pages): nothing outside the cache or the table is
 //   read, whatever they hold. Keys outside a row's view are still loaded
@@ -90,9 +91,6 @@ const bool V_ALIGNED = (8u * V_BITS) % 32u == 0u;
 const uint VWL = V_ALIGNED ? 8u * V_BITS / 32u : 2u;
 const uint PAGES = BT / PAGE_TOKENS + 2u;  // table entries one block can touch
 const uint PAIRS = TK_DECODE_ATTENTION_PAIRS(DIM, WG);  // output dim pairs per invocation
-// States whose o loads are in flight together in the merge (32 vec4 per invocation).
-const uint MERGE_BATCH = TK_DECODE_ATTENTION_MERGE_BATCH(false, RV * PAIRS);  // RV * PAIRS <= 8
-const bool MERGE_HOLD = false;  // holding them slowed this kernel (bench/NOTES-aura-attention-tc.md)
 
 #include "../common/decode_attention_io.glsl"
 
@@ -102,7 +100,6 @@ shared vec4 s_red[(WG + WG / 8u) * RV];  // workgroup reductions
 shared float s_cbk[K_LEVELS];
 shared float s_cbv[V_LEVELS];
 shared uint s_page[2u * PAGES];  // two blocks' page ids (clamped)
-shared bool s_last;
 
 // The cache row (page * kv_heads + kv_head) * PAGE_TOKENS + slot of position
 // t, the block's page ids in s_page[buf ..] starting at table index fp.

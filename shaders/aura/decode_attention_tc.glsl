@@ -17,8 +17,8 @@
 //   BT = NW * 16 keys from lo; split s takes blocks [nb s / splits,
 //   nb (s + 1) / splits). Subgroup w takes keys 16 w .. 16 w + 15 of each
 //   block and keeps its own softmax state; the NW states are merged at the
-//   end, then decode_attention_finish.glsl publishes,
-//   merges the splits and writes the output as the CUDA-core kernel does.
+//   end, then decode_attention_finish.glsl publishes the state (splits)
+//   or writes the output, as in the CUDA-core kernel.
 // - per 16-key tile, a subgroup: decodes K's codes through the codebook
 //   into fp16 rows in its shared stage (lane l: key l / 2, dims
 //   (l % 2) DIM / 2 ..), S = Q K^T (DIM / 16 products, Q's fragments held
@@ -108,11 +108,6 @@ const bool K_OWN_LUT = K_BITS != V_BITS;
 const uint K_LEVELS = 1u << K_BITS;
 const uint V_LEVELS = 1u << V_BITS;
 const uint PAIRS = TK_DECODE_ATTENTION_PAIRS(DIM, WG);
-// At 4 rows a batch holds 16 split states, so that the split count the rule
-// gives one sequence of 8 KV heads on 132 multiprocessors (16) merges in
-// one round trip.
-const uint MERGE_BATCH = TK_DECODE_ATTENTION_MERGE_BATCH(true, RV * PAIRS);
-const bool MERGE_HOLD = RV > 1u;  // the driver sinks the merge's loads at 16 rows (decode_attention_finish.glsl)
 // Shared stage of one subgroup, in uvec4: the decoded K or V tile (16 rows
 // of DIM fp16, row stride KS), S (16 x 16 f32, stride SS), P (16 x 16 fp16).
 const uint KS = TK_DECODE_ATTENTION_TC_KS(DIM);
@@ -148,7 +143,6 @@ shared float s_wm[NW * MR], s_wl[NW * MR];            // the subgroups' states
 shared float s_mf[MR], s_lf[MR];                        // per row: the workgroup's (m, l) over the subgroups
 shared float s_qf[MR];                                  // per row: 2^e undoing Q's fp16 scaling
 shared float s_red[WG];
-shared bool s_last;
 
 // Code `j` (0 <= j < DIM / 2) of a lane's half row held in w[0 .. n).
 #define TK_CODE(w, n, j, BITS)                                                                      \

@@ -1,6 +1,7 @@
 // The bindings of the decode-attention kernels (decode_attention.comp on
-// CUDA cores, decode_attention_tc.glsl on tensor cores: one interface,
-// include/tilekernels/aura/decode_attention.hpp) and the helpers both use.
+// CUDA cores, decode_attention_tc.glsl on tensor cores, the split merge
+// decode_attention_merge.comp: one interface,
+// include/tilekernels/aura/decode_attention.hpp) and helpers they share.
 // The including shader declares the specialization and push constants
 // first, and its shared vec4 s_scratch (SF) before using SF.
 layout(std430, binding = 0) readonly buffer QF { float q_f32[]; };
@@ -20,10 +21,9 @@ layout(std430, binding = 8) readonly buffer Sinks { float sinks[]; };
 layout(std430, binding = 9) writeonly buffer OutF { float out_f32[]; };
 layout(std430, binding = 9) writeonly buffer OutH { uint out_16[]; };
 layout(std430, binding = 10) writeonly buffer Lse { float lse_out[]; };
-// Workspace (splits > 1): per state (group * splits + split) o [DIM] x RV
-// vec4, and at ml_at (m, l) x RV vec4; per group an arrival counter.
-layout(std430, binding = 11) coherent buffer Work { vec4 work[]; };
-layout(std430, binding = 12) coherent buffer Counters { uint counters[]; };
+// Workspace (PUBLISH): per state (group * splits + split) o [DIM] x RV vec4,
+// and at ml_at (m, l) x RV vec4 (decode_attention_finish.glsl).
+layout(std430, binding = 11) buffer Work { vec4 work[]; };
 
 #define SF(i) s_scratch[(i) >> 2][(i) & 3u]
 #define NEG_INF4 vec4(TK_NEG_INF)

@@ -23,7 +23,7 @@ struct AttentionCase {
   float softcap = 0;
   std::optional<float> scale;
   bool sinks = false;
-  bool workspace = true;
+  bool workspace = true;  // for the automatic geometry's splits
   std::uint64_t seed = 1;
   // Geometry by hand (workgroup, tokens per invocation, row vecs, splits); 0s: automatic.
   std::array<std::uint32_t, 4> geometry{0, 0, 0, 0};
@@ -86,10 +86,6 @@ struct AttentionRun {
   ref::AttentionOptions options;
   std::vector<std::int32_t> seq_lens;
   std::string variant;  // the variant that ran
-  // The workspace after the first run (NaN bytes before it) and its layout.
-  std::vector<std::uint32_t> workspace;
-  aura::DecodeAttentionWorkspace workspace_layout;
-  std::uint32_t row_vecs = 0, splits = 0;
 };
 
 template <class Config>
@@ -215,17 +211,10 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   };
   record();
   r.output = out.read_floats();
-  if (ws) {
-    r.workspace = ws->read_words();
-    r.workspace_layout = kernel.workspace_layout(kernel.problem(args), plan.geometry);
-    r.row_vecs = plan.geometry.row_vecs;
-    r.splits = plan.geometry.splits;
-  }
   if (c.lse) r.lse = lse.read_floats();
-  // Again, with the counters declared zero (the first run must have left them so): bit for bit.
+  // Again, over the first run's workspace: bit for bit.
   out.poison();
   lse.poison();
-  if (ws) args.workspace->zeroed = true;
   record();
   const auto again = out.read_floats();
   const auto lse_again = c.lse ? lse.read_floats() : std::vector<float>{};
@@ -243,19 +232,6 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
                                                     static_cast<std::size_t>(layout.max_pages), layout.seq_lens,
                                                     r.shape, r.options);
   return r;
-}
-
-// Whether the run's split merge wrote branch state `b` of group `g` (its
-// (m, l) no longer the NaN the workspace was filled with): the two-level
-// merge ran there.
-inline bool branch_state_written(const AttentionRun& r, std::uint64_t g, std::uint32_t b) {
-  const auto& w = r.workspace_layout;
-  if (b >= w.tree_slots) return false;
-  const std::uint64_t state = w.groups * r.splits + g * w.tree_slots + b;
-  const std::uint64_t l_word = w.ml_at(r.workspace.size() * 4) / 4 + (state * r.row_vecs * 2 + 1) * 4;
-  float l;
-  std::memcpy(&l, &r.workspace[l_word], 4);
-  return !std::isnan(l);
 }
 
 inline double output_budget(DType out) { return out == DType::f32 ? 1e-5 : 5e-3; }

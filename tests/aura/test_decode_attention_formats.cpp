@@ -132,8 +132,8 @@ TEST_F(DecodeAttentionQuality, RetrievalAmong32KKeys) {
 
 // A whole decode step recorded in one command buffer on the Context with
 // synchronization validation: each sequence's new tokens appended by
-// CacheWrite, a barrier, then the attention (its workspace counters zeroed
-// by a recorded fill), against the reference over the final cache.
+// CacheWrite, a barrier, then the attention (with splits its two dispatches
+// and the barrier between them), against the reference over the final cache.
 TEST_F(DecodeAttentionQuality, WholeDecodeStepUnderSynchronizationValidation) {
   using Config = aura::DecodeAttentionConfig<aura::PagedCacheConfig<128, 16, 4, 4>, DType::bf16, DType::f32>;
   for (std::int64_t q_len : {1, 4}) {

@@ -198,10 +198,10 @@ TEST_F(DecodeAttentionTensorCore, LanesDim64) {
   }
 }
 
-// The lanes variant's split merge in two levels: 16 rows at Dim 128 (2
-// states per merge batch) and 8 rows at Dim 256 in pairs (4 per batch),
-// 10 batches each (one level takes up to 8).
-TEST_F(DecodeAttentionTensorCore, LanesSplitMergeInTwoLevels) {
+// The lanes variant's states merged by the second dispatch: 16 rows at Dim
+// 128 (4 row quads per state, 20 splits) and 8 rows at Dim 256 in pairs
+// (2 quads, 40 splits), with splits that saw no keys (the short sequence).
+TEST_F(DecodeAttentionTensorCore, LanesManySplitsMerged) {
   const auto run = [](auto cache_tag, std::uint32_t row_vecs, std::uint32_t splits, std::uint64_t seed) {
     using Out = aura::DecodeAttentionConfig<typename decltype(cache_tag)::type, DType::f32, DType::f16>;
     const Variant<Problem>* lanes = lanes_variant<Out>();
@@ -214,9 +214,7 @@ TEST_F(DecodeAttentionTensorCore, LanesSplitMergeInTwoLevels) {
     c.lse = false;
     c.geometry = {256, 1, row_vecs, splits};
     SCOPED_TRACE("row vecs " + std::to_string(row_vecs) + ", splits " + std::to_string(splits));
-    const auto r = run_attention<Out>(c);
-    expect_tight<Out>(r);
-    EXPECT_TRUE(branch_state_written(r, 0, 0) && branch_state_written(r, 0, 1)) << "the merge took one level";
+    expect_tight<Out>(run_attention<Out>(c));
   };
   if (!lanes_variant<Bf16Out>()) GTEST_SKIP() << "no lanes variant on this device";
   run(std::type_identity<aura::PagedCacheConfig<128, 16, 4, 4>>{}, 4, 20, 1950);

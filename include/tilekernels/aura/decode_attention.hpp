@@ -1,5 +1,5 @@
 // AURA decode attention over the paged, compressed KV cache (paged_cache.hpp):
-// one call per decode step, one dispatch.
+// one call per decode step: one dispatch, two where it splits the keys.
 //
 // Shapes (row-major, last index innermost):
 //   q            [num_seqs, q_len, q_heads, Dim]   Q (f32, f16, bf16); q_len 1..16
@@ -30,9 +30,10 @@
 // workgroup owns up to 8 query rows (query heads x new tokens) of one KV
 // head, so a KV head's codes are read once per step for all of its query
 // heads (once per 8 rows for larger groups). The keys are split over
-// Geometry::splits workgroups per KV head; the last of them to finish
-// merges their softmax states (the workspace holds them) and writes the
-// output: a step is one dispatch whatever the split.
+// Geometry::splits workgroups per KV head, each publishing its softmax
+// state to the workspace; a second dispatch (decode_attention_merge.comp)
+// merges them and writes the output (in the first dispatch's pipelines the
+// merge's code slowed the tile loops: bench/NOTES-aura-attention-widths.md).
 // Where the device has fp16 cooperative matrices (NVIDIA), the
 // tensor-core variant (shaders/aura/decode_attention_tc.glsl) computes
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
@@ -54,13 +55,11 @@
 // naming it; they (or Args::max_seq_len) also let record() size the split
 // for the real lengths instead of the capacity.
 //
-// Workspace (workspace_bytes()): splits need one (per split state, and per
-// branch state of a two-level merge: o [Dim] and (m, l) per row, in f32;
-// per KV head and row chunk arrival counters that every dispatch leaves at
-// zero; record() zero-fills them unless Workspace::zeroed says they are).
-// The counters are at its front, the split states at its back
-// (workspace.hpp), and workspace_bytes(args) serves every smaller batch at
-// every length. Without a workspace, or with
+// Workspace (workspace_bytes()): splits need one (per split state o [Dim]
+// and (m, l) per row, in f32, at the back of the range: workspace.hpp; no
+// part needs zeroing), and workspace_bytes(args) serves every smaller batch
+// at every length. Calls that share a workspace need a barrier between
+// them, as any dispatches writing one buffer. Without a workspace, or with
 // one smaller than the plan needs, record() runs one workgroup per KV head
 // and row chunk: at long contexts many times slower.
 #pragma once
@@ -81,6 +80,7 @@
 #include "tilekernels/core.hpp"
 #include "tilekernels/spirv/aura/decode_attention.hpp"
 #include "tilekernels/spirv/aura/decode_attention_compact.hpp"
+#include "tilekernels/spirv/aura/decode_attention_merge.hpp"
 #include "tilekernels/spirv/aura/decode_attention_subgroup.hpp"
 #include "tilekernels/spirv/aura/decode_attention_subgroup_compact.hpp"
 #include "tilekernels/spirv/aura/decode_attention_tc.hpp"
@@ -104,7 +104,7 @@ class DecodeAttentionKernel {
     Geometry geometry;
   };
   static constexpr std::uint32_t max_q_len = 16;
-  static constexpr std::uint32_t max_splits = 128;
+  static constexpr std::uint32_t max_splits = TK_DECODE_ATTENTION_MAX_SPLITS;
 
 
   // Each path comes as two modules of one shader: the long loops unrolled
@@ -184,6 +184,9 @@ class DecodeAttentionKernel {
       {"portable", Path::portable, spirv::aura_decode_attention, {}, 64, least_shared, &portable_gpu},
       {"portable_compact", Path::portable, spirv::aura_decode_attention_compact, {}, 64, least_shared, &portable_cpu},
   }};
+  // The second dispatch of a split call: Dim / 2 invocations (at least 32),
+  // one output dim pair each (the first dispatch's constants otherwise).
+  static constexpr Variant<Problem> merge_variant{"merge", Path::portable, spirv::aura_decode_attention_merge, {}, 32, 0};
 
   // The rotations are seeded per side and must be those of the CacheWrite
   // that filled the cache.
@@ -395,14 +398,12 @@ class DecodeAttentionKernel {
   std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes(); }
   // Workspace bytes that let record() take its fastest plan for these
   // arguments and for every call with no more sequences and new tokens per
-  // sequence (the same heads), at every sequence length; 0: none needed.
-  // The split count depends on the length and the batch: sized once for the
-  // largest batch, zeroed once, a workspace serves every step with
-  // `zeroed` (workspace.hpp).
+  // sequence (the same heads), at every sequence length (0: none needed):
+  // sized once for the largest batch, a workspace serves every step.
   std::uint64_t workspace_bytes(const Args& a) const {
     check(a);
     const Problem p = problem(a);
-    std::uint64_t zero = 0, scratch = 0;
+    std::uint64_t bytes = 0;
     for (std::int64_t ql = 1; ql <= p.q_len; ++ql) {
       Problem smaller = p;
       smaller.q_len = ql;
@@ -412,12 +413,10 @@ class DecodeAttentionKernel {
         Geometry g = geometry(smaller, true, v);
         g.splits = static_cast<std::uint32_t>(split_cap(smaller, g, v.path == Path::tensor_core_fp16));
         if (g.splits <= 1) break;  // larger batches have more groups: none splits
-        const WorkspaceLayout w = workspace_layout(smaller, g);
-        zero = std::max(zero, w.regions.zero_bytes());
-        scratch = std::max(scratch, w.regions.scratch_bytes());
+        bytes = std::max(bytes, workspace_bytes(smaller, g));
       }
     }
-    return zero + scratch;
+    return bytes;
   }
 
   Plan plan(const Args& a) const {
@@ -494,38 +493,25 @@ class DecodeAttentionKernel {
     spec.V_CODEBOOK_AT = f.v_codebook_at();
     spec.K_ROTATION_AT = f.k_rotation_at();
     spec.V_ROTATION_AT = f.v_rotation_at();
-    const std::uint32_t merge_width = decode_attention_merge_width(f, g, plan.variant->path == Path::tensor_core_fp16);
-    spec.MERGE_TREE = merge_width > 0 ? 1 : 0;
-    const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 13);
+    spec.PUBLISH = g.splits > 1 ? 1 : 0;
+    const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 12);
 
     // Bindings the shader never touches in this configuration (norms of raw
     // sides, sinks, lse, the workspace without splits) get a tensor of the
     // same call to stay valid: read-only ones a read-only input, written ones
     // the output, so that synchronization validation sees no new hazard.
-    std::vector<TensorRef> bindings{a.q,
-                                    a.k_codes,
-                                    a.k_norms ? *a.k_norms : a.k_codes,
-                                    a.v_codes,
-                                    a.v_norms ? *a.v_norms : a.v_codes,
-                                    a.block_table,
-                                    a.seq_lens,
-                                    tables_.ref(),
-                                    a.sinks ? *a.sinks : tables_.ref(),
-                                    a.output,
-                                    a.lse ? *a.lse : a.output};
+    std::vector<TensorRef> bindings{a.q,           a.k_codes,     a.k_norms ? *a.k_norms : a.k_codes,
+                                    a.v_codes,     a.v_norms ? *a.v_norms : a.v_codes,
+                                    a.block_table, a.seq_lens,    tables_.ref(),
+                                    a.sinks ? *a.sinks : tables_.ref(), a.output, a.lse ? *a.lse : a.output};
     Push push;
     if (g.splits > 1) {
       const WorkspaceLayout w = workspace_layout(p, g);
-      const TensorRef counters = tilekernels::detail::workspace_region(*a.workspace, 0, w.counter_bytes);
       const std::uint64_t o_at = w.o_at(a.workspace->memory.size);
       bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, o_at, w.ml_offset + w.ml_bytes));
-      bindings.push_back(counters);
       push.ml_at = static_cast<std::uint32_t>(w.ml_offset / 16);
-      push.tree_slots = w.tree_slots;
-      push.merge_width = merge_width;
-      if (!a.workspace->zeroed) tilekernels::detail::record_zero_fill(*ctx_, cmd, counters);
     } else {
-      bindings.insert(bindings.end(), {a.output, a.output});
+      bindings.push_back(a.output);
     }
     push.num_seqs = static_cast<std::uint32_t>(p.num_seqs);
     push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
@@ -539,13 +525,20 @@ class DecodeAttentionKernel {
     push.scale = a.options.scale ? *a.options.scale : static_cast<float>(1.0 / std::sqrt(double(f.dim)));
     push.softcap = a.options.softcap;
     push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
-    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push,
-                                         static_cast<std::uint64_t>(p.num_seqs * p.kv_heads) * g.splits,
+    const auto units = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads);
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, units * g.splits,
                                          static_cast<std::uint32_t>(chunks));
+    if (g.splits > 1) {
+      compute_barrier(*ctx_, cmd);
+      spec.workgroup = std::max(f.dim / 2, merge_variant.invocations);
+      const Pipeline& merge = tilekernels::detail::pipeline_for<Push>(*ctx_, merge_variant, spec, 12);
+      tilekernels::detail::record_dispatch(*ctx_, cmd, merge, bindings, push, units * static_cast<std::uint64_t>(chunks),
+                                           g.row_vecs);
+    }
   }
 
-  // Convenience for tests and tools: allocates the workspace the call can
-  // use, records into a fresh command buffer, submits and waits.
+  // For tests and tools: allocates the workspace the call can use, records
+  // into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
     Args with = a;

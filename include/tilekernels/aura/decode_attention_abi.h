@@ -8,8 +8,12 @@
 // dense; NORM_DTYPE, RAW_DTYPE, Q_DTYPE, OUT_DTYPE: DType codes; ROW_VECS:
 // query rows per workgroup / 4; TPI: keys per invocation per block;
 // K_CODEBOOK_AT ... V_ROTATION_AT: float offsets in the tables buffer
-// (aura::CacheTableLayout); MERGE_TREE: 1 where the call's split merge
-// takes two levels (push merge_width). What changes from call to call
+// (aura::CacheTableLayout); PUBLISH: 1 where the call splits the keys:
+// each workgroup publishes its softmax state to the workspace and the
+// call's second dispatch (shaders/aura/decode_attention_merge.comp, the
+// same constants, ROW_VECS the first dispatch's) merges the states and
+// finishes the rows; 0: the workgroup finishes its rows itself. What
+// changes from call to call
 // (group sizes, new tokens, the split, options) is a push constant, so one
 // pipeline serves every length.
 #define TK_DECODE_ATTENTION_SPEC(F) \
@@ -29,16 +33,14 @@
   F(14, V_CODEBOOK_AT, 0)           \
   F(15, K_ROTATION_AT, 0)           \
   F(16, V_ROTATION_AT, 0)           \
-  F(17, MERGE_TREE, 0)
+  F(17, PUBLISH, 0)
 
 // gqa: query heads per KV head; q_len: new tokens per sequence; splits:
 // workgroups per (sequence, KV head, row chunk) along the keys; flags: bit 0
 // write lse, bit 1 sinks given; window: 0 none, else keys at positions >
 // pos - window; softcap: 0 none; scale: the softmax scale; inv_sqrt_dim:
 // f32(1 / sqrt(DIM)); ml_at: vec4 offset of the (m, l) region in the
-// workspace binding; tree_slots: branch states and counters per group that
-// the workspace holds beyond the root's; merge_width: splits per branch of
-// a two-level merge (with MERGE_TREE).
+// workspace binding.
 #define TK_DECODE_ATTENTION_PUSH(F) \
   F(uint, group_offset)             \
   F(uint, num_seqs)                 \
@@ -53,22 +55,18 @@
   F(float, scale)                   \
   F(float, softcap)                 \
   F(float, inv_sqrt_dim)            \
-  F(uint, ml_at)                    \
-  F(uint, tree_slots)               \
-  F(uint, merge_width)
+  F(uint, ml_at)
 
 // Output dim pairs per invocation of a workgroup of WG invocations (the
 // finish's o_fin holds them).
 #define TK_DECODE_ATTENTION_PAIRS(DIM, WG) (((DIM) / 2u + (WG) - 1u) / (WG))
-// Split states whose o the merging workgroup loads per round trip, for RP =
-// ROW_VECS * TK_DECODE_ATTENTION_PAIRS; TC: the tensor-core kernel, whose
-// registers are tighter.
-#define TK_DECODE_ATTENTION_MERGE_BATCH(TC, RP) ((TC) ? ((RP) == 1u ? 16u : 8u / (RP)) : 16u / (RP))
+// The most splits of a call (workgroups per group along the keys).
+#define TK_DECODE_ATTENTION_MAX_SPLITS 128u
 
 // The tensor-core variant (shaders/aura/decode_attention_tc.glsl), in
 // uvec4 units: the row stride of a decoded 16-key tile, one subgroup's
 // stage (the tile, S as f32, P as fp16), and the vec4 scratch (the
-// queries as floats; the split merge of max_splits = 128 states of 16 rows).
+// queries as floats, or the lanes variant's second byte table).
 #define TK_DECODE_ATTENTION_TC_KS(dim) ((dim) / 8u + 1u)
 #define TK_DECODE_ATTENTION_TC_STAGE(dim) (16u * TK_DECODE_ATTENTION_TC_KS(dim) + 16u * 5u + 32u)
 #define TK_DECODE_ATTENTION_TC_SCRATCH 1024u

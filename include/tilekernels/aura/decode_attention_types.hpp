@@ -113,52 +113,19 @@ inline std::int64_t decode_attention_rows(const DecodeAttentionProblem& p) {
   return p.q_heads / std::max<std::int64_t>(p.kv_heads, 1) * p.q_len;
 }
 // The (sequence, KV head, row chunk) groups of a call with chunks of
-// 4 * row_vecs rows: what the split rules count, one counter each.
+// 4 * row_vecs rows: what the split rules count.
 inline std::int64_t decode_attention_groups(const DecodeAttentionProblem& p, std::uint32_t row_vecs) {
   return p.num_seqs * p.kv_heads * ((decode_attention_rows(p) + 4 * row_vecs - 1) / (4 * row_vecs));
 }
 
-// The smallest r with r * r >= n.
-constexpr std::uint32_t decode_attention_ceil_sqrt(std::uint32_t n) {
-  std::uint32_t r = 0;
-  while (r * r < n) ++r;
-  return r;
-}
-
-// The split merge (shaders/common/decode_attention_finish.glsl) in two
-// levels where one workgroup's merge of every split state would take more
-// than 8 batches (round trips of TK_DECODE_ATTENTION_MERGE_BATCH states):
-// branches of `width` consecutive splits, ceil(sqrt(batches)) batches each,
-// so that both levels take about sqrt(batches) round trips. 0: one level
-// (as fast up to 8 batches: bench/NOTES-aura-attention-widths.md).
-// `tc`: the tensor-core kernels' batch.
-inline std::uint32_t decode_attention_merge_width(const CacheFormat& f, const DecodeAttentionGeometry& g, bool tc) {
-  const std::uint32_t batch = TK_DECODE_ATTENTION_MERGE_BATCH(tc, g.row_vecs * TK_DECODE_ATTENTION_PAIRS(f.dim, g.workgroup));
-  const std::uint32_t batches = (g.splits + batch - 1) / batch;
-  return batches > 8 ? decode_attention_ceil_sqrt(batches) * batch : 0;
-}
-
-// Branch states (and their counters) per group that the workspace holds for
-// the merge's second level: ceil(sqrt(splits)), at least the branches of
-// any batch size (width >= sqrt(batch * splits) >= sqrt(splits)); none up
-// to 8 splits, where no batch gives more than 8 batches. Non-decreasing in
-// splits, so that a workspace sized at a call's most splits serves every
-// smaller count.
-inline std::uint32_t decode_attention_tree_slots(std::uint32_t splits) {
-  return splits <= 8 ? 0 : decode_attention_ceil_sqrt(splits);
-}
-
-// Regions of the workspace for a geometry: the counters at the front (the
-// part that must be zero: per group the root's, then the branches'), the
-// split states' o and their (m, l) in the scratch at the back of the range
-// passed (o_at(), ml_at(); workspace.hpp), each the groups' pass-1 states
-// (group-major) followed by their branch states. All zero bytes without
-// splits.
+// Regions of the workspace for a geometry: the split states' o and their
+// (m, l), group-major (decode_attention_finish.glsl), in the scratch at the
+// back of the range passed (o_at(), ml_at(); workspace.hpp); nothing needs
+// zeroing. All zero bytes without splits.
 struct DecodeAttentionWorkspace {
   detail::ZeroScratchLayout regions;
-  std::uint64_t counter_bytes = 0, o_bytes = 0, ml_offset = 0, ml_bytes = 0;
+  std::uint64_t o_bytes = 0, ml_offset = 0, ml_bytes = 0;
   std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
-  std::uint32_t tree_slots = 0;
   std::uint64_t bytes() const { return regions.bytes(); }
   std::uint64_t o_at(std::uint64_t size) const { return regions.scratch_at(size); }
   std::uint64_t ml_at(std::uint64_t size) const { return o_at(size) + ml_offset; }
@@ -168,10 +135,7 @@ inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f,
   DecodeAttentionWorkspace w;
   if (g.splits <= 1) return w;
   w.groups = static_cast<std::uint64_t>(decode_attention_groups(p, g.row_vecs));
-  w.tree_slots = decode_attention_tree_slots(g.splits);
-  const std::uint64_t states = w.groups * (g.splits + w.tree_slots);
-  w.counter_bytes = w.groups * (1 + w.tree_slots) * 4;
-  w.regions.add_zero(w.counter_bytes);
+  const std::uint64_t states = w.groups * g.splits;
   w.o_bytes = states * f.dim * g.row_vecs * 16;
   w.regions.add_scratch(w.o_bytes);
   w.ml_bytes = states * g.row_vecs * 32;
