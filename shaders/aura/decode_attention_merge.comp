@@ -48,6 +48,13 @@ void main() {
   const uint row0 = chunk * 4u * SRV + 4u * quad;
   if (row0 >= pc.gqa * pc.q_len) return;  // a quad of padding rows (uniform)
   const uint first = group * pc.splits, count = pc.splits;
+  // The Hadamard signs of the invocation's output dims, loaded with the
+  // states rather than after the transform (a round trip less).
+  float v_sign[PAIRS * 2u];
+  [[unroll]] for (uint n = 0; n < PAIRS; ++n)
+    [[unroll]] for (uint h = 0; h < 2u; ++h)
+      v_sign[n * 2u + h] = V_ROT == 1u ? tables[V_ROTATION_AT + 2u * min(inv + n * WG, DIM / 2u - 1u) + h] : 0.0;
+#define TK_V_SIGN(n, h, d) v_sign[(n) * 2u + (h)]
 
   // The states' o, a batch at a time (past the last state: the last again,
   // weighted 0), with no control flow between the loads and their use, so

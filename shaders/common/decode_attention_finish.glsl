@@ -20,6 +20,7 @@
 // p = inv + n WG in o_fin[(v * PAIRS + n) * 2 + h] (rotated V domain, not
 // divided by l). Every invocation of the workgroup reaches it.
 #ifndef TK_DECODE_ATTENTION_MERGE
+#define TK_V_SIGN(n, h, d) tables[V_ROTATION_AT + (d)]
   if (PUBLISH != 0u) {
     // State group * splits + split: o at dims d of rows 4v ..
     // 4v + 3 in work[(state * DIM + d) * RV + v], (m, l) in work[ml_at +
@@ -83,7 +84,7 @@
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           float v;
           if (V_ROT == 1u) {
-            v = SF(r * DIM + d) * tables[V_ROTATION_AT + d] * pc.inv_sqrt_dim;
+            v = SF(r * DIM + d) * TK_V_SIGN(n, h, d) * pc.inv_sqrt_dim;
           } else {
             v = 0.0;
             for (uint j = 0; j < DIM; ++j) v = fma(tables[V_ROTATION_AT + j * DIM + d], SF(r * DIM + j), v);
