@@ -508,7 +508,7 @@ class DecodeAttentionKernel {
     if (g.splits > 1) {
       const WorkspaceLayout w = workspace_layout(p, g);
       const std::uint64_t o_at = w.o_at(a.workspace->memory.size);
-      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, o_at, w.ml_offset + w.ml_bytes));
+      bindings.push_back(tilekernels::detail::workspace_region(*a.workspace, o_at, w.bytes()));
       push.ml_at = static_cast<std::uint32_t>(w.ml_offset / 16);
     } else {
       bindings.push_back(a.output);

@@ -124,8 +124,7 @@ inline std::int64_t decode_attention_groups(const DecodeAttentionProblem& p, std
 // zeroing. All zero bytes without splits.
 struct DecodeAttentionWorkspace {
   detail::ZeroScratchLayout regions;
-  std::uint64_t o_bytes = 0, ml_offset = 0, ml_bytes = 0;
-  std::uint64_t groups = 0;  // (sequence, KV head, row chunk) triples
+  std::uint64_t ml_offset = 0;  // from o_at()
   std::uint64_t bytes() const { return regions.bytes(); }
   std::uint64_t o_at(std::uint64_t size) const { return regions.scratch_at(size); }
   std::uint64_t ml_at(std::uint64_t size) const { return o_at(size) + ml_offset; }
@@ -134,12 +133,9 @@ inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f,
                                                            const DecodeAttentionGeometry& g) {
   DecodeAttentionWorkspace w;
   if (g.splits <= 1) return w;
-  w.groups = static_cast<std::uint64_t>(decode_attention_groups(p, g.row_vecs));
-  const std::uint64_t states = w.groups * g.splits;
-  w.o_bytes = states * f.dim * g.row_vecs * 16;
-  w.regions.add_scratch(w.o_bytes);
-  w.ml_bytes = states * g.row_vecs * 32;
-  w.ml_offset = w.regions.add_scratch(w.ml_bytes);
+  const std::uint64_t states = static_cast<std::uint64_t>(decode_attention_groups(p, g.row_vecs)) * g.splits;
+  w.regions.add_scratch(states * f.dim * g.row_vecs * 16);
+  w.ml_offset = w.regions.add_scratch(states * g.row_vecs * 32);
   return w;
 }
 
