@@ -3,8 +3,7 @@
 
 An entry holds one zstd frame per compiled pipeline; each frame holds an
 'NVuc' container with the SASS. The code is found by its first
-instruction (S2R of SR_CTAID.X: true of every kernel here so far, a
-heuristic) and ends at the final branch to itself; nvdisasm -b SM90
+instruction (S2R of SR_TID.X, SR_CTAID.X or SR_CTAID.Y: a heuristic) and ends at the final branch to itself; nvdisasm -b SM90
 decodes it, and each instruction is printed with its control bits:
   st<stall cycles> w<wait mask, scoreboards 5..0> wb<scoreboard this
   instruction sets> rb<its read scoreboard> | instruction
@@ -30,7 +29,7 @@ def codes_of(entry):
         raw = r.stdout
         off = next((o for o in range(0, len(raw) - 16, 4)
                     if (struct.unpack_from('<Q', raw, o)[0] & 0xfff) == 0x919
-                    and (struct.unpack_from('<Q', raw, o + 8)[0] >> 8) & 0xff == 0x25), None)
+                    and (struct.unpack_from('<Q', raw, o + 8)[0] >> 8) & 0xff in (0x21, 0x25, 0x26)), None)
         if off is None:
             continue
         for p in range(off, len(raw) - 16, 16):

@@ -25,8 +25,9 @@
 //   ... of each operand and piece i of A;
 // - shared memory, uvec4: v rows [64][V / 8 + 1], k rows [64][K / 8 + 1],
 //   A rows [64][9] (44032 bytes at K = V = 128);
-// - subgroup s owns row tile s % 4 and column tiles (s / 4) * MT.. of both
-//   u and w; each result tile leaves through a 16 x 16 bf16 scratch in the
+// - subgroup s owns row tile s / 4 and column tiles (s % 4) * MT.. of both
+//   u and w, and skips A's tiles above the diagonal (A is lower
+//   triangular); each result tile leaves through a 16 x 16 bf16 scratch in the
 //   A rows 4s..4s+3, which only subgroup s stages (A piece i is row i / 8),
 //   so the scratch needs no workgroup barrier of its own; lanes whose row
 //   is past T store the chunk's last row again (no branch per store).
@@ -190,13 +191,18 @@ void store_tile(const bool IS_W, coopmat<float, gl_ScopeSubgroup, 16, 16, gl_Mat
 // Products from the staged tile, results to memory.
 void multiply_store(Tile t) {
   const uint sg = gl_SubgroupID;
-  const uint rt = sg % RT, cs = sg / RT;
+  // A is lower triangular by tiles, so row tile rt takes rt + 1 of the RT
+  // products; the four subgroups of a column group (sg % 4, the scheduler
+  // that issues them) hold one row tile each, so that every scheduler issues
+  // the same number.
+  const uint rt = sg / 4, cs = sg % 4;
   coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc_u[MAX_MT], acc_w[MAX_MT];
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
     acc_u[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
     acc_w[m] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
   }
   [[unroll]] for (uint kk = 0; kk < RT; ++kk) {
+    if (kk > rt) continue;  // A's tiles above the diagonal are zero (uniform per subgroup)
     coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> am;
     coopMatLoad(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, gl_CooperativeMatrixLayoutRowMajor);
     [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {

@@ -4,7 +4,9 @@
 //   u = A bf16(v * beta)               [BT, V]
 //   w = A bf16((k * beta) * exp(g))    [BT, K]
 // with A the chunk's solved (I + A)^-1 block, f32 accumulation, and the
-// operand rounding to bf16 where flash-linear-attention rounds it. GQA: the
+// operand rounding to bf16 where flash-linear-attention rounds it. A is
+// lower triangular (zeros above the diagonal, as gdn::KKTSolve writes it):
+// tensor_core_bf16_joint skips its 16 x 16 tiles above the diagonal. GQA: the
 // key head of value head h is h / (H / Hg).
 //
 // Layout (numpy shapes, row-major, last index innermost):
