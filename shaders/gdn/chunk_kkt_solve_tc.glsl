@@ -31,6 +31,11 @@
 // subgroup's f32 scratch (free by then), one 16-byte piece per invocation
 // (row lane / 2, half lane % 2): fragment stores straight to storage
 // buffers are slow on NVIDIA's driver.
+// Shared memory stays under 12 KiB (kkt_solve_abi.h), so that four
+// workgroups fit a multiprocessor: subgroup I holds its row of M (hi/lo)
+// in registers from step 2 on, so M's tiles and X's share one area, and
+// the subgroup's one f32 tile holds M_II, then X_II, then each product's
+// hi/lo pair and the A tile on its way out.
 // All synchronisation is in uniform control flow: workgroup barriers, and
 // TK_CM_SYNC where a subgroup reads back its own A tile (a workgroup
 // barrier in the emulation, which spreads a virtual subgroup over hardware
@@ -205,10 +210,19 @@ void main() {
   }
   barrier();
 
+  // ---- this subgroup's row of M into registers (its area becomes X's) ----
+  TK_CM_A mh[MAXRT - 1], ml[MAXRT - 1];
+  TK_CM_UNROLL for (uint m = 0; m + 1 < MAXRT; ++m) {
+    if (m < sg) {  // uniform per subgroup
+      TK_CM_LOAD16_ROW(mh[m], smem, M_OFF + 2 * mblk(sg, m) * TILE, TS);
+      TK_CM_LOAD16_ROW(ml[m], smem, M_OFF + 2 * mblk(sg, m) * TILE + TILE, TS);
+    }
+  }
+
   // ---- X_II by forward substitution (column lane of lanes 0..15) --------
+  float xs[16];
   if (lane < 16) {
     const uint j = lane;
-    float xs[16];
     [[unroll]] for (uint i = 0; i < 16; ++i) {
       float s = i == j ? 1.0 : 0.0;  // rows above j come out 0: their sums only see zeros
       // Row i of M_II four elements per load (the same for every lane).
@@ -219,21 +233,23 @@ void main() {
       }
       xs[i] = s;
     }
-    // Into the T area (M_II is still being read by the other lanes).
-    [[unroll]] for (uint i = 0; i < 16; ++i) f32_set(sc + 16 * FS, i, j, xs[i]);
   }
+  barrier();  // M_II is read and every row of M is in registers
+  if (lane < 16)
+    [[unroll]] for (uint i = 0; i < 16; ++i) f32_set(sc, i, lane, xs[i]);
   barrier();
 
   // ---- X_II split into the X area; its A tile; zero tiles above it -------
   {
     TK_CM_ACC xd;
-    TK_CM_LOAD32_ROW(xd, smem, sc + 16 * FS, FS);
+    TK_CM_LOAD32_ROW(xd, smem, sc, FS);
     TK_STORE_SPLIT(xd, X_OFF + 2 * xblk(sg, sg) * TILE);
     TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(xd); ++e) {
       const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
       TK_CM_EL(xd, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xd, e)) : 0.0;
     }
     const TK_CM_ACC16 a16 = TK_CM_TO_ACC16(xd);
+    TK_CM_SYNC();  // X_II's f32 tile is read
     TK_CM_STORE16_ROW(a16, smem, sc, TS);
     [[unroll]] for (uint j = 0; j < MAXRT; ++j) {
       if (j > sg && j < RT) a_4[a_piece + j * 2] = uvec4(0u);
@@ -250,22 +266,33 @@ void main() {
       const uint J = sg - d;
       if (mine) {
         TK_CM_ACC t = TK_CM_FILL(TK_CM_ACC, 0.0);
-        for (uint m = J; m < sg; ++m) TK_MMA_SPLIT(t, M_OFF + 2 * mblk(sg, m) * TILE, X_OFF + 2 * xblk(m, J) * TILE);
-        TK_STORE_SPLIT(t, sc + 16 * FS);
+        TK_CM_UNROLL for (uint m = 0; m + 1 < MAXRT; ++m) {
+          if (m >= J && m < sg) {  // uniform per subgroup
+            TK_CM_B bh, bl;
+            TK_CM_LOAD16_ROW(bh, smem, X_OFF + 2 * xblk(m, J) * TILE, TS);
+            TK_CM_LOAD16_ROW(bl, smem, X_OFF + 2 * xblk(m, J) * TILE + TILE, TS);
+            t = TK_CM_MMA(mh[m], bh, t);
+            t = TK_CM_MMA(mh[m], bl, t);
+            t = TK_CM_MMA(ml[m], bh, t);
+          }
+        }
+        TK_STORE_SPLIT(t, sc);
       }
       barrier();
+      TK_CM_ACC16 a16;
       if (mine) {
         TK_CM_ACC xo = TK_CM_FILL(TK_CM_ACC, 0.0);
-        TK_MMA_SPLIT(xo, X_OFF + 2 * xblk(sg, sg) * TILE, sc + 16 * FS);
+        TK_MMA_SPLIT(xo, X_OFF + 2 * xblk(sg, sg) * TILE, sc);
         TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(xo); ++e) TK_CM_EL(xo, e) = -TK_CM_EL(xo, e);
         if (sg + 1 < RT) TK_STORE_SPLIT(xo, X_OFF + 2 * xblk(sg, J) * TILE);
         TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(xo); ++e) {
           const uint i = sg * 16 + tk_cm_pos(TK_CM_EL(row_of, e));
           TK_CM_EL(xo, e) = i < ch.rows ? tk_round_bf16_split(TK_CM_EL(xo, e)) : 0.0;
         }
-        const TK_CM_ACC16 a16 = TK_CM_TO_ACC16(xo);
-        TK_CM_STORE16_ROW(a16, smem, sc, TS);
+        a16 = TK_CM_TO_ACC16(xo);
       }
+      TK_CM_SYNC();  // the product's pair is read before the A tile takes its place
+      if (mine) TK_CM_STORE16_ROW(a16, smem, sc, TS);
       TK_CM_SYNC();
       if (mine) a_4[a_piece + J * 2] = smem[sc + (lane / 2) * TS + (lane & 1u)];
     }

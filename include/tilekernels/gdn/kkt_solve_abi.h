@@ -25,29 +25,32 @@
   F(uint, varlen)
 
 // Shared memory of the tensor-core kernel (chunk_kkt_solve_tc.glsl), in
-// uvec4 units, kept under 24 KiB at BT = 64 so that two workgroups share a
+// uvec4 units, kept under 12 KiB at BT = 64 so that four workgroups share a
 // multiprocessor on NVIDIA's driver (bench/NOTES-gdn-kkt-solve.md). bf16
 // tiles are 16 rows of TS uvec4. From 0: the X_IJ that later blocks read
 // (rows 0 .. RT - 2, J <= I, then the last diagonal block) as hi/lo tile
-// pairs, then M_IJ (J < I) likewise, then per subgroup an f32 tile (rows
-// of FS uvec4) and a hi/lo pair (or a second f32 tile), then the two index
-// tiles. The k slice (BT rows of KC bf16 + 8 of padding; K <= 128 in one
-// slice, loaded while the gate is summed) overlaps
-// everything before the index tiles: it is dead before they are written.
+// pairs; M_IJ (J < I), likewise in pairs, lie over them (each subgroup takes
+// its row of M into registers before any X is written); then per subgroup
+// an f32 tile (rows of FS uvec4), which in turn holds M_II, X_II and the
+// hi/lo pair of a product. The k slice (BT rows of KC bf16 + 8 of padding;
+// 64 columns at a time, the first loaded while the gate is summed) and,
+// right after it, the two index tiles lie under all of that: both are read
+// before any tile is written.
 #define TK_KKT_TC_TS 2
 #define TK_KKT_TC_FS 4
 #define TK_KKT_TC_TILE (16 * TK_KKT_TC_TS)
-#define TK_KKT_TC_KC(K) ((K) < 128 ? (K) : 128)
+#define TK_KKT_TC_KC(K) ((K) < 64 ? (K) : 64)
 #define TK_KKT_TC_SK(K) (TK_KKT_TC_KC(K) / 8 + 1)
 #define TK_KKT_TC_RT(BT) ((BT) / 16)
 #define TK_KKT_TC_NX(BT) ((TK_KKT_TC_RT(BT) - 1) * TK_KKT_TC_RT(BT) / 2 + 1)
 #define TK_KKT_TC_X_OFF 0
-#define TK_KKT_TC_M_OFF(BT) (2 * TK_KKT_TC_NX(BT) * TK_KKT_TC_TILE)
-#define TK_KKT_TC_SC_OFF(BT) (TK_KKT_TC_M_OFF(BT) + TK_KKT_TC_RT(BT) * (TK_KKT_TC_RT(BT) - 1) * TK_KKT_TC_TILE)
-#define TK_KKT_TC_SC_SIZE (16 * TK_KKT_TC_FS + 2 * TK_KKT_TC_TILE)
+#define TK_KKT_TC_M_OFF(BT) 0
+#define TK_KKT_TC_SC_OFF(BT) (2 * TK_KKT_TC_NX(BT) * TK_KKT_TC_TILE)
+#define TK_KKT_TC_SC_SIZE (16 * TK_KKT_TC_FS)
 #define TK_KKT_TC_TILES_END(BT) (TK_KKT_TC_SC_OFF(BT) + TK_KKT_TC_RT(BT) * TK_KKT_TC_SC_SIZE)
-#define TK_KKT_TC_IDX_OFF(BT, K) \
-  (TK_KKT_TC_TILES_END(BT) > (BT) * TK_KKT_TC_SK(K) ? TK_KKT_TC_TILES_END(BT) : (BT) * TK_KKT_TC_SK(K))
-#define TK_KKT_TC_SMEM_VEC4(BT, K) (TK_KKT_TC_IDX_OFF(BT, K) + 128)
+#define TK_KKT_TC_IDX_OFF(BT, K) ((BT) * TK_KKT_TC_SK(K))
+#define TK_KKT_TC_SMEM_VEC4(BT, K)                                                          \
+  (TK_KKT_TC_TILES_END(BT) > TK_KKT_TC_IDX_OFF(BT, K) + 128 ? TK_KKT_TC_TILES_END(BT) \
+                                                             : TK_KKT_TC_IDX_OFF(BT, K) + 128)
 
 #endif
