@@ -5,7 +5,9 @@
 //   BM_GdnChunkForward/B8_T2048     (8, 2048, 16, 32)
 //   BM_GdnChunkForward/varlen_N8    B = 1, 8 sequences of mixed lengths,
 //                                   16384 tokens (the peer script's lengths)
-//   BM_GdnChunkForward/small        a shape small enough for a CPU device
+//   Sweep_GdnChunkForward/qwen_*    the first two with Qwen3-Next's options
+//                                   (gdn_forward_fla.py --qwen)
+//   Sweep_GdnChunkForward/small     a shape small enough for a CPU device
 // Bytes: the forward's own inputs and outputs once (q, k, v, g, beta, o,
 // the initial and final state), not its intermediates; flops: the products
 // of all stages over full chunks. The floor quoted is the memory floor (the
@@ -30,6 +32,9 @@ namespace gdn = tilekernels::gdn;
 struct ForwardShape {
   std::int64_t B, T, Hg, H;
   std::vector<std::int32_t> lengths;  // empty: fixed length
+  // Qwen3-Next's options: q and k L2-normalised, the gate from raw g with
+  // A_log and dt_bias, beta from logits (gdn_forward_fla.py --qwen).
+  bool qwen = false;
 };
 
 // Same lengths as bench/compare/gdn_forward_fla.py's VARLEN_LENS.
@@ -120,8 +125,10 @@ void BM_GdnChunkForward(benchmark::State& state, ForwardShape shape) {
   std::vector<float> kv = noise(n(B * T * Hg * K), 2);
   for (auto& x : kv) x *= std::sqrt(12.0f / K);  // rows of about unit norm, as FLA's callers pass k
   std::vector<float> gv = noise(n(B * T * H), 4), bv = noise(n(B * T * H), 5);
-  for (auto& x : gv) x = -0.5f + 0.4f * x;  // per-token log decay in (-0.7, -0.3]
-  for (auto& x : bv) x = 0.6f + 0.2f * x;
+  if (!shape.qwen) {
+    for (auto& x : gv) x = -0.5f + 0.4f * x;  // per-token log decay in (-0.7, -0.3]
+    for (auto& x : bv) x = 0.6f + 0.2f * x;
+  }
   std::vector<float> h0v = noise(n(N * H * K * V), 6);
   Tensor q = Tensor::from_floats(ctx, DType::bf16, {B, T, Hg, K}, noise(n(B * T * Hg * K), 1));
   Tensor k = Tensor::from_floats(ctx, DType::bf16, {B, T, Hg, K}, kv);
@@ -130,6 +137,11 @@ void BM_GdnChunkForward(benchmark::State& state, ForwardShape shape) {
   Tensor beta = Tensor::from_floats(ctx, DType::f32, {B, T, H}, bv);
   Tensor h0 = Tensor::from_floats(ctx, DType::f32, {N, H, K, V}, h0v);
   Tensor ht(ctx, DType::f32, {N, H, K, V}), o(ctx, DType::bf16, {B, T, H, V});
+  std::vector<float> a_log = noise(n(H), 7), dt_bias = noise(n(H), 8);
+  for (auto& x : a_log) x = std::log(0.55f + x);  // A in (0.05, 1.05)
+  for (auto& x : dt_bias) x *= 0.2f;
+  Tensor a_log_t = Tensor::from_floats(ctx, DType::f32, {H}, a_log);
+  Tensor dt_bias_t = Tensor::from_floats(ctx, DType::f32, {H}, dt_bias);
   std::optional<Tensor> cu_dev;
   if (!cu.empty()) {
     cu_dev.emplace(ctx, DType::i32, Shape{std::int64_t(cu.size())});
@@ -139,6 +151,10 @@ void BM_GdnChunkForward(benchmark::State& state, ForwardShape shape) {
   Kernel::Args args;
   args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.o = o;
   args.initial_state = h0.ref(), args.final_state = ht.ref();
+  if (shape.qwen) {
+    args.options.qk_l2norm = args.options.gate_in_kernel = args.options.beta_sigmoid = true;
+    args.A_log = a_log_t.ref(), args.dt_bias = dt_bias_t.ref();
+  }
   if (cu_dev) args.cu_seqlens = cu_dev->ref();
   args.cu_seqlens_host = cu;
   Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4 + 1)});
@@ -201,6 +217,12 @@ BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N128_aligned, ForwardShape{1, 0, 16
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GdnChunkForward, varlen_N128_unaligned, ForwardShape{1, 0, 16, 32, many_unaligned()})
     ->Name("Sweep_GdnChunkForward/varlen_N128_unaligned")
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GdnChunkForward, qwen_B1_T8192, ForwardShape{1, 8192, 16, 32, {}, true})
+    ->Name("Sweep_GdnChunkForward/qwen_B1_T8192")
+    ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GdnChunkForward, qwen_B8_T2048, ForwardShape{8, 2048, 16, 32, {}, true})
+    ->Name("Sweep_GdnChunkForward/qwen_B8_T2048")
     ->UseManualTime()->Iterations(5)->Unit(benchmark::kMicrosecond);
 // A small shape that a CPU device runs in seconds (--benchmark_filter=^Sweep_).
 BENCHMARK_CAPTURE(BM_GdnChunkForward, small, ForwardShape{1, 200, 2, 4, {}})
