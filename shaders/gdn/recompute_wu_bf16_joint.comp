@@ -192,9 +192,9 @@ void store_tile(const bool IS_W, coopmat<float, gl_ScopeSubgroup, 16, 16, gl_Mat
 void multiply_store(Tile t) {
   const uint sg = gl_SubgroupID;
   // A is lower triangular by tiles, so row tile rt takes rt + 1 of the RT
-  // products; the four subgroups of a column group (sg % 4, the scheduler
-  // that issues them) hold one row tile each, so that every scheduler issues
-  // the same number.
+  // products; the four subgroups of a column group (sg % 4: on NVIDIA the
+  // scheduler that issues them) hold one row tile each, so that every
+  // scheduler issues the same number.
   const uint rt = sg / 4, cs = sg % 4;
   coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc_u[MAX_MT], acc_w[MAX_MT];
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
