@@ -4,7 +4,8 @@
 An entry holds one zstd frame per compiled pipeline; each frame holds an
 'NVuc' container with the SASS. The code is found by its first
 instruction (S2R of SR_TID.X, SR_CTAID.X or SR_CTAID.Y: a heuristic)
-and ends at the final branch to itself; nvdisasm -b SM90 decodes it, and each instruction is printed with its control bits:
+and ends at the final branch to itself; nvdisasm -b SM90 decodes it,
+and each instruction is printed with its control bits:
   st<stall cycles> w<wait mask, scoreboards 5..0> wb<scoreboard this
   instruction sets> rb<its read scoreboard> | instruction
 Loads set a scoreboard (wb); an instruction whose wait mask names it waits
