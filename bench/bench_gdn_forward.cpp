@@ -137,11 +137,6 @@ void BM_GdnChunkForward(benchmark::State& state, ForwardShape shape) {
   Tensor beta = Tensor::from_floats(ctx, DType::f32, {B, T, H}, bv);
   Tensor h0 = Tensor::from_floats(ctx, DType::f32, {N, H, K, V}, h0v);
   Tensor ht(ctx, DType::f32, {N, H, K, V}), o(ctx, DType::bf16, {B, T, H, V});
-  std::vector<float> a_log = noise(n(H), 7), dt_bias = noise(n(H), 8);
-  for (auto& x : a_log) x = std::log(0.55f + x);  // A in (0.05, 1.05)
-  for (auto& x : dt_bias) x *= 0.2f;
-  Tensor a_log_t = Tensor::from_floats(ctx, DType::f32, {H}, a_log);
-  Tensor dt_bias_t = Tensor::from_floats(ctx, DType::f32, {H}, dt_bias);
   std::optional<Tensor> cu_dev;
   if (!cu.empty()) {
     cu_dev.emplace(ctx, DType::i32, Shape{std::int64_t(cu.size())});
@@ -151,9 +146,15 @@ void BM_GdnChunkForward(benchmark::State& state, ForwardShape shape) {
   Kernel::Args args;
   args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.o = o;
   args.initial_state = h0.ref(), args.final_state = ht.ref();
+  std::optional<Tensor> a_log_t, dt_bias_t;
   if (shape.qwen) {
+    std::vector<float> a_log = noise(n(H), 7), dt_bias = noise(n(H), 8);
+    for (auto& x : a_log) x = std::log(0.55f + x);  // A in (0.05, 1.05)
+    for (auto& x : dt_bias) x *= 0.2f;
+    a_log_t.emplace(Tensor::from_floats(ctx, DType::f32, {H}, a_log));
+    dt_bias_t.emplace(Tensor::from_floats(ctx, DType::f32, {H}, dt_bias));
     args.options.qk_l2norm = args.options.gate_in_kernel = args.options.beta_sigmoid = true;
-    args.A_log = a_log_t.ref(), args.dt_bias = dt_bias_t.ref();
+    args.A_log = a_log_t->ref(), args.dt_bias = dt_bias_t->ref();
   }
   if (cu_dev) args.cu_seqlens = cu_dev->ref();
   args.cu_seqlens_host = cu;

@@ -102,18 +102,23 @@ void f32_set(uint off, uint r, uint c, float v) {
     TK_CM_STORE16_ROW(lo16_, smem, (off) + TILE, TS);                           \
   }
 
-// acc += A B for split tiles A (at a_off) and B (at b_off): three MMAs.
-#define TK_MMA_SPLIT(acc, a_off, b_off)         \
-  {                                             \
-    TK_CM_A ah_, al_;                           \
-    TK_CM_B bh_, bl_;                           \
-    TK_CM_LOAD16_ROW(ah_, smem, (a_off), TS);   \
-    TK_CM_LOAD16_ROW(al_, smem, (a_off) + TILE, TS); \
-    TK_CM_LOAD16_ROW(bh_, smem, (b_off), TS);   \
+// acc += A B for A split into fragments ah, al and B split at b_off: three MMAs.
+#define TK_MMA_SPLIT_A(acc, ah, al, b_off)           \
+  {                                                  \
+    TK_CM_B bh_, bl_;                                \
+    TK_CM_LOAD16_ROW(bh_, smem, (b_off), TS);        \
     TK_CM_LOAD16_ROW(bl_, smem, (b_off) + TILE, TS); \
-    acc = TK_CM_MMA(ah_, bh_, acc);             \
-    acc = TK_CM_MMA(ah_, bl_, acc);             \
-    acc = TK_CM_MMA(al_, bh_, acc);             \
+    acc = TK_CM_MMA(ah, bh_, acc);                   \
+    acc = TK_CM_MMA(ah, bl_, acc);                   \
+    acc = TK_CM_MMA(al, bh_, acc);                   \
+  }
+// The same with A's split tiles at a_off.
+#define TK_MMA_SPLIT(acc, a_off, b_off)                  \
+  {                                                      \
+    TK_CM_A ah_, al_;                                    \
+    TK_CM_LOAD16_ROW(ah_, smem, (a_off), TS);            \
+    TK_CM_LOAD16_ROW(al_, smem, (a_off) + TILE, TS);     \
+    TK_MMA_SPLIT_A(acc, ah_, al_, b_off)                 \
   }
 
 void main() {
@@ -267,14 +272,7 @@ void main() {
       if (mine) {
         TK_CM_ACC t = TK_CM_FILL(TK_CM_ACC, 0.0);
         TK_CM_UNROLL for (uint m = 0; m + 1 < MAXRT; ++m) {
-          if (m >= J && m < sg) {  // uniform per subgroup
-            TK_CM_B bh, bl;
-            TK_CM_LOAD16_ROW(bh, smem, X_OFF + 2 * xblk(m, J) * TILE, TS);
-            TK_CM_LOAD16_ROW(bl, smem, X_OFF + 2 * xblk(m, J) * TILE + TILE, TS);
-            t = TK_CM_MMA(mh[m], bh, t);
-            t = TK_CM_MMA(mh[m], bl, t);
-            t = TK_CM_MMA(ml[m], bh, t);
-          }
+          if (m >= J && m < sg) TK_MMA_SPLIT_A(t, mh[m], ml[m], X_OFF + 2 * xblk(m, J) * TILE)  // uniform per subgroup
         }
         TK_STORE_SPLIT(t, sc);
       }
