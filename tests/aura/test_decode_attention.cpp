@@ -238,7 +238,7 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
   Tensor lse(ctx, DType::f32, {2, 1, 8}), sinks(ctx, DType::f32, {8});
   Tensor q_f32(ctx, DType::f32, {2, 1, 8, 128}), q_long(ctx, DType::bf16, {2, 17, 8, 128}), q_odd(ctx, DType::bf16, {2, 1, 5, 128});
   Tensor kn_wrong(ctx, DType::f32, {6, 2, 8}), table_u32(ctx, DType::u32, {2, 3}), sinks_short(ctx, DType::f32, {4});
-  const std::vector<std::int32_t> host_lens{48, 5}, too_long{49, 5}, short_len{48, 0}, below_qlen{48, 5};
+  const std::vector<std::int32_t> host_lens{48, 5}, too_long{49, 5}, short_len{48, 0}, below_qlen{48, 3};
   const std::vector<std::int32_t> host_table{0, 1, 2, 3, -1, -1}, bad_table{0, 1, 6, 3, -1, -1};
   using Args = Kernel::Args;
   Args ok{q, k, kn.ref(), v, vn.ref(), table, lens, out, lse.ref(), sinks.ref()};
@@ -296,7 +296,10 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
   a = ok;
   a.max_seq_len = 1000;
   expect_error(a, ErrorCode::invalid_argument, "max_seq_len must be in [0, max_pages * page_tokens = 48]");
-  (void)below_qlen;
+  a = ok;
+  Tensor q4(ctx, DType::bf16, {2, 4, 8, 128}), out4(ctx, DType::f32, {2, 4, 8, 128});
+  a.q = q4, a.output = out4, a.lse.reset(), a.host_seq_lens = below_qlen;
+  expect_error(a, ErrorCode::invalid_argument, "seq_lens: seq_len 3 of sequence 1 is below q_len 4");
 
   // Geometries changed by hand are checked before recording.
   const auto expect_geometry_error = [&](auto change, const std::string& needle) {

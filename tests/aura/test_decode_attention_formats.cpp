@@ -1,9 +1,10 @@
 // aura::DecodeAttention over every cache format family against the
 // double-precision reference (raw bf16 / f16, asymmetric K/V widths, 3- and
 // 6-bit codes that straddle words, dense rotations, Dim 64 / 80 / 96 / 256,
-// f16 norms, every q and output dtype); its quality against exact attention
-// on the original K/V; retrieval of one planted key among 32K; and a whole
-// decode step (append, barrier, attention) under synchronization validation.
+// pages of 16 to 256 tokens, f16 norms, every q and output dtype); its
+// quality against exact attention on the original K/V; retrieval of one
+// planted key among 32K; and a whole decode step (append, barrier,
+// attention) under synchronization validation.
 #include <cstdio>
 
 #include "decode_attention_support.hpp"
@@ -35,7 +36,11 @@ using Formats = ::testing::Types<
     aura::DecodeAttentionConfig<aura::PagedCacheConfig<256, 16, 4, 4>, DType::bf16, DType::bf16>,
     // raw f16 at Dim 80
     aura::DecodeAttentionConfig<aura::PagedCacheConfig<80, 16, 16, 16, Rotation::dense, DType::f32, DType::f16>,
-                                DType::f32, DType::f32>>;
+                                DType::f32, DType::f32>,
+    // k6v4 coded at Dim 80 (dense rotations), 128-token pages, f16 q
+    aura::DecodeAttentionConfig<aura::PagedCacheConfig<80, 128, 6, 4, Rotation::dense>, DType::f16, DType::f32>,
+    // k4v4 in 256-token pages (the largest)
+    aura::DecodeAttentionConfig<aura::PagedCacheConfig<128, 256, 4, 4>, DType::bf16, DType::f32>>;
 TYPED_TEST_SUITE(DecodeAttentionFormats, Formats);
 
 TYPED_TEST(DecodeAttentionFormats, MatchesReference) {

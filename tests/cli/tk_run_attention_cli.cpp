@@ -1,7 +1,8 @@
 // tk-run end to end for the paged AURA cache: aura.cache_write into a fresh
-// cache, aura.decode_attention over it against the double reference over
-// the cache tk-run wrote, aura.decode_attention_partials merged on the host
-// into the same output, and bad input refused with one line. TK_RUN is the
+// cache and into an existing one (raw K, dense V), aura.decode_attention
+// over it against the double reference over the cache tk-run wrote,
+// aura.decode_attention_partials merged on the host into the same output,
+// and bad input refused with one line. TK_RUN is the
 // path of the tk-run binary.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +148,108 @@ TEST_F(TkRunAttention, CacheWriteThenAttentionMatchesTheReference) {
     for (std::size_t d = 0; d < 128; ++d) p2 += (x[d] - out[row * 128 + d]) * (x[d] - out[row * 128 + d]);
   }
   EXPECT_LE(std::sqrt(p2 / r2), 1e-5) << "merged partials against the output";
+}
+
+TEST_F(TkRunAttention, AppendsToAnExistingCacheRawKDenseV) {
+  // Dim 96, raw bf16 K, 4-bit V under a dense rotation: 20 keys into a fresh
+  // cache, then 5 more (and a padding row) into the cache that the first
+  // call wrote; attention over all 25 without lse.
+  const std::int64_t dim = 96, heads = 2, q_heads = 4, pages = 4, max_pages = 2;
+  const std::vector<std::int32_t> table{3, 1};
+  const auto slot = [&](std::int32_t pos) { return table[static_cast<std::size_t>(pos / 16)] * 16 + pos % 16; };
+  std::vector<std::int32_t> first, second;
+  for (std::int32_t p = 0; p < 20; ++p) first.push_back(slot(p));
+  for (std::int32_t p = 20; p < 25; ++p) second.push_back(slot(p));
+  second.push_back(-1);
+  const auto k1 = values(first.size() * heads * dim, 11), v1 = values(k1.size(), 12);
+  const auto k2 = values(second.size() * heads * dim, 13), v2 = values(k2.size(), 14);
+  const auto rows = [&](const std::vector<std::int32_t>& s) { return static_cast<std::int64_t>(s.size()); };
+  write("k1.npy", {rows(first), heads, dim}, k1);
+  write("v1.npy", {rows(first), heads, dim}, v1);
+  write("k2.npy", {rows(second), heads, dim}, k2);
+  write("v2.npy", {rows(second), heads, dim}, v2);
+  write_ints("s1.npy", {rows(first)}, first);
+  write_ints("s2.npy", {rows(second)}, second);
+  const std::string format = "dim=96 k_bits=16 v_bits=4 page_tokens=16 rotation=dense k_seed=7 v_seed=8";
+  const auto cache_out = [&](const std::string& tag) {
+    return " --out k_codes=" + path("kc" + tag + ".npy") + " --out v_codes=" + path("vc" + tag + ".npy") +
+           " --out v_norms=" + path("vn" + tag + ".npy");
+  };
+  const Result w1 = run("aura.cache_write " + format + " num_pages=4 --in k=" + path("k1.npy") + " --in v=" +
+                        path("v1.npy") + " --in slot_mapping=" + path("s1.npy") + cache_out("1"));
+  ASSERT_EQ(w1.code, 0) << w1.err;
+  const Result w2 = run("aura.cache_write " + format + " --in k=" + path("k2.npy") + " --in v=" + path("v2.npy") +
+                        " --in slot_mapping=" + path("s2.npy") + " --in k_codes=" + path("kc1.npy") +
+                        " --in v_codes=" + path("vc1.npy") + " --in v_norms=" + path("vn1.npy") + cache_out("2"));
+  ASSERT_EQ(w2.code, 0) << w2.err;
+
+  ref::PagedCacheFormat f;
+  f.dim = 96;
+  f.page_tokens = 16;
+  f.kv_heads = heads;
+  f.num_pages = pages;
+  f.k = {16, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::dense, 7};
+  f.v = {4, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::dense, 8};
+  ref::PagedCache want(f), got(f);
+  ref::cache_write(want, k1, v1, first);
+  ref::cache_write(want, k2, v2, second);
+  const auto kc1 = tkrun::read_npy(path("kc1.npy")), kc2 = tkrun::read_npy(path("kc2.npy"));
+  const auto vc1 = tkrun::read_npy(path("vc1.npy")), vc2 = tkrun::read_npy(path("vc2.npy"));
+  ASSERT_EQ(kc2.shape, (std::vector<std::int64_t>{pages, heads, 16, dim}));
+  got.k.raw.resize(kc2.floats.size());
+  for (std::size_t i = 0; i < kc2.floats.size(); ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &kc2.floats[i], 4);
+    got.k.raw[i] = static_cast<std::uint16_t>(bits >> 16);  // raw bf16 values, widened exactly by tk-run
+  }
+  got.v.codes = vc2.words;
+  got.v.norms = tkrun::read_npy(path("vn2.npy")).floats;
+  std::size_t k_differ = 0, v_differ = 0, kept = 0;
+  for (const auto& batch : {first, second}) {
+    for (auto s : batch) {
+      if (s < 0) continue;
+      for (std::size_t h = 0; h < heads; ++h) {
+        const std::size_t at = (static_cast<std::size_t>(s / 16) * heads + h) * 16 + static_cast<std::size_t>(s % 16);
+        for (std::size_t d = 0; d < dim; ++d) k_differ += got.k.raw[at * dim + d] != want.k.raw[at * dim + d];
+        const auto a = ref::token_codes(want, ref::Side::v, s / 16, h, s % 16);
+        const auto b = ref::token_codes(got, ref::Side::v, s / 16, h, s % 16);
+        for (std::size_t d = 0; d < dim; ++d) v_differ += a[d] != b[d];
+      }
+    }
+  }
+  // The second call kept what the first wrote.
+  const std::size_t v_words = 96 * 4 / 32;
+  for (auto s : first) {
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::size_t at = (static_cast<std::size_t>(s / 16) * heads + h) * 16 + static_cast<std::size_t>(s % 16);
+      kept += std::equal(vc1.words.begin() + at * v_words, vc1.words.begin() + (at + 1) * v_words, vc2.words.begin() + at * v_words) &&
+              std::equal(kc1.floats.begin() + at * dim, kc1.floats.begin() + (at + 1) * dim, kc2.floats.begin() + at * dim);
+    }
+  }
+  EXPECT_EQ(k_differ, 0u) << "raw K values differing from their bf16 rounding";
+  EXPECT_LE(v_differ, 3u) << "V codes differing from the reference encode";
+  EXPECT_EQ(kept, first.size() * heads) << "tokens of the first call changed by the second";
+
+  const std::vector<std::int32_t> lens{25};
+  const auto q = values(static_cast<std::size_t>(q_heads * dim), 15);
+  write("q.npy", {1, 1, q_heads, dim}, q);
+  write_ints("table.npy", {1, max_pages}, table);
+  write_ints("lens.npy", {1}, lens);
+  const Result a = run("aura.decode_attention " + format + " --in q=" + path("q.npy") + " --in k_codes=" +
+                       path("kc2.npy") + " --in v_codes=" + path("vc2.npy") + " --in v_norms=" + path("vn2.npy") +
+                       " --in block_table=" + path("table.npy") + " --in seq_lens=" + path("lens.npy") +
+                       " --out output=" + path("out.npy"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto expect = ref::decode_attention_paged_rotated(q, got, table, max_pages, lens,
+                                                          ref::DecodeShape{1, 1, q_heads, heads, 96}, {});
+  const auto out = tkrun::read_npy(path("out.npy")).floats;
+  ASSERT_EQ(out.size(), expect.output.size());
+  double e2 = 0, r2 = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    e2 += (out[i] - expect.output[i]) * (out[i] - expect.output[i]);
+    r2 += expect.output[i] * expect.output[i];
+  }
+  EXPECT_LE(std::sqrt(e2 / r2), 1e-5) << "output relative RMS";
 }
 
 TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {

@@ -8,6 +8,7 @@
 #include <tilekernels/gdn/chunk_forward.hpp>
 #include <tilekernels/gdn/state_recurrence.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gdn_cases.hpp"
@@ -27,7 +28,9 @@ template <std::uint32_t BT, std::uint32_t K, std::uint32_t V>
 struct ForwardCase {
   using Kernel = gdn::ChunkForward<gdn::ChunkForwardConfig<BT, K, V>>;
 
-  static Errors run(const Case& c) {
+  // keep_state false: no final_state argument (the kernels' variants without
+  // it); o is checked, the state errors stay 0.
+  static Errors run(const Case& c, bool keep_state = true) {
     Context& ctx = sync_context();
     const ref::GatedDeltaRuleProblem& p = c.p;
     const std::int64_t B = std::int64_t(p.B), T = std::int64_t(p.T), Hg = std::int64_t(p.Hg), H = std::int64_t(p.H);
@@ -53,7 +56,7 @@ struct ForwardCase {
     typename Kernel::Args args;
     args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.o = o;
     if (h0) args.initial_state = h0->ref();
-    args.final_state = ht.ref();
+    if (keep_state) args.final_state = ht.ref();
     if (a_log) args.A_log = a_log->ref();
     if (dt_bias) args.dt_bias = dt_bias->ref();
     if (cu) args.cu_seqlens = cu->ref();
@@ -68,8 +71,15 @@ struct ForwardCase {
 
     const auto fla = ref::chunk_forward(p, c.in(), BT, ref::Rounding::fla);
     const auto exact = ref::gated_delta_rule(p, c.in());
-    Errors e{relative_rms(got_o, fla.o), relative_rms(got_ht, fla.final_state), relative_rms(got_o, exact.o),
-             relative_rms(got_ht, exact.final_state)};
+    Errors e{relative_rms(got_o, fla.o), 0, relative_rms(got_o, exact.o), 0};
+    if (keep_state) {
+      e.state_fla = relative_rms(got_ht, fla.final_state);
+      e.state_exact = relative_rms(got_ht, exact.final_state);
+    } else {
+      const auto words = ht.read_words();
+      EXPECT_TRUE(std::all_of(words.begin(), words.end(), [](std::uint32_t w) { return w == 0xFFFFFFFFu; }))
+          << "a final_state that was not passed changed";
+    }
     EXPECT_LE(e.o_fla, kBudgetFla) << "o against the Rounding::fla reference";
     EXPECT_LE(e.state_fla, kBudgetFla) << "final state against the Rounding::fla reference";
     EXPECT_LE(e.o_exact, kBudgetExact) << "o against the exact recurrence";
@@ -118,6 +128,17 @@ TEST_F(ChunkForwardTest, HeadSizesAndChunkLengths) {
   ForwardCase<16, 128, 64>::run(make_case(1, 50, 1, 1, 128, 64, {}, kOptionSets[6], seed++));
   ForwardCase<64, 256, 64>::run(make_case(1, 70, 1, 1, 256, 64, {}, kPlain, seed++));
   ForwardCase<64, 64, 256>::run(make_case(1, 70, 1, 1, 64, 256, {}, kPlain, seed++));
+}
+
+// Without final_state (the state kernels' variants that keep no state at the
+// end): o as with it, fixed length and varlen, h0 on and off.
+TEST_F(ChunkForwardTest, WithoutFinalState) {
+  std::uint64_t seed = 1400;
+  ForwardCase<64, 64, 64>::run(make_case(1, 130, 1, 2, 64, 64, {}, kPlain, seed++), false);
+  ForwardCase<64, 128, 128>::run(make_case(1, 200, 1, 2, 128, 128, {0, 1, 70, 200}, kOptionSets[7], seed++), false);
+  // The rows kernel where ManyHeadsVariableLength reaches it (132 or more multiprocessors).
+  if (sync_context().info().multiprocessors >= 132)
+    ForwardCase<32, 64, 128>::run(make_case(1, 150, 6, 12, 64, 128, {0, 40, 41, 150}, kPlain, seed++), false);
 }
 
 // Enough (sequence, head, column slice) workgroups (3 x 12 x 128 / 32 = 144)
