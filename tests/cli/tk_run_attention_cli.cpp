@@ -46,6 +46,29 @@ std::vector<float> values(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
+// A reference cache format of 16-token pages.
+ref::PagedCacheFormat cache_format(std::uint32_t dim, std::size_t heads, std::size_t pages, ref::SideFormat k,
+                                   ref::SideFormat v) {
+  ref::PagedCacheFormat f;
+  f.dim = dim;
+  f.page_tokens = 16;
+  f.kv_heads = heads;
+  f.num_pages = pages;
+  f.k = k;
+  f.v = v;
+  return f;
+}
+
+// ||out - want|| / ||want||.
+double relative_rms(const std::vector<float>& out, const std::vector<double>& want) {
+  double e2 = 0, r2 = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    e2 += (out[i] - want[i]) * (out[i] - want[i]);
+    r2 += want[i] * want[i];
+  }
+  return std::sqrt(e2 / r2);
+}
+
 TEST_F(TkRunAttention, CacheWriteThenAttentionMatchesTheReference) {
   // Dim 128, K4V3, 16-token pages; two sequences of 37 and 20 keys over
   // shuffled pages; 8 query heads over 2 KV heads, 2 new tokens.
@@ -70,13 +93,9 @@ TEST_F(TkRunAttention, CacheWriteThenAttentionMatchesTheReference) {
 
   // The reference cache holds what tk-run wrote; its codes must agree with
   // the reference encode of the same rows (boundary cases aside).
-  ref::PagedCacheFormat f;
-  f.dim = 128;
-  f.page_tokens = 16;
-  f.kv_heads = heads;
-  f.num_pages = pages;
-  f.k = {4, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::hadamard, 5};
-  f.v = {3, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::hadamard, 6};
+  using tilekernels::DType;
+  const auto f = cache_format(128, heads, pages, {4, DType::bf16, DType::f32, ref::RotationKind::hadamard, 5},
+                              {3, DType::bf16, DType::f32, ref::RotationKind::hadamard, 6});
   ref::PagedCache want(f), got(f);
   ref::cache_write(want, k, v, slots);
   got.k.codes = tkrun::read_npy(path("kc.npy")).words;
@@ -183,13 +202,9 @@ TEST_F(TkRunAttention, AppendsToAnExistingCacheRawKDenseV) {
                         " --in v_codes=" + path("vc1.npy") + " --in v_norms=" + path("vn1.npy") + cache_out("2"));
   ASSERT_EQ(w2.code, 0) << w2.err;
 
-  ref::PagedCacheFormat f;
-  f.dim = 96;
-  f.page_tokens = 16;
-  f.kv_heads = heads;
-  f.num_pages = pages;
-  f.k = {16, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::dense, 7};
-  f.v = {4, tilekernels::DType::bf16, tilekernels::DType::f32, ref::RotationKind::dense, 8};
+  using tilekernels::DType;
+  const auto f = cache_format(96, heads, pages, {16, DType::bf16, DType::f32, ref::RotationKind::dense, 7},
+                              {4, DType::bf16, DType::f32, ref::RotationKind::dense, 8});
   ref::PagedCache want(f), got(f);
   ref::cache_write(want, k1, v1, first);
   ref::cache_write(want, k2, v2, second);
@@ -244,12 +259,7 @@ TEST_F(TkRunAttention, AppendsToAnExistingCacheRawKDenseV) {
                                                           ref::DecodeShape{1, 1, q_heads, heads, 96}, {});
   const auto out = tkrun::read_npy(path("out.npy")).floats;
   ASSERT_EQ(out.size(), expect.output.size());
-  double e2 = 0, r2 = 0;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    e2 += (out[i] - expect.output[i]) * (out[i] - expect.output[i]);
-    r2 += expect.output[i] * expect.output[i];
-  }
-  EXPECT_LE(std::sqrt(e2 / r2), 1e-5) << "output relative RMS";
+  EXPECT_LE(relative_rms(out, expect.output), 1e-5) << "output relative RMS";
 }
 
 TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
