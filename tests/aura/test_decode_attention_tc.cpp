@@ -284,7 +284,8 @@ class DecodeAttentionTensorCoreEmulated : public DeviceTest {};
 // ruled out either. Each invocation holds ~20 emulated
 // 16x16 matrices (~20 KiB of private arrays); whether the emulation or
 // lavapipe's compiler is at fault is not settled, as with the GDN state
-// kernel's twin (test_state_recurrence.cpp). So the tensor-core path is
+// kernel's twin (test_state_recurrence.cpp; NVIDIA's driver refuses these
+// pipelines too). So the tensor-core path is
 // tested on GPUs with cooperative matrices only.
 // TILEKERNELS_TEST_EMULATION=decode_attention runs it anyway.
 TEST_F(DecodeAttentionTensorCoreEmulated, MatchesReference) {

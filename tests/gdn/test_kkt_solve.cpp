@@ -135,7 +135,9 @@ TEST_F(KKTSolveTest, GateAndBetaOptions) {
 
 // Small cases, one test each: the emulation is slow (BT = 64 has four
 // subgroups and three distances of the solve, BT = 32 two and one, BT = 16
-// one and none).
+// one and none). On lavapipe BT = 32 and 64 return a non-finite A (BT = 16
+// passes); NVIDIA's driver refuses the emulated pipelines (ErrorUnknown),
+// so the real kernel is what the GPUs test.
 TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT64) {
   KKTCase<64, 64>::run_emulated(make_case(1, 100, 1, 2, 64, 64, {0, 30, 100}, gdntest::kOptionSets[2], 400));
 }
