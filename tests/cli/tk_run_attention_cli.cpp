@@ -219,12 +219,16 @@ TEST_F(TkRunAttention, AppendsToAnExistingCacheRawKDenseV) {
   }
   got.v.codes = vc2.words;
   got.v.norms = tkrun::read_npy(path("vn2.npy")).floats;
+  // Token (page, head, slot) of slot s and head h, in cache order.
+  const auto at_of = [&](std::int32_t s, std::size_t h) {
+    return (static_cast<std::size_t>(s / 16) * heads + h) * 16 + static_cast<std::size_t>(s % 16);
+  };
   std::size_t k_differ = 0, v_differ = 0, kept = 0;
   for (const auto& batch : {first, second}) {
     for (auto s : batch) {
       if (s < 0) continue;
       for (std::size_t h = 0; h < heads; ++h) {
-        const std::size_t at = (static_cast<std::size_t>(s / 16) * heads + h) * 16 + static_cast<std::size_t>(s % 16);
+        const std::size_t at = at_of(s, h);
         for (std::size_t d = 0; d < dim; ++d) k_differ += got.k.raw[at * dim + d] != want.k.raw[at * dim + d];
         const auto a = ref::token_codes(want, ref::Side::v, s / 16, h, s % 16);
         const auto b = ref::token_codes(got, ref::Side::v, s / 16, h, s % 16);
@@ -236,7 +240,7 @@ TEST_F(TkRunAttention, AppendsToAnExistingCacheRawKDenseV) {
   const std::size_t v_words = 96 * 4 / 32;
   for (auto s : first) {
     for (std::size_t h = 0; h < heads; ++h) {
-      const std::size_t at = (static_cast<std::size_t>(s / 16) * heads + h) * 16 + static_cast<std::size_t>(s % 16);
+      const std::size_t at = at_of(s, h);
       kept += std::equal(vc1.words.begin() + at * v_words, vc1.words.begin() + (at + 1) * v_words, vc2.words.begin() + at * v_words) &&
               std::equal(kc1.floats.begin() + at * dim, kc1.floats.begin() + (at + 1) * dim, kc2.floats.begin() + at * dim);
     }
