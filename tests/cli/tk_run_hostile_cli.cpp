@@ -1,0 +1,182 @@
+// tk-run against hostile calls (what a fuzzer found): malformed .npy
+// headers and sizes that overflow. Each call must exit non-zero soon, with
+// one line on stderr naming the tensor, and leave no file behind.
+// TK_RUN is the path of the tk-run binary.
+#include <gtest/gtest.h>
+
+#include <tilekernels/core.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli_fixture.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using tktest::cli::Result;
+
+class TkRunHostile : public tktest::cli::TkRunFixture {
+ protected:
+  TkRunHostile() : TkRunFixture("tk_run_hostile_") {}
+
+  // Seeded values in [-1, 1).
+  static std::vector<float> values(std::size_t n, std::uint64_t seed) {
+    std::vector<float> v(n);
+    for (auto& x : v) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      x = static_cast<float>((seed >> 40) * (1.0 / (1ull << 24))) * 2.0f - 1.0f;
+    }
+    return v;
+  }
+
+  // A .npy file with `dict` as its header (padded as numpy pads it) and
+  // `data_bytes` bytes of data.
+  void write_raw(const std::string& name, const std::string& dict, std::size_t data_bytes, int version = 1) const {
+    std::string header = dict;
+    const std::size_t prefix = version == 1 ? 10 : 12;
+    while ((prefix + header.size() + 1) % 64) header += ' ';
+    header += '\n';
+    std::ofstream f(path(name), std::ios::binary);
+    f.write("\x93NUMPY", 6);
+    f.put(static_cast<char>(version));
+    f.put(0);
+    const auto n = static_cast<std::uint32_t>(header.size());
+    for (std::size_t i = 0; i < (version == 1 ? 2u : 4u); ++i) f.put(static_cast<char>((n >> (8 * i)) & 0xff));
+    f << header;
+    const std::vector<float> data = values((data_bytes + 3) / 4, 3);
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data_bytes));
+  }
+
+  // The files in the test's folder, less the captured stdout and stderr.
+  std::set<std::string> files() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      const std::string name = fs::relative(e.path(), dir_).string();
+      if (name != "stdout.txt" && name != "stderr.txt") out.insert(name);
+    }
+    return out;
+  }
+
+  // Runs `args`, which must fail: non-zero exit within `seconds`, one line
+  // on stderr holding every needle, and the folder as it was (no output
+  // file, no temporary file).
+  void refused(const std::string& args, const std::vector<std::string>& needles, double seconds = 5.0) {
+    SCOPED_TRACE(args);
+    const std::set<std::string> before = files();
+    const auto start = std::chrono::steady_clock::now();
+    const Result r = run(args);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.code, 0) << r.err;
+    EXPECT_LT(took, seconds) << "a refused call should fail fast";
+    for (const auto& needle : needles) EXPECT_NE(r.err.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line expected: " << r.err;
+    EXPECT_EQ(r.err.find("std::"), std::string::npos) << "a raw C++ exception leaked: " << r.err;
+    EXPECT_EQ(files(), before) << "files were written or left behind";
+  }
+
+  // A valid aura.cache_write input set: 3 tokens of 1 KV head, dim 64, into
+  // a fresh 2-page cache.
+  void write_cache_inputs() {
+    write("k.npy", {3, 1, 64}, values(192, 1));
+    write("v.npy", {3, 1, 64}, values(192, 2));
+    write_ints("slots.npy", {3}, {0, 17, -1});
+  }
+  std::string cache_call(const std::string& k_file, const std::string& params = " num_pages=2") const {
+    return "aura.cache_write dim=64" + params + " --in k=" + path(k_file) + " --in v=" + path("v.npy") +
+           " --in slot_mapping=" + path("slots.npy");
+  }
+  std::string cache_out() const {
+    return " --out k_codes=" + path("kc.npy") + " --out k_norms=" + path("kn.npy") + " --out v_codes=" +
+           path("vc.npy") + " --out v_norms=" + path("vn.npy");
+  }
+
+};
+
+// Every way a header can be malformed, given as input 'k': refused by the
+// file's and the tensor's name before any data is read; the well-formed
+// spellings numpy (or Python) writes are still accepted.
+TEST_F(TkRunHostile, MalformedHeadersAreRefusedByName) {
+  write_cache_inputs();
+  const std::size_t bytes = 3 * 64 * 4;
+  const auto dict = [](const std::string& descr, const std::string& fortran, const std::string& shape) {
+    return "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
+  };
+  struct Case {
+    std::string what, header;
+    std::size_t data;
+    std::string needle;
+  };
+  const std::vector<Case> cases{
+      {"sign", dict("<f4", "False", "(-3, 1, 64)"), bytes, "non-negative integer written in digits"},
+      {"plus sign", dict("<f4", "False", "(+3, 1, 64)"), bytes, "non-negative integer written in digits"},
+      {"letters", dict("<f4", "False", "(x3, 1, 64)"), bytes, "non-negative integer written in digits"},
+      {"letters after digits", dict("<f4", "False", "(3x, 1, 64)"), bytes, "non-negative integer written in digits"},
+      {"float dimension", dict("<f4", "False", "(3.0, 1, 64)"), bytes, "non-negative integer written in digits"},
+      {"leading zero", dict("<f4", "False", "(03, 1, 64)"), bytes, "leading zero"},
+      {"missing comma in the shape", dict("<f4", "False", "(3 1, 64)"), bytes, "expected ',' or ')'"},
+      {"missing comma between entries", "{'descr': '<f4' 'fortran_order': False, 'shape': (3, 1, 64), }", bytes,
+       "expected ',' or '}'"},
+      {"a trailing comma numpy never writes", dict("<f4", "False", "(3, 1, 64,)"), bytes, "trailing comma"},
+      {"a one-tuple without its comma", dict("<f4", "False", "(192)"), bytes, "needs a comma"},
+      // (2^62 + 1) * 64 wraps to 64 in 64 bits: what the data holds.
+      {"2^62 + 1 rows", dict("<f4", "False", "(4611686018427387905, 1, 64)"), 256, "more elements than 64 bits"},
+      {"a product of 2^64", dict("<f4", "False", "(4294967296, 4294967296, 1)"), 0, "more elements than 64 bits"},
+      {"a dimension past 2^63", dict("<f4", "False", "(9223372036854775808, 1, 64)"), bytes, "larger than 2^63 - 1"},
+      {"bytes of the shape past 64 bits", dict("<f4", "False", "(4611686018427387904, 1, 1)"), 0,
+       "more bytes than 64 bits"},
+      {"fewer bytes than the shape", dict("<f4", "False", "(3, 1, 64)"), bytes - 4, "needs 768 bytes of data, the file holds 764"},
+      {"more bytes than the shape", dict("<f4", "False", "(3, 1, 64)"), bytes + 4, "needs 768 bytes of data, the file holds 772"},
+      {"float64", dict("<f8", "False", "(3, 1, 64)"), 2 * bytes, "dtype '<f8' is not supported"},
+      {"big-endian", dict(">f4", "False", "(3, 1, 64)"), bytes, "dtype '>f4' is not supported"},
+      {"fortran order", dict("<f4", "True", "(3, 1, 64)"), bytes, "Fortran-ordered arrays are not supported"},
+      {"fortran order misspelt", dict("<f4", "Flase", "(3, 1, 64)"), bytes, "must be True or False"},
+      {"an extra key", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 64), 'x': 1, }", bytes,
+       "unexpected key 'x'"},
+      {"a repeated key", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 64), 'shape': (3, 1, 64), }", bytes,
+       "key 'shape' appears twice"},
+      {"no shape", "{'descr': '<f4', 'fortran_order': False, }", bytes, "has no 'shape'"},
+      {"not a dict", "['descr', '<f4']", bytes, "dict literal"},
+      {"text after the dict", dict("<f4", "False", "(3, 1, 64)") + " 1", bytes, "after the closing '}'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    write_raw("bad.npy", c.header, c.data);
+    refused(cache_call("bad.npy") + cache_out(), {"input 'k'", path("bad.npy"), c.needle});
+  }
+  // No newline at the end of the header, a folder, a truncated header.
+  {
+    std::ofstream f(path("bad.npy"), std::ios::binary | std::ios::trunc);
+    const std::string h = dict("<f4", "False", "(3, 1, 64)");
+    f.write("\x93NUMPY\x01\x00", 8);
+    f.put(static_cast<char>(h.size())), f.put(0);
+    f << h;
+  }
+  refused(cache_call("bad.npy") + cache_out(), {"input 'k'", "does not end with a newline"});
+  fs::create_directory(path("folder.npy"));
+  refused(cache_call("folder.npy") + cache_out(), {"input 'k'", "is a directory"});
+  fs::remove(path("folder.npy"));
+
+  // What numpy writes (format 1.0 and 2.0) and what Python also spells a
+  // dict: accepted.
+  for (const auto& [header, version] :
+       std::vector<std::pair<std::string, int>>{{dict("<f4", "False", "(3, 1, 64)"), 1},
+                                                {dict("<f4", "False", "(3, 1, 64)"), 2},
+                                                {"{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (3,1,64)}", 1}}) {
+    SCOPED_TRACE(header);
+    write_raw("good.npy", header, bytes, version);
+    const Result r = run(cache_call("good.npy") + " --out k_codes=" + path("kc.npy"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(path("kc.npy")));
+    fs::remove(path("kc.npy"));
+  }
+}
+}  // namespace
