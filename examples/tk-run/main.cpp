@@ -1,14 +1,20 @@
 // tk-run: every tilekernels kernel from the command line (DESIGN.md).
 //   tk-run --list
 //   tk-run OP [key=value ...] --in NAME=FILE.npy ... --out NAME=FILE.npy ...
-// Exit codes: 0 success, 2 bad command line or input, 1 device/kernel error.
-// On any error nothing is written.
+// Exit codes: 0 success, 2 bad command line or input, 1 device/kernel error;
+// every error is one line on stderr.
+// On any error nothing is written: the outputs go to temporary files in
+// their folders (created before the op runs, so that an unwritable output
+// fails first) and are renamed into place only once the whole call
+// succeeded; on failure the temporary files are removed.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <sstream>
 
 #include "op.hpp"
+#include "output_files.hpp"
 
 namespace tkrun {
 
@@ -98,11 +104,17 @@ void Invocation::put_words(const std::string& output, Shape shape, std::vector<s
   if (wants(output)) results_[output] = Result{std::move(shape), {}, std::move(values), false};
 }
 
-void Invocation::write_outputs() const {
+void Invocation::check_outputs() const {
   for (const auto& [name, path] : outputs_)
     if (!results_.count(name)) throw UsageError("output '" + name + "' was not produced by this op");
+}
+
+std::map<std::string, std::string> Invocation::output_bytes() const {
+  check_outputs();
+  std::map<std::string, std::string> out;
   for (const auto& [name, r] : results_)
-    write_npy(outputs_.at(name), r.shape, r.is_float ? &r.floats : nullptr, r.is_float ? nullptr : &r.words);
+    out[name] = npy_bytes(r.shape, r.is_float ? &r.floats : nullptr, r.is_float ? nullptr : &r.words);
+  return out;
 }
 
 tilekernels::DType float_dtype_param(const Invocation& inv, const std::string& name) {
@@ -135,35 +147,33 @@ void list_ops() {
   }
 }
 
-int usage(const char* why) {
-  std::fprintf(stderr, "tk-run: %s\nusage: tk-run --list | tk-run OP [key=value ...] --in NAME=FILE ... --out NAME=FILE ...\n", why);
-  return 2;
-}
+const char* const kUsage = "usage: tk-run --list | tk-run OP [key=value ...] --in NAME=FILE ... --out NAME=FILE ...";
 
 std::pair<std::string, std::string> split_assignment(const std::string& s, const char* what) {
   const auto eq = s.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    throw UsageError(std::string("expected ") + what + " NAME=VALUE, got '" + s + "'");
+    throw UsageError(std::string("expected ") + what + " NAME=VALUE, got '" + printable(s, 100) + "'");
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2) return usage("no op given");
+  if (argc < 2) throw UsageError(std::string("no op given; ") + kUsage);
   const std::string first = argv[1];
   if (first == "--list") {
     list_ops();
     return 0;
   }
   if (first == "--help" || first == "-h") {
-    usage("help");
+    std::puts(kUsage);
     list_ops();
     return 0;
   }
   const auto& ops = registry();
   const auto op = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == first; });
-  if (op == ops.end()) throw UsageError("unknown op '" + first + "' (see tk-run --list)");
+  if (op == ops.end()) throw UsageError("unknown op '" + printable(first, 60) + "' (see tk-run --list)");
 
   std::map<std::string, std::string> params, inputs, outputs;
+  std::map<std::string, bool> given;  // parameters set on the command line
   for (const auto& p : op->params) params[p.name] = p.default_value;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -172,13 +182,19 @@ int run(int argc, char** argv) {
       const auto assignment = split_assignment(argv[++i], a.c_str());
       const std::string& name = assignment.first;  // a plain reference: clang 14 cannot capture bindings
       const std::string& file = assignment.second;
-      const auto& specs = a == "--in" ? op->inputs : op->outputs;
+      const bool in = a == "--in";
+      const auto& specs = in ? op->inputs : op->outputs;
       if (std::none_of(specs.begin(), specs.end(), [&](const TensorSpec& t) { return t.name == name; }))
-        throw UsageError(op->name + " has no " + (a == "--in" ? "input" : "output") + " named '" + name + "'");
-      (a == "--in" ? inputs : outputs)[name] = file;
+        throw UsageError(op->name + " has no " + (in ? "input" : "output") + " named '" + printable(name, 60) + "'");
+      auto& files = in ? inputs : outputs;
+      if (files.count(name))
+        throw UsageError(std::string(in ? "input" : "output") + " '" + name + "' is given twice");
+      files[name] = file;
     } else {
       auto [key, value] = split_assignment(a, "parameter");
-      if (!params.count(key)) throw UsageError(op->name + " has no parameter '" + key + "'");
+      if (!params.count(key)) throw UsageError(op->name + " has no parameter '" + printable(key, 60) + "'");
+      if (given[key]) throw UsageError("parameter '" + key + "' is given twice");
+      given[key] = true;
       params[key] = value;
     }
   }
@@ -186,29 +202,50 @@ int run(int argc, char** argv) {
     if (!t.optional && !inputs.count(t.name)) throw UsageError("missing input '" + t.name + "' (--in " + t.name + "=FILE.npy)");
   if (outputs.empty()) throw UsageError("no --out given: nothing would be written");
 
+  // The outputs' temporary files first: an output that cannot be written
+  // fails the call before any work, and none is renamed into place unless
+  // every step below succeeds (the destructor removes them otherwise).
+  OutputFiles files(outputs);
   Invocation inv(params, inputs, outputs);
   tilekernels::Context ctx;
   op->run(ctx, inv);
-  inv.write_outputs();
+  for (const auto& [name, bytes] : inv.output_bytes()) files.write(name, bytes);
+  files.commit();
   return 0;
+}
+
+// One line: the message with anything unprintable (a newline in a path)
+// escaped.
+void report(const std::string& prefix, const std::string& message) {
+  std::fprintf(stderr, "%s%s\n", prefix.c_str(), printable(message, 2000).c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  OutputFiles::install_signal_cleanup();
   try {
     return run(argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "tk-run: %s\n", e.what());
+    report("tk-run: ", e.what());
     return 2;
   } catch (const tilekernels::Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+    report("", e.what());
     return tilekernels::ErrorCode::invalid_argument == e.code() || tilekernels::ErrorCode::shape_mismatch == e.code() ||
                    tilekernels::ErrorCode::dtype_mismatch == e.code()
                ? 2
                : 1;
+  } catch (const std::bad_alloc&) {
+    report("tk-run: ", "out of host memory (std::bad_alloc): the inputs or outputs are too large for this machine");
+    return 1;
+  } catch (const vk::SystemError& e) {
+    report("tk-run: Vulkan error: ", e.what());
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tk-run: %s\n", e.what());
+    report("tk-run: ", e.what());
+    return 1;
+  } catch (...) {
+    report("tk-run: ", "unknown error");
     return 1;
   }
 }

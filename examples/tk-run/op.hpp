@@ -59,8 +59,10 @@ class Invocation {
   void put(const std::string& output, Shape shape, std::vector<float> values);
   void put_words(const std::string& output, Shape shape, std::vector<std::uint32_t> values);
 
-  // Writes every produced output; called by main once run() succeeded.
-  void write_outputs() const;
+  // Throws unless every requested output was produced.
+  void check_outputs() const;
+  // The bytes of each requested output's .npy file, by output name.
+  std::map<std::string, std::string> output_bytes() const;
 
  private:
   const NpyArray& load(const std::string& name);

@@ -1,7 +1,9 @@
 // tk-run against hostile calls (what a fuzzer found): malformed .npy
-// headers and sizes that overflow. Each call must exit non-zero soon, with
-// one line on stderr naming the tensor, and leave no file behind.
-// TK_RUN is the path of the tk-run binary.
+// headers, sizes that overflow and outputs that cannot be written. Each
+// call must exit non-zero soon, with one line on stderr naming the tensor
+// or output, and leave no file behind: no output, not even the outputs
+// before a failing one, and no temporary file. TK_RUN is the path of the
+// tk-run binary.
 #include <gtest/gtest.h>
 
 #include <tilekernels/core.hpp>
@@ -179,4 +181,35 @@ TEST_F(TkRunHostile, MalformedHeadersAreRefusedByName) {
     fs::remove(path("kc.npy"));
   }
 }
+
+// Outputs that cannot be written: the call fails before any work, naming
+// the output, and none of the outputs is written, not even those before it
+// (tk-run writes temporary files and renames them only at the end).
+TEST_F(TkRunHostile, UnwritableOutputsLeaveNothingBehind) {
+  write_cache_inputs();
+  const std::string earlier = " --out k_codes=" + path("kc.npy") + " --out k_norms=" + path("kn.npy") +
+                              " --out v_codes=" + path("vc.npy");
+  refused(cache_call("k.npy") + earlier + " --out v_norms=" + path("missing/vn.npy"), {"output 'v_norms'", "missing"});
+  fs::create_directory(path("vn_dir"));
+  refused(cache_call("k.npy") + earlier + " --out v_norms=" + path("vn_dir"), {"output 'v_norms'", "is a directory"});
+  refused(cache_call("k.npy") + earlier + " --out v_norms=" + path("vn_dir") + "/", {"output 'v_norms'", "names a folder"});
+  refused(cache_call("k.npy") + earlier + " --out v_norms=" + path("kc.npy"), {"output 'v_norms'", "output 'k_codes'"});
+  fs::remove(path("vn_dir"));
+  // A failure after the temporary files exist (a slot past the cache): removed.
+  write_ints("slots.npy", {3}, {0, 17, 40});
+  refused(cache_call("k.npy") + cache_out(), {"slot_mapping", "slot 40 of token 2 is past the cache"});
+  // And an output that exists is left as it was by a failing call.
+  write("kc.npy", {1}, {42.0f});
+  refused(cache_call("k.npy") + cache_out(), {"slot 40"});
+  EXPECT_EQ(tkrun::read_npy(path("kc.npy")).floats, std::vector<float>{42.0f});
+}
+
+// The command line itself: repeated names and unknown ones, one line each.
+TEST_F(TkRunHostile, RefusesRepeatedInputsAndOutputs) {
+  write_cache_inputs();
+  refused(cache_call("k.npy") + " --in k=" + path("k.npy") + cache_out(), {"input 'k' is given twice"});
+  refused(cache_call("k.npy") + cache_out() + " --out k_codes=" + path("x.npy"), {"output 'k_codes' is given twice"});
+  refused("", {"no op given"});
+}
+
 }  // namespace
