@@ -8,6 +8,8 @@
 // fails first) and are renamed into place only once the whole call
 // succeeded; on failure the temporary files are removed.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -23,35 +25,60 @@ std::vector<Op>& registry() {
   return ops;
 }
 
+std::int64_t checked_elements(const Shape& shape, const std::string& what) {
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] <= 0)
+      throw UsageError(what + ": dimension " + std::to_string(i) + " of shape " + tilekernels::shape_string(shape) +
+                       " is " + std::to_string(shape[i]) + "; every dimension must be > 0");
+  std::int64_t n = 1;
+  for (const auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw UsageError(what + ": shape " + tilekernels::shape_string(shape) + " has more elements than 64 bits can count");
+  if (n > kMaxElements)
+    throw UsageError(what + ": shape " + tilekernels::shape_string(shape) + " has " + std::to_string(n) +
+                     " elements, more than the " + std::to_string(kMaxElements) +
+                     " that the kernels' 32-bit indexing allows");
+  return n;
+}
+
 std::string Invocation::param(const std::string& name) const {
   const auto it = params_.find(name);
   if (it == params_.end()) throw UsageError("parameter '" + name + "' has no value");
   return it->second;
 }
 
-std::int64_t Invocation::int_param(const std::string& name) const {
+std::int64_t Invocation::int_param(const std::string& name, std::int64_t lo, std::int64_t hi) const {
   const std::string v = param(name);
-  std::size_t used = 0;
   std::int64_t x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && end == v.data() + v.size() && (x < lo || x > hi))) {
+    const bool any = lo == std::numeric_limits<std::int64_t>::min() && hi == std::numeric_limits<std::int64_t>::max();
+    throw UsageError("parameter '" + name + "' must be an integer " +
+                     (any ? std::string("of at most 64 bits")
+                          : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]") +
+                     ", got '" + printable(v, 60) + "'");
   }
-  if (used != v.size() || v.empty()) throw UsageError("parameter '" + name + "' must be an integer, got '" + v + "'");
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty())
+    throw UsageError("parameter '" + name + "' must be an integer, got '" + printable(v, 60) + "'");
+  return x;
+}
+
+std::uint64_t Invocation::seed_param(const std::string& name) const {
+  const std::string v = param(name);
+  std::uint64_t x = 0;
+  // from_chars takes no sign for unsigned types: "-1" is refused, not wrapped.
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty())
+    throw UsageError("parameter '" + name + "' must be an integer in [0, 2^64 - 1], got '" + printable(v, 60) + "'");
   return x;
 }
 
 double Invocation::float_param(const std::string& name) const {
   const std::string v = param(name);
-  std::size_t used = 0;
   double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || v.empty()) throw UsageError("parameter '" + name + "' must be a number, got '" + v + "'");
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty() || !std::isfinite(x))
+    throw UsageError("parameter '" + name + "' must be a finite number, got '" + printable(v, 60) + "'");
   return x;
 }
 
@@ -60,10 +87,25 @@ const NpyArray& Invocation::load(const std::string& name) {
   if (it == inputs_.end()) throw UsageError("missing input '" + name + "' (--in " + name + "=FILE.npy)");
   auto cached = loaded_.find(name);
   if (cached != loaded_.end()) return cached->second;
+  const std::string what = "input '" + name + "'";
+  // Judged on the header, before any data is read.
+  const auto vet = [&](const NpyHeader& h) {
+    if (h.shape.empty())
+      throw UsageError(what + ": " + printable(it->second) + ": a 0-dimensional array (shape ()) is not accepted");
+    try {
+      checked_elements(h.shape, what);
+    } catch (const UsageError& e) {
+      // The same words, with the file after the name.
+      const std::string m = e.what();
+      throw UsageError(what + ": " + printable(it->second) + m.substr(what.size()));
+    }
+  };
   try {
-    return loaded_.emplace(name, read_npy(it->second)).first->second;
+    return loaded_.emplace(name, read_npy(it->second, vet)).first->second;
+  } catch (const UsageError&) {
+    throw;
   } catch (const std::runtime_error& e) {
-    throw UsageError("input '" + name + "': " + e.what());
+    throw UsageError(what + ": " + e.what());
   }
 }
 
@@ -87,12 +129,78 @@ std::vector<std::uint32_t> Invocation::words(const std::string& name, const Shap
   return a.words;
 }
 
+std::vector<std::int32_t> Invocation::ints(const std::string& name, const Shape& shape) {
+  const std::vector<std::uint32_t> w = words(name, shape);
+  const char kind = load(name).kind;
+  std::vector<std::int32_t> out(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (kind == 'u' && w[i] > 0x7fffffffu)
+      throw UsageError("input '" + name + "': value " + std::to_string(w[i]) + " at index " + std::to_string(i) +
+                       " is above INT32_MAX (2147483647); the op reads int32 (store negative values as int32)");
+    out[i] = static_cast<std::int32_t>(w[i]);
+  }
+  return out;
+}
+
 tilekernels::Tensor Invocation::tensor(tilekernels::Context& ctx, const std::string& name, tilekernels::DType dtype) {
   const Shape shape = input_shape(name);
-  if (tilekernels::is_float(dtype)) return tilekernels::Tensor::from_floats(ctx, dtype, shape, floats(name, shape));
-  tilekernels::Tensor t(ctx, dtype, shape);
-  const auto w = words(name, shape);
-  t.upload(std::span<const std::uint32_t>(w));
+  const std::string what = "input '" + name + "'";
+  if (tilekernels::is_float(dtype)) return upload(ctx, dtype, shape, floats(name, shape), what);
+  tilekernels::Tensor t = alloc(ctx, dtype, shape, what);
+  if (dtype == tilekernels::DType::i32) {
+    const auto v = ints(name, shape);
+    t.upload(std::span<const std::int32_t>(v));
+  } else {
+    const auto w = words(name, shape);
+    t.upload(std::span<const std::uint32_t>(w));
+  }
+  return t;
+}
+
+namespace {
+
+// The largest device-local memory heap (any heap where none is device-local).
+std::uint64_t largest_heap(const tilekernels::Context& ctx) {
+  const auto props = ctx.physical_device().getMemoryProperties();
+  std::uint64_t heap = 0;
+  for (std::uint32_t i = 0; i < props.memoryHeapCount; ++i)
+    if (props.memoryHeaps[i].flags & vk::MemoryHeapFlagBits::eDeviceLocal) heap = std::max(heap, props.memoryHeaps[i].size);
+  if (heap == 0)
+    for (std::uint32_t i = 0; i < props.memoryHeapCount; ++i) heap = std::max(heap, props.memoryHeaps[i].size);
+  return heap;
+}
+
+}  // namespace
+
+void Invocation::check_fits(const tilekernels::Context& ctx, std::uint64_t bytes, const std::string& what) const {
+  const std::uint64_t heap = largest_heap(ctx);
+  if (bytes > heap || device_bytes_ > heap - bytes)
+    throw UsageError(what + ": " + std::to_string(bytes) + " bytes would bring this call's device memory to " +
+                     std::to_string(device_bytes_ + bytes) + " bytes, more than the device's largest memory heap of " +
+                     std::to_string(heap) + " bytes");
+}
+
+void Invocation::reserve(const tilekernels::Context& ctx, std::uint64_t bytes, const std::string& what) {
+  const std::uint64_t range = ctx.info().max_storage_buffer_range;
+  if (bytes > range)
+    throw UsageError(what + ": " + std::to_string(bytes) + " bytes exceed the device's maxStorageBufferRange of " +
+                     std::to_string(range) + " bytes");
+  check_fits(ctx, bytes, what);
+  device_bytes_ += bytes;
+}
+
+tilekernels::Tensor Invocation::alloc(tilekernels::Context& ctx, tilekernels::DType dtype, const Shape& shape,
+                                      const std::string& what) {
+  const std::int64_t n = checked_elements(shape, what);
+  const std::uint64_t bytes = (static_cast<std::uint64_t>(n) * tilekernels::dtype_size(dtype) + 3) / 4 * 4;
+  reserve(ctx, bytes, what);
+  return tilekernels::Tensor(ctx, dtype, shape);
+}
+
+tilekernels::Tensor Invocation::upload(tilekernels::Context& ctx, tilekernels::DType dtype, const Shape& shape,
+                                       const std::vector<float>& values, const std::string& what) {
+  tilekernels::Tensor t = alloc(ctx, dtype, shape, what);
+  t.upload_floats(values);
   return t;
 }
 
@@ -122,7 +230,7 @@ tilekernels::DType float_dtype_param(const Invocation& inv, const std::string& n
   if (v == "f32") return tilekernels::DType::f32;
   if (v == "f16") return tilekernels::DType::f16;
   if (v == "bf16") return tilekernels::DType::bf16;
-  throw UsageError("parameter '" + name + "' must be f32, f16 or bf16, got '" + v + "'");
+  throw UsageError("parameter '" + name + "' must be f32, f16 or bf16, got '" + printable(v, 60) + "'");
 }
 
 }  // namespace tkrun

@@ -8,6 +8,7 @@
 #include <tilekernels/core.hpp>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,15 @@ using tilekernels::Shape;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// The most elements tk-run gives one tensor: the kernels index elements
+// with 32-bit integers (2^31 - 1, the largest a signed index reaches).
+constexpr std::int64_t kMaxElements = (std::int64_t{1} << 31) - 1;
+
+// The elements of `shape`, every dimension > 0 and the product checked for
+// overflow and against kMaxElements; throws UsageError starting with `what`
+// ("input 'k'", "parameter 'num_pages'", "output 'o'").
+std::int64_t checked_elements(const Shape& shape, const std::string& what);
 
 struct Param {
   std::string name, default_value, help;
@@ -40,20 +50,47 @@ class Invocation {
       : params_(std::move(params)), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
 
   std::string param(const std::string& name) const;
-  std::int64_t int_param(const std::string& name) const;
+  // Decimal integers ("-12", "7"; no '+', spaces or other bases) in [lo, hi].
+  std::int64_t int_param(const std::string& name, std::int64_t lo = std::numeric_limits<std::int64_t>::min(),
+                         std::int64_t hi = std::numeric_limits<std::int64_t>::max()) const;
+  // A seed: a decimal integer in [0, 2^64 - 1].
+  std::uint64_t seed_param(const std::string& name) const;
+  // A finite decimal number (no nan, inf or hexadecimal).
   double float_param(const std::string& name) const;
 
   bool has_input(const std::string& name) const { return inputs_.count(name) != 0; }
   // The input's shape, read from its file (throws if it was not given).
+  // Every input has at least one dimension, each > 0, and at most
+  // kMaxElements elements (else a UsageError naming it).
   Shape input_shape(const std::string& name);
   // The input as floats; its shape must equal `shape`. Integer files are refused.
   std::vector<float> floats(const std::string& name, const Shape& shape);
   // The input as 32-bit words (u32 or i32 files); its shape must equal `shape`.
   std::vector<std::uint32_t> words(const std::string& name, const Shape& shape);
+  // The input as int32 values (i32 files, or u32 files whose values are all
+  // at most INT32_MAX: a larger u32 is an error naming the index, never
+  // taken as a negative number); its shape must equal `shape`.
+  std::vector<std::int32_t> ints(const std::string& name, const Shape& shape);
   // The input uploaded as a tensor of `dtype` with the file's own shape
   // (float files for float dtypes, rounded to nearest even; u32/i32 files
-  // for u32/i32): the kernel's own checks then judge its shape.
+  // for u32, ints() for i32): the kernel's own checks then judge its shape.
   tilekernels::Tensor tensor(tilekernels::Context& ctx, const std::string& name, tilekernels::DType dtype);
+
+  // A device tensor, allocated only after checking that `shape` is within
+  // kMaxElements, its bytes within maxStorageBufferRange and the call's
+  // device memory with it within the device's largest memory heap; a
+  // failed check is a UsageError starting with `what` (which names the
+  // input, output or parameter the size comes from).
+  tilekernels::Tensor alloc(tilekernels::Context& ctx, tilekernels::DType dtype, const Shape& shape,
+                            const std::string& what);
+  tilekernels::Tensor upload(tilekernels::Context& ctx, tilekernels::DType dtype, const Shape& shape,
+                             const std::vector<float>& values, const std::string& what);
+  // The same checks for one buffer of `bytes` that a kernel allocates
+  // itself (a workspace), counted in the call's device memory.
+  void reserve(const tilekernels::Context& ctx, std::uint64_t bytes, const std::string& what);
+  // Throws unless `bytes` more (in several buffers) would still fit the
+  // device's largest memory heap; counts nothing.
+  void check_fits(const tilekernels::Context& ctx, std::uint64_t bytes, const std::string& what) const;
 
   bool wants(const std::string& output) const { return outputs_.count(output) != 0; }
   void put(const std::string& output, Shape shape, std::vector<float> values);
@@ -75,6 +112,7 @@ class Invocation {
   std::map<std::string, std::string> params_, inputs_, outputs_;
   std::map<std::string, NpyArray> loaded_;
   std::map<std::string, Result> results_;
+  std::uint64_t device_bytes_ = 0;  // what alloc(), upload() and reserve() let through so far
 };
 
 struct Op {

@@ -20,8 +20,8 @@ void run_decode(tilekernels::Context& ctx, Invocation& inv) {
         const Tensor norms = inv.tensor(ctx, "norms", DType::f32);
         const Tensor rotation = inv.tensor(ctx, "rotation", DType::f32);
         const Tensor codebook = inv.tensor(ctx, "codebook", DType::f32);
-        const std::int64_t rows = packed.shape().at(0);
-        Tensor out(ctx, out_dtype, {rows, dim});
+        const std::int64_t rows = packed.shape().at(0);  // inputs have at least one dimension
+        Tensor out = inv.alloc(ctx, out_dtype, {rows, dim}, "output 'output'");
         tilekernels::aura::Decode<Config>(ctx).run({packed, norms, rotation, codebook, out});
         inv.put("output", {rows, dim}, out.download_floats());
       });

@@ -28,11 +28,7 @@ const std::vector<Param> kFormatParams{
 
 aura::CacheFormat format_of(const Invocation& inv) {
   aura::CacheFormat f;
-  const auto in_range = [&](const char* name) {
-    const std::int64_t v = inv.int_param(name);
-    if (v < 0 || v > 65536) throw UsageError("parameter '" + std::string(name) + "' is out of range: " + std::to_string(v));
-    return static_cast<std::uint32_t>(v);
-  };
+  const auto in_range = [&](const char* name) { return static_cast<std::uint32_t>(inv.int_param(name, 0, 65536)); };
   f.dim = in_range("dim");
   f.k_bits = in_range("k_bits");
   f.v_bits = in_range("v_bits");
@@ -43,19 +39,43 @@ aura::CacheFormat format_of(const Invocation& inv) {
   } else if (rot == "dense") {
     f.rotation = aura::Rotation::dense;
   } else {
-    throw UsageError("parameter 'rotation' must be hadamard or dense, got '" + rot + "'");
+    throw UsageError("parameter 'rotation' must be hadamard or dense, got '" + printable(rot, 60) + "'");
   }
   const std::string why = f.problem();
   if (!why.empty()) throw UsageError("bad cache format: " + why);
+  // Both seeds parsed now, before anything is allocated.
+  (void)inv.seed_param("k_seed");
+  (void)inv.seed_param("v_seed");
   return f;
 }
-
-std::uint64_t seed_of(const Invocation& inv, const char* name) { return static_cast<std::uint64_t>(inv.int_param(name)); }
 
 // One side of a cache on the device: codes (u32) or raw values (bf16), and norms.
 struct Side {
   std::optional<Tensor> store, norms;
 };
+
+// Checks that a fresh cache of `pages` pages (both sides, norms included)
+// fits tk-run's limits and the device, naming parameter 'num_pages', before
+// any of it is allocated.
+void check_fresh_cache(const tilekernels::Context& ctx, Invocation& inv, const aura::CacheFormat& f, std::int64_t pages,
+                       std::int64_t heads) {
+  const std::string what = "parameter 'num_pages' = " + std::to_string(pages);
+  std::uint64_t total = 0;
+  for (const auto& [side, bits] : {std::pair{"k", f.k_bits}, std::pair{"v", f.v_bits}}) {
+    const auto part = [&, side = side](tilekernels::DType dtype, const Shape& shape, const char* kind) {
+      const std::string name = what + " (" + side + kind + ")";
+      const std::int64_t n = checked_elements(shape, name);
+      const std::uint64_t bytes = (static_cast<std::uint64_t>(n) * tilekernels::dtype_size(dtype) + 3) / 4 * 4;
+      if (bytes > ctx.info().max_storage_buffer_range)
+        throw UsageError(name + ": " + std::to_string(bytes) + " bytes exceed the device's maxStorageBufferRange of " +
+                         std::to_string(ctx.info().max_storage_buffer_range) + " bytes");
+      total += bytes;
+    };
+    part(f.store_dtype(bits), f.store_shape(bits, pages, heads), "_codes");
+    if (!aura::CacheFormat::raw(bits)) part(DType::f32, f.norm_shape(pages, heads), "_norms");
+  }
+  inv.check_fits(ctx, total, what + " (the whole cache)");
+}
 
 // The cache sides from the inputs k_codes, k_norms, v_codes, v_norms (all of
 // a side's or none), or fresh zero-filled ones of `pages` pages.
@@ -67,22 +87,23 @@ Side load_side(tilekernels::Context& ctx, Invocation& inv, const aura::CacheForm
   const Shape store_shape = f.store_shape(bits, pages, heads), norm_shape = f.norm_shape(pages, heads);
   if (raw && inv.has_input(norms)) throw UsageError("input '" + norms + "' exists only for a coded side (bits < 16)");
   if (fresh) {
-    s.store.emplace(ctx, f.store_dtype(bits), store_shape);
+    const std::string what = "parameter 'num_pages' (" + codes + " of a fresh cache)";
+    s.store.emplace(inv.alloc(ctx, f.store_dtype(bits), store_shape, what));
     s.store->buffer().fill(0);
     if (!raw) {
-      s.norms.emplace(ctx, DType::f32, norm_shape);
+      s.norms.emplace(inv.alloc(ctx, DType::f32, norm_shape, "parameter 'num_pages' (" + norms + " of a fresh cache)"));
       s.norms->buffer().fill(0);
     }
     return s;
   }
   if (raw) {
-    s.store.emplace(Tensor::from_floats(ctx, DType::bf16, store_shape, inv.floats(codes, store_shape)));
+    s.store.emplace(inv.upload(ctx, DType::bf16, store_shape, inv.floats(codes, store_shape), "input '" + codes + "'"));
   } else {
     if (!inv.has_input(norms)) throw UsageError("missing input '" + norms + "' (a coded side needs its norms)");
-    s.store.emplace(ctx, DType::u32, store_shape);
     const auto w = inv.words(codes, store_shape);
+    s.store.emplace(inv.alloc(ctx, DType::u32, store_shape, "input '" + codes + "'"));
     s.store->upload(std::span<const std::uint32_t>(w));
-    s.norms.emplace(Tensor::from_floats(ctx, DType::f32, norm_shape, inv.floats(norms, norm_shape)));
+    s.norms.emplace(inv.upload(ctx, DType::f32, norm_shape, inv.floats(norms, norm_shape), "input '" + norms + "'"));
   }
   return s;
 }
@@ -103,6 +124,7 @@ std::optional<tilekernels::TensorRef> norms_ref(const Side& s) {
 }
 
 void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
+  // Every parameter and shape first, before anything is allocated.
   const aura::CacheFormat f = format_of(inv);
   for (const auto& [side, bits] : {std::pair{"k", f.k_bits}, std::pair{"v", f.v_bits}})
     if (aura::CacheFormat::raw(bits) && inv.wants(std::string(side) + "_norms"))
@@ -113,9 +135,10 @@ void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
                      tilekernels::shape_string(k_shape));
   const std::int64_t tokens = k_shape[0], heads = k_shape[1];
   const bool fresh = !inv.has_input("k_codes") && !inv.has_input("v_codes");
-  std::int64_t pages = inv.int_param("num_pages");
+  std::int64_t pages = inv.int_param("num_pages", 0);
   if (fresh) {
     if (pages <= 0) throw UsageError("parameter 'num_pages' must be > 0 for a fresh cache (or give k_codes and v_codes)");
+    check_fresh_cache(ctx, inv, f, pages, heads);
   } else {
     if (!inv.has_input("k_codes") || !inv.has_input("v_codes"))
       throw UsageError("give both inputs 'k_codes' and 'v_codes' (an existing cache), or neither (a fresh one)");
@@ -123,17 +146,20 @@ void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
     if (existing.size() != 4 || existing[1] != heads)
       throw UsageError("input 'k_codes': expected shape [num_pages, " + std::to_string(heads) + ", " +
                        std::to_string(f.page_tokens) + ", ...], got " + tilekernels::shape_string(existing));
+    if (pages != 0 && pages != existing[0])
+      throw UsageError("parameter 'num_pages' = " + std::to_string(pages) + " disagrees with input 'k_codes', which has " +
+                       std::to_string(existing[0]) + " pages (num_pages is for a fresh cache; leave it out)");
     pages = existing[0];
   }
-  const auto k = Tensor::from_floats(ctx, DType::f32, k_shape, inv.floats("k", k_shape));
-  const auto v = Tensor::from_floats(ctx, DType::f32, k_shape, inv.floats("v", k_shape));
-  const auto slots_words = inv.words("slot_mapping", {tokens});
-  const std::vector<std::int32_t> slots(slots_words.begin(), slots_words.end());
-  Tensor slot_tensor(ctx, DType::i32, {tokens});
+  const std::vector<std::int32_t> slots = inv.ints("slot_mapping", {tokens});
+
+  const auto k = inv.upload(ctx, DType::f32, k_shape, inv.floats("k", k_shape), "input 'k'");
+  const auto v = inv.upload(ctx, DType::f32, k_shape, inv.floats("v", k_shape), "input 'v'");
+  Tensor slot_tensor = inv.alloc(ctx, DType::i32, {tokens}, "input 'slot_mapping'");
   slot_tensor.upload(std::span<const std::int32_t>(slots));
   const Side ks = load_side(ctx, inv, f, "k", f.k_bits, pages, heads, fresh);
   const Side vs = load_side(ctx, inv, f, "v", f.v_bits, pages, heads, fresh);
-  aura::CacheWriteKernel writer(ctx, f, DType::f32, seed_of(inv, "k_seed"), seed_of(inv, "v_seed"));
+  aura::CacheWriteKernel writer(ctx, f, DType::f32, inv.seed_param("k_seed"), inv.seed_param("v_seed"));
   writer.run({k, v, slot_tensor, *ks.store, norms_ref(ks), *vs.store, norms_ref(vs), slots});
   put_side(inv, "k", f.k_bits, ks);
   put_side(inv, "v", f.v_bits, vs);
@@ -150,9 +176,18 @@ struct AttentionInputs {
 };
 
 AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
+  // Every parameter and shape first, before anything is allocated.
   AttentionInputs a;
   a.format = format_of(inv);
   const aura::CacheFormat& f = a.format;
+  const double scale = inv.float_param("scale"), softcap = inv.float_param("softcap");
+  if (softcap < 0) throw UsageError("parameter 'softcap' must be >= 0 (0: none), got " + printable(inv.param("softcap"), 60));
+  const std::int64_t window = inv.int_param("window", 0, std::int64_t{1} << 31);
+  if (scale != 0) a.options.scale = static_cast<float>(scale);
+  a.options.softcap = static_cast<float>(softcap);
+  a.options.window = static_cast<std::uint32_t>(window);
+  if ((scale != 0 && (*a.options.scale == 0 || !std::isfinite(*a.options.scale))) || !std::isfinite(a.options.softcap))
+    throw UsageError("parameters 'scale' and 'softcap' must be within float's range");
   const Shape q_shape = inv.input_shape("q");
   if (q_shape.size() != 4 || q_shape[3] != f.dim)
     throw UsageError("input 'q': expected shape [num_seqs, q_len, q_heads, " + std::to_string(f.dim) + "], got " +
@@ -171,25 +206,18 @@ AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
     throw UsageError("input 'block_table': expected shape [" + std::to_string(a.num_seqs) + ", max_pages], got " +
                      tilekernels::shape_string(table_shape));
   a.max_pages = table_shape[1];
-  a.q.emplace(Tensor::from_floats(ctx, DType::f32, q_shape, inv.floats("q", q_shape)));
+  a.host_table = inv.ints("block_table", table_shape);
+  a.host_lens = inv.ints("seq_lens", {a.num_seqs});
+
+  a.q.emplace(inv.upload(ctx, DType::f32, q_shape, inv.floats("q", q_shape), "input 'q'"));
   a.k = load_side(ctx, inv, f, "k", f.k_bits, a.pages, a.kv_heads, false);
   a.v = load_side(ctx, inv, f, "v", f.v_bits, a.pages, a.kv_heads, false);
-  const auto table = inv.words("block_table", table_shape);
-  const auto lens = inv.words("seq_lens", {a.num_seqs});
-  a.host_table.assign(table.begin(), table.end());
-  a.host_lens.assign(lens.begin(), lens.end());
-  a.block_table.emplace(ctx, DType::i32, table_shape);
+  a.block_table.emplace(inv.alloc(ctx, DType::i32, table_shape, "input 'block_table'"));
   a.block_table->upload(std::span<const std::int32_t>(a.host_table));
-  a.seq_lens.emplace(ctx, DType::i32, Shape{a.num_seqs});
+  a.seq_lens.emplace(inv.alloc(ctx, DType::i32, Shape{a.num_seqs}, "input 'seq_lens'"));
   a.seq_lens->upload(std::span<const std::int32_t>(a.host_lens));
   if (inv.has_input("sinks"))
-    a.sinks.emplace(Tensor::from_floats(ctx, DType::f32, {a.q_heads}, inv.floats("sinks", {a.q_heads})));
-  const double scale = inv.float_param("scale"), softcap = inv.float_param("softcap");
-  const std::int64_t window = inv.int_param("window");
-  if (window < 0 || window > (1ll << 31)) throw UsageError("parameter 'window' must be >= 0, got " + std::to_string(window));
-  if (scale != 0) a.options.scale = static_cast<float>(scale);
-  a.options.softcap = static_cast<float>(softcap);
-  a.options.window = static_cast<std::uint32_t>(window);
+    a.sinks.emplace(inv.upload(ctx, DType::f32, {a.q_heads}, inv.floats("sinks", {a.q_heads}), "input 'sinks'"));
   return a;
 }
 
@@ -206,9 +234,15 @@ aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output
 void run_decode_attention(tilekernels::Context& ctx, Invocation& inv) {
   const AttentionInputs a = load_attention(ctx, inv);
   const Shape out_shape{a.num_seqs, a.q_len, a.q_heads, a.format.dim}, lse_shape{a.num_seqs, a.q_len, a.q_heads};
-  Tensor output(ctx, DType::f32, out_shape), lse(ctx, DType::f32, lse_shape);
-  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, seed_of(inv, "k_seed"), seed_of(inv, "v_seed"));
-  kernel.run(args_of(a, output, lse));
+  Tensor output = inv.alloc(ctx, DType::f32, out_shape, "output 'output'");
+  Tensor lse = inv.alloc(ctx, DType::f32, lse_shape, "output 'lse'");
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, inv.seed_param("k_seed"),
+                                     inv.seed_param("v_seed"));
+  const auto args = args_of(a, output, lse);
+  kernel.check(args);
+  // The workspace the kernel allocates, through tk-run's budget first.
+  inv.reserve(ctx, kernel.workspace_bytes(args), "the workspace for inputs 'q' and 'block_table'");
+  kernel.run(args);
   inv.put("output", out_shape, output.download_floats());
   inv.put("lse", lse_shape, lse.download_floats());
 }
@@ -216,20 +250,26 @@ void run_decode_attention(tilekernels::Context& ctx, Invocation& inv) {
 // The split states pass 1 leaves before the merge, read from the workspace
 // (layout of decode_attention.hpp) into per-row arrays.
 void run_partials(tilekernels::Context& ctx, Invocation& inv) {
-  const AttentionInputs a = load_attention(ctx, inv);
   const std::int64_t splits = inv.int_param("splits");
   if (splits < 2 || splits > aura::DecodeAttentionKernel::max_splits)
     throw UsageError("parameter 'splits' must be in [2, " + std::to_string(aura::DecodeAttentionKernel::max_splits) +
                      "], got " + std::to_string(splits));
+  const AttentionInputs a = load_attention(ctx, inv);
   const std::int64_t dim = a.format.dim;
-  Tensor output(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads, dim}), lse(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads});
-  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, seed_of(inv, "k_seed"), seed_of(inv, "v_seed"));
+  const Shape o_shape{a.num_seqs, a.q_len, a.q_heads, splits, dim}, ml_shape{a.num_seqs, a.q_len, a.q_heads, splits};
+  checked_elements(o_shape, "output 'o_partials'");
+  Tensor output = inv.alloc(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads, dim}, "the output for input 'q'");
+  Tensor lse = inv.alloc(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads}, "the lse for input 'q'");
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, inv.seed_param("k_seed"),
+                                     inv.seed_param("v_seed"));
   auto args = args_of(a, output, lse);
+  kernel.check(args);
   const auto problem = kernel.problem(args);
   auto geometry = kernel.geometry(problem, true);
   geometry.splits = static_cast<std::uint32_t>(splits);
   const auto layout = kernel.workspace_layout(problem, geometry);
-  Tensor work(ctx, DType::u32, {static_cast<std::int64_t>(layout.bytes() / 4)});
+  Tensor work = inv.alloc(ctx, DType::u32, {static_cast<std::int64_t>(layout.bytes() / 4)},
+                          "the workspace for inputs 'q' and 'block_table' with parameter 'splits'");
   args.workspace = tilekernels::Workspace{work.ref()};
   auto plan = kernel.plan(args);
   plan.geometry = geometry;
@@ -256,9 +296,9 @@ void run_partials(tilekernels::Context& ctx, Invocation& inv) {
                 words[o_at + static_cast<std::size_t>(((state * dim + d) * rv + r / 4) * 4 + r % 4)];
         }
       }
-  inv.put("o_partials", {a.num_seqs, a.q_len, a.q_heads, splits, dim}, o);
-  inv.put("m_partials", {a.num_seqs, a.q_len, a.q_heads, splits}, m);
-  inv.put("l_partials", {a.num_seqs, a.q_len, a.q_heads, splits}, l);
+  inv.put("o_partials", o_shape, o);
+  inv.put("m_partials", ml_shape, m);
+  inv.put("l_partials", ml_shape, l);
 }
 
 std::vector<Param> with_format(std::vector<Param> extra) {

@@ -62,20 +62,22 @@ void run_encode(tilekernels::Context& ctx, Invocation& inv) {
                            tilekernels::shape_string(in_shape));
         const std::int64_t rows = in_shape[0];
         const std::int64_t levels = Config::levels, words = Config::packed_words;
-        const auto input = Tensor::from_floats(ctx, in_dtype, in_shape, inv.floats("input", in_shape));
-        const auto bounds = Tensor::from_floats(ctx, DType::f32, {levels - 1}, inv.floats("boundaries", {levels - 1}));
-        const auto codes = Tensor::from_floats(ctx, DType::f32, {levels}, inv.floats("codebook", {levels}));
-        Tensor packed(ctx, DType::u32, {rows, words});
-        Tensor norms(ctx, DType::f32, {rows});
+        const auto input = inv.upload(ctx, in_dtype, in_shape, inv.floats("input", in_shape), "input 'input'");
+        const auto bounds =
+            inv.upload(ctx, DType::f32, {levels - 1}, inv.floats("boundaries", {levels - 1}), "input 'boundaries'");
+        const auto codes = inv.upload(ctx, DType::f32, {levels}, inv.floats("codebook", {levels}), "input 'codebook'");
+        Tensor packed = inv.alloc(ctx, DType::u32, {rows, words}, "output 'packed'");
+        Tensor norms = inv.alloc(ctx, DType::f32, {rows}, "output 'norms'");
         if (use_signs) {
           if constexpr (std::has_single_bit(decltype(d)::value)) {
-            const auto signs = Tensor::from_floats(ctx, DType::f32, {dim}, inv.floats("signs", {dim}));
+            const auto signs = inv.upload(ctx, DType::f32, {dim}, inv.floats("signs", {dim}), "input 'signs'");
             tilekernels::aura::HadamardEncode<Config>(ctx).run({input, signs, bounds, codes, packed, norms});
           } else {
             throw UsageError("input 'signs' (Hadamard kernel) needs 'dim' a power of two, got " + std::to_string(dim));
           }
         } else {
-          const auto rotation = Tensor::from_floats(ctx, DType::f32, {dim, dim}, inv.floats("rotation", {dim, dim}));
+          const auto rotation =
+              inv.upload(ctx, DType::f32, {dim, dim}, inv.floats("rotation", {dim, dim}), "input 'rotation'");
           tilekernels::aura::Encode<Config>(ctx).run({input, rotation, bounds, codes, packed, norms});
         }
         inv.put_words("packed", {rows, words}, packed.download<std::uint32_t>());

@@ -21,11 +21,11 @@ void run_fa_reduce_hadamard(tilekernels::Context& ctx, Invocation& inv) {
       throw UsageError("input 'o_partials': expected shape [rows, " + std::to_string(nwg) + ", " +
                        std::to_string(head_dim) + "], got " + tilekernels::shape_string(o_shape));
     const std::int64_t rows = o_shape[0];
-    const auto o = Tensor::from_floats(ctx, partial, o_shape, inv.floats("o_partials", o_shape));
-    const auto m = Tensor::from_floats(ctx, partial, {rows, nwg}, inv.floats("m_partials", {rows, nwg}));
-    const auto l = Tensor::from_floats(ctx, partial, {rows, nwg}, inv.floats("l_partials", {rows, nwg}));
-    const auto signs = Tensor::from_floats(ctx, DType::f32, {head_dim}, inv.floats("signs", {head_dim}));
-    Tensor out(ctx, out_dtype, {rows, head_dim});
+    const auto o = inv.upload(ctx, partial, o_shape, inv.floats("o_partials", o_shape), "input 'o_partials'");
+    const auto m = inv.upload(ctx, partial, {rows, nwg}, inv.floats("m_partials", {rows, nwg}), "input 'm_partials'");
+    const auto l = inv.upload(ctx, partial, {rows, nwg}, inv.floats("l_partials", {rows, nwg}), "input 'l_partials'");
+    const auto signs = inv.upload(ctx, DType::f32, {head_dim}, inv.floats("signs", {head_dim}), "input 'signs'");
+    Tensor out = inv.alloc(ctx, out_dtype, {rows, head_dim}, "output 'output'");
     with_float_dtype(partial, [&](auto p) {
       with_float_dtype(out_dtype, [&](auto od) {
         using Config =

@@ -18,11 +18,11 @@ void run_flash_pass2(tilekernels::Context& ctx, Invocation& inv) {
     throw UsageError("input 'o_partials': expected shape [q_heads, num_blocks, " + std::to_string(dim) + "], got " +
                      tilekernels::shape_string(o_shape));
   const std::int64_t q = o_shape[0], nb = o_shape[1];
-  const auto o = Tensor::from_floats(ctx, partial, o_shape, inv.floats("o_partials", o_shape));
-  const auto m = Tensor::from_floats(ctx, partial, {q, nb}, inv.floats("m_partials", {q, nb}));
-  const auto l = Tensor::from_floats(ctx, partial, {q, nb}, inv.floats("l_partials", {q, nb}));
-  Tensor out(ctx, out_dtype, {q, dim});
-  Tensor lse(ctx, DType::f32, {q});
+  const auto o = inv.upload(ctx, partial, o_shape, inv.floats("o_partials", o_shape), "input 'o_partials'");
+  const auto m = inv.upload(ctx, partial, {q, nb}, inv.floats("m_partials", {q, nb}), "input 'm_partials'");
+  const auto l = inv.upload(ctx, partial, {q, nb}, inv.floats("l_partials", {q, nb}), "input 'l_partials'");
+  Tensor out = inv.alloc(ctx, out_dtype, {q, dim}, "output 'output'");
+  Tensor lse = inv.alloc(ctx, DType::f32, {q}, "output 'lse'");
   with_value<64, 80, 96, 128, 256, 512>("dim", dim, [&](auto d) {
     with_float_dtype(partial, [&](auto p) {
       with_float_dtype(out_dtype, [&](auto od) {

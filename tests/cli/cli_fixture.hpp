@@ -54,10 +54,12 @@ class TkRunFixture : public ::testing::Test {
   void write(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<float>& x) const {
     tkrun::write_npy(path(name), shape, &x, nullptr);
   }
+  // An int32 file ('<i4'), as np.save writes np.int32 arrays (negative
+  // values stay negative; a u32 file above INT32_MAX is refused by tk-run).
   void write_ints(const std::string& name, const std::vector<std::int64_t>& shape,
                   const std::vector<std::int32_t>& x) const {
     const std::vector<std::uint32_t> w(x.begin(), x.end());
-    tkrun::write_npy(path(name), shape, nullptr, &w);
+    tkrun::write_npy(path(name), shape, nullptr, &w, "<i4");
   }
 
   fs::path dir_;

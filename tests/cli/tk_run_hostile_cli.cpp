@@ -1,9 +1,10 @@
 // tk-run against hostile calls (what a fuzzer found): malformed .npy
-// headers, sizes that overflow and outputs that cannot be written. Each
-// call must exit non-zero soon, with one line on stderr naming the tensor
-// or output, and leave no file behind: no output, not even the outputs
-// before a failing one, and no temporary file. TK_RUN is the path of the
-// tk-run binary.
+// headers, sizes that overflow, zero dimensions, u32 values that are not
+// int32, outputs that cannot be written, and cache parameters outside what
+// the kernels take or the device holds. Each call must exit non-zero soon,
+// with one line on stderr naming the tensor or parameter, and leave no file
+// behind: no output, not even the outputs before a failing one, and no
+// temporary file. TK_RUN is the path of the tk-run binary.
 #include <gtest/gtest.h>
 
 #include <tilekernels/core.hpp>
@@ -182,6 +183,38 @@ TEST_F(TkRunHostile, MalformedHeadersAreRefusedByName) {
   }
 }
 
+// A dimension of 0 (a valid numpy array, but no kernel takes one) and a
+// 0-dimensional array: refused naming the tensor and the dimension.
+TEST_F(TkRunHostile, ZeroSizeDimensionsAreRefusedByName) {
+  write_cache_inputs();
+  write("empty.npy", {0, 1, 64}, {});
+  refused(cache_call("empty.npy") + cache_out(),
+          {"input 'k'", "dimension 0 of shape [0, 1, 64] is 0; every dimension must be > 0"});
+  write("empty.npy", {3, 0, 64}, {});
+  refused(cache_call("empty.npy") + cache_out(),
+          {"input 'k'", "dimension 1 of shape [3, 0, 64] is 0; every dimension must be > 0"});
+  write("scalar.npy", {}, {1.0f});
+  refused(cache_call("scalar.npy") + cache_out(), {"input 'k'", "0-dimensional"});
+  write_ints("slots0.npy", {0}, {});
+  refused("aura.cache_write dim=64 num_pages=2 --in k=" + path("k.npy") + " --in v=" + path("v.npy") +
+              " --in slot_mapping=" + path("slots0.npy") + cache_out(),
+          {"input 'slot_mapping'", "dimension 0 of shape [0] is 0"});
+}
+
+// A u32 slot_mapping holding 0xFFFFFFFF is not -1: refused by tensor and
+// index (an int32 -1, the documented padding, still skips its token).
+TEST_F(TkRunHostile, U32ValuesAboveInt32MaxAreRefused) {
+  write_cache_inputs();
+  const std::vector<std::uint32_t> slots{0, 0xFFFFFFFFu, 1};
+  tkrun::write_npy(path("u32slots.npy"), {3}, nullptr, &slots);
+  refused("aura.cache_write dim=64 num_pages=2 --in k=" + path("k.npy") + " --in v=" + path("v.npy") +
+              " --in slot_mapping=" + path("u32slots.npy") + cache_out(),
+          {"input 'slot_mapping'", "value 4294967295 at index 1 is above INT32_MAX"});
+  const Result r = run(cache_call("k.npy") + cache_out());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(path("kc.npy")));
+}
+
 // Outputs that cannot be written: the call fails before any work, naming
 // the output, and none of the outputs is written, not even those before it
 // (tk-run writes temporary files and renames them only at the end).
@@ -202,6 +235,37 @@ TEST_F(TkRunHostile, UnwritableOutputsLeaveNothingBehind) {
   write("kc.npy", {1}, {42.0f});
   refused(cache_call("k.npy") + cache_out(), {"slot 40"});
   EXPECT_EQ(tkrun::read_npy(path("kc.npy")).floats, std::vector<float>{42.0f});
+}
+
+// num_pages (and the format parameters) sized past what the kernels index
+// or the device holds: refused naming the parameter before allocating.
+TEST_F(TkRunHostile, HugeNumPagesIsRefusedByName) {
+  write_cache_inputs();
+  for (const char* pages : {"1099511627776", "134217728"})
+    refused(cache_call("k.npy", std::string(" num_pages=") + pages) + cache_out(),
+            {"parameter 'num_pages' = " + std::string(pages), "32-bit indexing"});
+  refused(cache_call("k.npy", " num_pages=9223372036854775807") + cache_out(),
+          {"parameter 'num_pages' = 9223372036854775807", "more elements than 64 bits can count"});
+  refused(cache_call("k.npy", " num_pages=99999999999999999999") + cache_out(),
+          {"parameter 'num_pages' must be an integer in"});
+  refused(cache_call("k.npy", " num_pages=-3") + cache_out(), {"parameter 'num_pages' must be an integer in"});
+  refused(cache_call("k.npy", " num_pages=+3") + cache_out(), {"parameter 'num_pages' must be an integer"});
+  refused(cache_call("k.npy", " num_pages=2 k_seed=-1") + cache_out(), {"parameter 'k_seed' must be an integer in [0, 2^64 - 1]"});
+  refused(cache_call("k.npy", " num_pages=2 num_pages=3") + cache_out(), {"parameter 'num_pages' is given twice"});
+
+  // Past the device's buffer range but within 32-bit indexing: 8-bit K and
+  // V codes of 256 dimensions over 64 heads take 256 KiB per page and side;
+  // enough pages to pass maxStorageBufferRange.
+  const tilekernels::Context ctx;
+  const std::uint64_t range = ctx.info().max_storage_buffer_range, per_page = 64 * 16 * 64 * 4;
+  const std::uint64_t pages = range / per_page + 1;
+  if (pages * 64 * 16 * 64 > std::uint64_t{0x7fffffff}) GTEST_SKIP() << "maxStorageBufferRange beyond 32-bit indexing";
+  write("k64.npy", {1, 64, 256}, values(64 * 256, 8));
+  write_ints("slot1.npy", {1}, {0});
+  refused("aura.cache_write dim=256 k_bits=8 v_bits=8 num_pages=" + std::to_string(pages) + " --in k=" +
+              path("k64.npy") + " --in v=" + path("k64.npy") + " --in slot_mapping=" + path("slot1.npy") +
+              " --out k_codes=" + path("kc.npy") + " --out v_codes=" + path("vc.npy"),
+          {"parameter 'num_pages' = " + std::to_string(pages), "maxStorageBufferRange"});
 }
 
 // The command line itself: repeated names and unknown ones, one line each.
