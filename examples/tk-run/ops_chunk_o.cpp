@@ -13,24 +13,30 @@ using tilekernels::DType;
 using tilekernels::Tensor;
 
 void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
+  // Every parameter and shape first, before anything is allocated.
   const std::int64_t bt = inv.int_param("bt");
+  if (bt != 16 && bt != 32 && bt != 64) throw UsageError("parameter 'bt' must be one of 16, 32, 64, got " + std::to_string(bt));
+  const Shape q_shape = inv.input_shape("q"), v_shape = inv.input_shape("v");
+  if (q_shape.size() != 4 || v_shape.size() != 4)
+    throw UsageError("inputs 'q' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
+  const std::int64_t K = q_shape[3], V = v_shape[3];
+  check_head_size("q", "K", K);
+  check_head_size("v", "V", V);
+  const std::string scale_text = inv.param("scale");
+  const double scale = scale_text == "auto" ? 1.0 / std::sqrt(static_cast<double>(K)) : inv.float_param("scale");
+  const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
+  Shape o_shape = v_shape;
+  o_shape[1] = q_shape[1];
+
   const Tensor q = inv.tensor(ctx, "q", DType::bf16), k = inv.tensor(ctx, "k", DType::bf16);
   const Tensor v = inv.tensor(ctx, "v", DType::bf16), h = inv.tensor(ctx, "h", DType::bf16);
   const Tensor g = inv.tensor(ctx, "g", DType::f32);
-  const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
-  if (q.shape().size() != 4 || v.shape().size() != 4)
-    throw UsageError("inputs 'q' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
-  const std::int64_t K = q.shape()[3], V = v.shape()[3];
-  const std::string scale_text = inv.param("scale");
-  const double scale = scale_text == "auto" ? 1.0 / std::sqrt(static_cast<double>(K)) : inv.float_param("scale");
-  Shape o_shape = v.shape();
-  o_shape[1] = q.shape()[1];
-  Tensor o(ctx, DType::bf16, o_shape);
+  Tensor o = inv.alloc(ctx, DType::bf16, o_shape, "output 'o'");
   with_value<16, 32, 64>("bt", bt, [&](auto bt_c) {
     with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
       with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
         using Config = tilekernels::gdn::ChunkOConfig<decltype(bt_c)::value, decltype(k_c)::value, decltype(v_c)::value>;
-        run_with_index(ctx, tilekernels::gdn::ChunkO<Config>(ctx), {q, k, v, h, g, o, static_cast<float>(scale), cu, {}},
+        run_with_index(ctx, inv, tilekernels::gdn::ChunkO<Config>(ctx), {q, k, v, h, g, o, static_cast<float>(scale), cu, {}},
                        q.shape()[0], q.shape()[1], Config::BT);
       });
     });

@@ -16,50 +16,37 @@ using tilekernels::DType;
 using tilekernels::Tensor;
 namespace gdn = tilekernels::gdn;
 
-bool flag_param(const Invocation& inv, const std::string& name) {
-  const std::string v = inv.param(name);
-  if (v == "0") return false;
-  if (v == "1") return true;
-  throw UsageError("parameter '" + name + "' must be 0 or 1, got '" + v + "'");
-}
-
 void run_chunk_forward(tilekernels::Context& ctx, Invocation& inv) {
+  // Every parameter and shape first, before anything is allocated.
   const std::int64_t bt = inv.int_param("bt");
-  gdn::GdnOptions options;
-  options.qk_l2norm = flag_param(inv, "qk_l2norm");
-  options.gate_in_kernel = flag_param(inv, "gate_in_kernel");
-  options.beta_sigmoid = flag_param(inv, "beta_sigmoid");
-  options.allow_neg_eigval = flag_param(inv, "allow_neg_eigval");
-  const std::string layout = inv.param("state_layout");
-  if (layout != "kv" && layout != "vk") throw UsageError("parameter 'state_layout' must be kv or vk, got '" + layout + "'");
-  options.state_layout = layout == "kv" ? gdn::StateLayout::kv : gdn::StateLayout::vk;
+  if (bt != 16 && bt != 32 && bt != 64) throw UsageError("parameter 'bt' must be one of 16, 32, 64, got " + std::to_string(bt));
+  const gdn::GdnOptions options = gdn_options(inv);
+  const Shape q_shape = inv.input_shape("q"), v_shape = inv.input_shape("v");
+  if (q_shape.size() != 4)
+    throw UsageError("input 'q': expected shape [B, T, Hg, K], got " + tilekernels::shape_string(q_shape));
+  if (v_shape.size() != 4)
+    throw UsageError("input 'v': expected shape [B, T, H, V], got " + tilekernels::shape_string(v_shape));
+  const std::int64_t B = q_shape[0], T = q_shape[1], H = v_shape[2], K = q_shape[3], V = v_shape[3];
+  check_head_size("q", "K", K);
+  check_head_size("v", "V", V);
+  const double scale = gdn_scale(inv, K);
+  const std::vector<std::int32_t> cu_host = cu_seqlens_input(inv);
+  if (!cu_host.empty()) tilekernels::gdn::Chunking(B, T, cu_host, static_cast<std::uint32_t>(bt)).check(ctx, "gdn.chunk_forward", std::nullopt);
+  const std::int64_t N = cu_host.empty() ? B : std::int64_t(cu_host.size()) - 1;
+  const Shape state_shape = options.state_layout == gdn::StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
+  const Shape o_shape{B, T, H, V};
 
   const Tensor q = inv.tensor(ctx, "q", DType::bf16), k = inv.tensor(ctx, "k", DType::bf16);
   const Tensor v = inv.tensor(ctx, "v", DType::bf16);
   const Tensor g = inv.tensor(ctx, "g", DType::f32), beta = inv.tensor(ctx, "beta", DType::f32);
-  if (q.shape().size() != 4 || v.shape().size() != 4)
-    throw UsageError("inputs 'q' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
-  const std::int64_t B = q.shape()[0], T = q.shape()[1], H = v.shape()[2], K = q.shape()[3], V = v.shape()[3];
-
   std::optional<Tensor> h0, a_log, dt_bias, cu;
-  const std::vector<std::int32_t> cu_host = cu_seqlens_input(inv);
   if (!cu_host.empty()) cu.emplace(inv.tensor(ctx, "cu_seqlens", DType::i32));
   if (inv.has_input("initial_state")) h0.emplace(inv.tensor(ctx, "initial_state", DType::f32));
   if (inv.has_input("A_log")) a_log.emplace(inv.tensor(ctx, "A_log", DType::f32));
   if (inv.has_input("dt_bias")) dt_bias.emplace(inv.tensor(ctx, "dt_bias", DType::f32));
-  if (!options.gate_in_kernel && (a_log || dt_bias))
-    throw UsageError("inputs 'A_log' and 'dt_bias' are used only with gate_in_kernel=1");
-
-  const std::int64_t N = cu_host.empty() ? B : std::int64_t(cu_host.size()) - 1;
-  const Shape state_shape = options.state_layout == gdn::StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
-  const Shape o_shape{B, T, H, V};
-  Tensor o(ctx, DType::bf16, o_shape);
+  Tensor o = inv.alloc(ctx, DType::bf16, o_shape, "output 'o'");
   std::optional<Tensor> ht;
-  if (inv.wants("final_state")) ht.emplace(ctx, DType::f32, state_shape);
-
-  const std::string scale_text = inv.param("scale");
-  const double scale = scale_text == "auto" ? 1.0 / std::sqrt(static_cast<double>(K)) : inv.float_param("scale");
-  if (!(scale > 0) || !std::isfinite(scale)) throw UsageError("parameter 'scale' must be a positive number");
+  if (inv.wants("final_state")) ht.emplace(inv.alloc(ctx, DType::f32, state_shape, "output 'final_state'"));
 
   with_value<16, 32, 64>("bt", bt, [&](auto bt_c) {
     with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
@@ -76,7 +63,13 @@ void run_chunk_forward(tilekernels::Context& ctx, Invocation& inv) {
         a.cu_seqlens_host = cu_host;
         a.options = options;
         a.scale = static_cast<float>(scale);
-        Kernel(ctx).run(a);
+        const Kernel kernel(ctx);
+        kernel.check_problem(a);
+        // The workspace through tk-run's size checks (the kernel would allocate it unchecked).
+        Tensor work = inv.alloc(ctx, DType::u32, {static_cast<std::int64_t>(Kernel::workspace_bytes(a) / 4 + 1)},
+                                "the workspace for inputs 'q' and 'v'");
+        a.workspace = tilekernels::Workspace{work.ref()};
+        kernel.run(a);
       });
     });
   });

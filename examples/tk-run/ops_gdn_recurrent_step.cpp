@@ -10,59 +10,51 @@ using namespace tkrun;
 using tilekernels::DType;
 using tilekernels::Tensor;
 
-bool flag_param(const Invocation& inv, const std::string& name) {
-  const std::string v = inv.param(name);
-  if (v == "0" || v == "false") return false;
-  if (v == "1" || v == "true") return true;
-  throw UsageError("parameter '" + name + "' must be 0 or 1, got '" + v + "'");
-}
-
 void run_recurrent_step(tilekernels::Context& ctx, Invocation& inv) {
   namespace gdn = tilekernels::gdn;
+  // Every parameter and shape first, before anything is allocated, with the
+  // same rules and words as gdn.chunk_forward (gdn_varlen.hpp).
   const DType dtype = float_dtype_param(inv, "dtype");
-  const std::string path = inv.param("path"), layout = inv.param("state_layout");
+  const std::string path = inv.param("path");
   if (path != "auto" && path != "portable")
-    throw UsageError("parameter 'path' must be auto or portable, got '" + path + "'");
-  if (layout != "kv" && layout != "vk") throw UsageError("parameter 'state_layout' must be kv or vk, got '" + layout + "'");
-  gdn::GdnOptions options;
-  options.qk_l2norm = flag_param(inv, "qk_l2norm");
-  options.gate_in_kernel = flag_param(inv, "gate_in_kernel");
-  options.beta_sigmoid = flag_param(inv, "beta_sigmoid");
-  options.allow_neg_eigval = flag_param(inv, "allow_neg_eigval");
-  options.state_layout = layout == "vk" ? gdn::StateLayout::vk : gdn::StateLayout::kv;
-  const std::string scale_text = inv.param("scale");
-  const float scale = scale_text == "auto" ? 0.0f : static_cast<float>(inv.float_param("scale"));
-  if (scale_text != "auto" && scale == 0.0f) throw UsageError("parameter 'scale' must not be 0 (auto: 1/sqrt(K))");
-
+    throw UsageError("parameter 'path' must be auto or portable, got '" + printable(path, 60) + "'");
+  const gdn::GdnOptions options = gdn_options(inv);
   const Shape q_shape = inv.input_shape("q"), v_shape = inv.input_shape("v");
   if (q_shape.size() != 4) throw UsageError("input 'q': expected shape [B, T, Hg, K], got " + tilekernels::shape_string(q_shape));
   if (v_shape.size() != 4 || v_shape[0] != q_shape[0] || v_shape[1] != q_shape[1])
     throw UsageError("input 'v': expected shape [" + std::to_string(q_shape[0]) + ", " + std::to_string(q_shape[1]) +
                      ", H, V], got " + tilekernels::shape_string(v_shape));
   const std::int64_t B = q_shape[0], T = q_shape[1], Hg = q_shape[2], K = q_shape[3], H = v_shape[2], V = v_shape[3];
-  if (Hg <= 0 || H % Hg != 0)
+  check_head_size("q", "K", K);
+  check_head_size("v", "V", V);
+  if (H % Hg != 0)
     throw UsageError("input 'v': its heads H = " + std::to_string(H) + " must be a multiple of q's heads Hg = " +
                      std::to_string(Hg));
+  const double checked_scale = gdn_scale(inv, K);  // auto: 0, the kernel's own 1/sqrt(K)
+  const float scale = inv.param("scale") == "auto" ? 0.0f : static_cast<float>(checked_scale);
   const std::vector<std::int32_t> cu_host = cu_seqlens_input(inv);
   const std::int64_t N = cu_host.empty() ? B : std::int64_t(cu_host.size()) - 1;
-  const Shape state_shape = layout == "kv" ? Shape{N, H, K, V} : Shape{N, H, V, K};
-  const Shape ts_shape = layout == "kv" ? Shape{B, T, H, K, V} : Shape{B, T, H, V, K};
+  const bool kv = options.state_layout == gdn::StateLayout::kv;
+  const Shape state_shape = kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
+  const Shape ts_shape = kv ? Shape{B, T, H, K, V} : Shape{B, T, H, V, K};
 
-  const auto q = Tensor::from_floats(ctx, dtype, q_shape, inv.floats("q", q_shape));
-  const auto k = Tensor::from_floats(ctx, dtype, q_shape, inv.floats("k", q_shape));
-  const auto v = Tensor::from_floats(ctx, dtype, v_shape, inv.floats("v", v_shape));
-  const auto g = Tensor::from_floats(ctx, DType::f32, {B, T, H}, inv.floats("g", {B, T, H}));
-  const auto beta = Tensor::from_floats(ctx, DType::f32, {B, T, H}, inv.floats("beta", {B, T, H}));
-  const auto state = Tensor::from_floats(ctx, DType::f32, state_shape, inv.floats("initial_state", state_shape));
+  const auto q = inv.upload(ctx, dtype, q_shape, inv.floats("q", q_shape), "input 'q'");
+  const auto k = inv.upload(ctx, dtype, q_shape, inv.floats("k", q_shape), "input 'k'");
+  const auto v = inv.upload(ctx, dtype, v_shape, inv.floats("v", v_shape), "input 'v'");
+  const auto g = inv.upload(ctx, DType::f32, {B, T, H}, inv.floats("g", {B, T, H}), "input 'g'");
+  const auto beta = inv.upload(ctx, DType::f32, {B, T, H}, inv.floats("beta", {B, T, H}), "input 'beta'");
+  const auto state =
+      inv.upload(ctx, DType::f32, state_shape, inv.floats("initial_state", state_shape), "input 'initial_state'");
   std::optional<Tensor> a_log, dt_bias, cu, token_states;
-  if (inv.has_input("A_log")) a_log.emplace(Tensor::from_floats(ctx, DType::f32, {H}, inv.floats("A_log", {H})));
-  if (inv.has_input("dt_bias")) dt_bias.emplace(Tensor::from_floats(ctx, DType::f32, {H}, inv.floats("dt_bias", {H})));
+  if (inv.has_input("A_log")) a_log.emplace(inv.upload(ctx, DType::f32, {H}, inv.floats("A_log", {H}), "input 'A_log'"));
+  if (inv.has_input("dt_bias"))
+    dt_bias.emplace(inv.upload(ctx, DType::f32, {H}, inv.floats("dt_bias", {H}), "input 'dt_bias'"));
   if (!cu_host.empty()) {
-    cu.emplace(ctx, DType::i32, Shape{N + 1});
+    cu.emplace(inv.alloc(ctx, DType::i32, Shape{N + 1}, "input 'cu_seqlens'"));
     cu->upload(std::span<const std::int32_t>(cu_host));
   }
-  if (inv.wants("token_states")) token_states.emplace(ctx, DType::f32, ts_shape);
-  Tensor o(ctx, dtype, v_shape);
+  if (inv.wants("token_states")) token_states.emplace(inv.alloc(ctx, DType::f32, ts_shape, "output 'token_states'"));
+  Tensor o = inv.alloc(ctx, dtype, v_shape, "output 'o'");
 
   with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
     with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
@@ -93,11 +85,11 @@ const Registrar recurrent_step{Op{
     "o = S^T (scale q) (FLA fused_recurrent_gated_delta_rule)",
     {{"dtype", "bf16", "storage of q, k, v and o: bf16, f16 or f32"},
      {"qk_l2norm", "0", "1: q, k /= sqrt(|x|^2 + 1e-6) in the kernel"},
-     {"gate_in_kernel", "0", "1: g is raw, decay = -exp(A_log) softplus(g + dt_bias) (needs A_log)"},
+     {"gate_in_kernel", "0", "1: g is raw, decay = -exp(A_log) softplus(g + dt_bias) (needs A_log; A_log and dt_bias only with it)"},
      {"beta_sigmoid", "0", "1: beta holds logits"},
      {"allow_neg_eigval", "0", "1 (with beta_sigmoid): beta = 2 sigmoid(beta)"},
      {"state_layout", "kv", "kv: states [.., K, V]; vk: [.., V, K]"},
-     {"scale", "auto", "factor on q; auto: 1/sqrt(K)"},
+     {"scale", "auto", "factor on q, a positive number; auto: 1/sqrt(K)"},
      {"path", "auto", "auto (subgroup variant where the device allows) or portable"}},
     {{"q", "dtype", "[B, T, Hg, K]  (K in 64, 128, 256)"},
      {"k", "dtype", "[B, T, Hg, K]"},

@@ -11,26 +11,33 @@ using tilekernels::DType;
 using tilekernels::Tensor;
 
 void run_recompute_wu(tilekernels::Context& ctx, Invocation& inv) {
+  // Every parameter and shape first, before anything is allocated.
   const std::int64_t bt = inv.int_param("bt");
+  if (bt != 16 && bt != 32 && bt != 64) throw UsageError("parameter 'bt' must be one of 16, 32, 64, got " + std::to_string(bt));
   const DType a_dtype = float_dtype_param(inv, "a_dtype");
+  if (a_dtype == DType::f16) throw UsageError("parameter 'a_dtype' must be f32 or bf16, got f16");
+  const Shape k_shape = inv.input_shape("k"), v_shape = inv.input_shape("v");
+  if (k_shape.size() != 4 || v_shape.size() != 4)
+    throw UsageError("inputs 'k' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
+  const std::int64_t K = k_shape[3], V = v_shape[3];
+  check_head_size("k", "K", K);
+  check_head_size("v", "V", V);
+  const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
+  Shape w_shape = v_shape, u_shape = v_shape;
+  w_shape[1] = u_shape[1] = k_shape[1];
+  w_shape[3] = K;
+
   const Tensor k = inv.tensor(ctx, "k", DType::bf16), v = inv.tensor(ctx, "v", DType::bf16);
   const Tensor beta = inv.tensor(ctx, "beta", DType::f32), g = inv.tensor(ctx, "g", DType::f32);
   const Tensor A = inv.tensor(ctx, "A", a_dtype);
-  const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
-  if (k.shape().size() != 4 || v.shape().size() != 4)
-    throw UsageError("inputs 'k' and 'v' must have 4 dimensions ([B, T, Hg, K] and [B, T, H, V])");
-  const std::int64_t K = k.shape()[3], V = v.shape()[3];
-  Shape w_shape = v.shape(), u_shape = v.shape();
-  w_shape[1] = u_shape[1] = k.shape()[1];
-  w_shape[3] = K;
-  Tensor w(ctx, DType::bf16, w_shape), u(ctx, DType::bf16, u_shape);
+  Tensor w = inv.alloc(ctx, DType::bf16, w_shape, "output 'w'"), u = inv.alloc(ctx, DType::bf16, u_shape, "output 'u'");
   with_value<16, 32, 64>("bt", bt, [&](auto bt_c) {
     with_value<64, 128, 256>("K (last dimension of k)", K, [&](auto k_c) {
       with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
         const auto run = [&](auto a_c) {
           using Config = tilekernels::gdn::RecomputeWUConfig<decltype(bt_c)::value, decltype(k_c)::value,
                                                              decltype(v_c)::value, decltype(a_c)::value>;
-          run_with_index(ctx, tilekernels::gdn::RecomputeWU<Config>(ctx), {k, v, beta, g, A, w, u, cu, {}},
+          run_with_index(ctx, inv, tilekernels::gdn::RecomputeWU<Config>(ctx), {k, v, beta, g, A, w, u, cu, {}},
                          k.shape()[0], k.shape()[1], Config::bt);
         };
         if (a_dtype == DType::bf16)

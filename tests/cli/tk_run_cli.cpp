@@ -187,11 +187,12 @@ TEST_F(TkRun, GdnRecurrentStepMatchesTheReference) {
 
   const std::string out = " --out o=" + path("out.npy");
   expect_refused("gdn.recurrent_step state_layout=kx" + ins + out, "parameter 'state_layout' must be kv or vk");
-  expect_refused("gdn.recurrent_step state_layout=vk" + inputs_with("initial_state", path("q.npy")) + out,
+  // (with gate_in_kernel=1: without it, A_log and dt_bias are refused first)
+  expect_refused("gdn.recurrent_step state_layout=vk gate_in_kernel=1" + inputs_with("initial_state", path("q.npy")) + out,
                  "input 'initial_state': expected shape [2, 2, 64, 64], got [1, 3, 1, 64]");
   expect_refused("gdn.recurrent_step state_layout=vk gate_in_kernel=2" + ins + out, "must be 0 or 1");
   expect_refused("gdn.recurrent_step state_layout=vk --in q=" + path("q.npy") + out, "missing input 'k'");
-  expect_refused("gdn.recurrent_step state_layout=vk" + inputs_with("cu_seqlens", path("cu_f.npy")) + out,
+  expect_refused("gdn.recurrent_step state_layout=vk gate_in_kernel=1" + inputs_with("cu_seqlens", path("cu_f.npy")) + out,
                  "expected a uint32 or int32 array");
 }
 

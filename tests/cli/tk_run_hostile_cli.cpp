@@ -1,8 +1,8 @@
 // tk-run against hostile calls (what a fuzzer found): malformed .npy
 // headers, sizes that overflow, zero dimensions, u32 values that are not
-// int32, outputs that cannot be written, and cache parameters outside what
-// the kernels take or the device holds. Each call must exit non-zero soon,
-// with one line on stderr naming the tensor or parameter, and leave no file
+// int32, outputs that cannot be written, and GDN and cache parameters
+// outside what the kernels take. Each call must exit non-zero soon, with
+// one line on stderr naming the tensor or parameter, and leave no file
 // behind: no output, not even the outputs before a failing one, and no
 // temporary file. TK_RUN is the path of the tk-run binary.
 #include <gtest/gtest.h>
@@ -102,6 +102,22 @@ class TkRunHostile : public tktest::cli::TkRunFixture {
            path("vc.npy") + " --out v_norms=" + path("vn.npy");
   }
 
+  // A gdn.recurrent_step problem: B = T = 1, one q head, two v heads,
+  // K = `K`, V = 64.
+  void write_gdn_inputs(std::int64_t K) {
+    const auto n = static_cast<std::size_t>(K);
+    write("q.npy", {1, 1, 1, K}, values(n, 4));
+    write("k.npy", {1, 1, 1, K}, values(n, 5));
+    write("v.npy", {1, 1, 2, 64}, values(128, 6));
+    write("g.npy", {1, 1, 2}, {-0.5f, -0.25f});
+    write("beta.npy", {1, 1, 2}, {0.5f, 0.75f});
+    write("h0.npy", {1, 2, K, 64}, values(2 * n * 64, 7));
+    write("a_log.npy", {2}, {0.1f, -0.2f});
+  }
+  std::string gdn_inputs() const {
+    return " --in q=" + path("q.npy") + " --in k=" + path("k.npy") + " --in v=" + path("v.npy") + " --in g=" +
+           path("g.npy") + " --in beta=" + path("beta.npy") + " --in initial_state=" + path("h0.npy");
+  }
 };
 
 // Every way a header can be malformed, given as input 'k': refused by the
@@ -235,6 +251,44 @@ TEST_F(TkRunHostile, UnwritableOutputsLeaveNothingBehind) {
   write("kc.npy", {1}, {42.0f});
   refused(cache_call("k.npy") + cache_out(), {"slot 40"});
   EXPECT_EQ(tkrun::read_npy(path("kc.npy")).floats, std::vector<float>{42.0f});
+}
+
+// gdn.recurrent_step with K = 96: the one message that says what K may be.
+TEST_F(TkRunHostile, RecurrentStepNamesTheHeadSizesItTakes) {
+  write_gdn_inputs(96);
+  refused("gdn.recurrent_step" + gdn_inputs() + " --out o=" + path("o.npy"), {"input 'q'", "K must be 64, 128 or 256"});
+  refused("gdn.chunk_forward" + gdn_inputs() + " --out o=" + path("o.npy"), {"input 'q'", "K must be 64, 128 or 256"});
+}
+
+// gdn.recurrent_step refuses A_log and dt_bias without gate_in_kernel=1, as
+// gdn.chunk_forward does, in the same words.
+TEST_F(TkRunHostile, RecurrentStepRefusesGateInputsWithoutGateInKernel) {
+  write_gdn_inputs(64);
+  const std::string out = " --out o=" + path("o.npy");
+  for (const char* op : {"gdn.recurrent_step", "gdn.chunk_forward"}) {
+    SCOPED_TRACE(op);
+    for (const char* input : {"A_log", "dt_bias"})
+      refused(op + gdn_inputs() + " --in " + input + "=" + path("a_log.npy") + out,
+              {"inputs 'A_log' and 'dt_bias' are used only with gate_in_kernel=1"});
+    refused(op + gdn_inputs() + " gate_in_kernel=1" + out, {"gate_in_kernel", "A_log"});
+  }
+  const Result r = run("gdn.recurrent_step dtype=f32" + gdn_inputs() + out);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// A scale that is not a positive finite float: refused by both GDN ops.
+TEST_F(TkRunHostile, GdnOpsRefuseNonPositiveOrNonFiniteScale) {
+  write_gdn_inputs(64);
+  const std::string out = " --out o=" + path("o.npy");
+  for (const char* op : {"gdn.recurrent_step", "gdn.chunk_forward"}) {
+    SCOPED_TRACE(op);
+    for (const char* scale : {"-1", "0", "-0"})
+      refused(op + gdn_inputs() + " scale=" + scale + out, {"parameter 'scale' must be a positive number"});
+    for (const char* scale : {"nan", "inf", "1e999", "0x10", " 1", "1e-3x"})
+      refused(op + std::string(" \"scale=") + scale + "\"" + gdn_inputs() + out,
+              {"parameter 'scale' must be a finite number"});
+    refused(op + gdn_inputs() + " scale=1e-60" + out, {"parameter 'scale' is outside float's range"});
+  }
 }
 
 // num_pages (and the format parameters) sized past what the kernels index
