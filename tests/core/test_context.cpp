@@ -3,6 +3,8 @@
 #include <tilekernels/aura/flash_pass2.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <new>
 #include <cstdio>
 #include <string>
 
@@ -26,21 +28,112 @@ std::vector<float> merge_once(Context& ctx) {
   return out.read_floats();
 }
 
+// An engine's device as a Context adopts it: the loader entry point comes
+// from the engine (here: the owner's), never from a loader the library opens.
+AdoptedDevice adopted_from(const Context& owner, const VkAllocationCallbacks* allocator = nullptr) {
+  AdoptedDevice a;
+  a.get_instance_proc_addr = owner.instance_dispatcher().vkGetInstanceProcAddr;
+  a.instance = owner.instance();
+  a.physical_device = owner.physical_device();
+  a.device = owner.device();
+  a.queue_family = owner.queue_family();
+  a.features.int64_atomics = owner.info().int64_atomics;
+  a.allocator = allocator;
+  return a;
+}
+
 TEST(ContextAdopt, RunsOnTheCallersDeviceAndLeavesItAlive) {
   ContextOptions options;
   options.validation = false;
   Context owner(options);
   const auto expected = merge_once(owner);
   {
-    AdoptedFeatures features;
-    features.push_descriptor = true;
-    Context adopted(owner.instance(), *owner.physical_device(), *owner.device(), owner.queue_family(), 0, features);
+    Context adopted(adopted_from(owner));
     EXPECT_EQ(adopted.info().name, owner.info().name);
     EXPECT_EQ(adopted.info().multiprocessors, owner.info().multiprocessors);
     EXPECT_EQ(merge_once(adopted), expected);
   }
   // The adopted Context released, not destroyed, the caller's objects.
   EXPECT_EQ(merge_once(owner), expected);
+}
+
+// Allocation callbacks that count what passes through them.
+struct CountingAllocator {
+  std::atomic<int> allocations{0}, frees{0};
+  static void* VKAPI_PTR allocate(void* user, std::size_t size, std::size_t alignment, VkSystemAllocationScope) {
+    static_cast<CountingAllocator*>(user)->allocations++;
+    return ::operator new(size, std::align_val_t(std::max<std::size_t>(alignment, alignof(std::max_align_t))));
+  }
+  static void* VKAPI_PTR reallocate(void*, void*, std::size_t, std::size_t, VkSystemAllocationScope) {
+    return nullptr;  // never asked for by the objects the library creates; a failure if it were
+  }
+  static void VKAPI_PTR release(void* user, void* memory) {
+    if (!memory) return;
+    static_cast<CountingAllocator*>(user)->frees++;
+    ::operator delete(memory, std::align_val_t(alignof(std::max_align_t)));
+  }
+  VkAllocationCallbacks callbacks() {
+    VkAllocationCallbacks c{};
+    c.pUserData = this;
+    c.pfnAllocation = &allocate;
+    c.pfnReallocation = &reallocate;
+    c.pfnFree = &release;
+    return c;
+  }
+};
+
+// Every object the adopted Context creates (its command pool, the kernel's
+// pipelines and layouts, the tensors' buffers) goes through the engine's
+// allocation callbacks where the driver allocates host memory for it, and
+// is freed through them by the time the Context is gone.
+TEST(ContextAdopt, UsesTheEnginesAllocationCallbacks) {
+  ContextOptions options;
+  options.validation = false;
+  Context owner(options);
+  CountingAllocator counter;
+  const VkAllocationCallbacks callbacks = counter.callbacks();
+  {
+    Context adopted(adopted_from(owner, &callbacks));
+    merge_once(adopted);
+  }
+  std::printf("[context] %d host allocations through the engine's callbacks\n", counter.allocations.load());
+  if (counter.allocations.load() == 0) GTEST_SKIP() << owner.info().name << " allocates no host memory through callbacks";
+  EXPECT_EQ(counter.allocations.load(), counter.frees.load());
+}
+
+TEST(ContextAdopt, RefusesAMissingLoaderEntryPoint) {
+  ContextOptions options;
+  options.validation = false;
+  Context owner(options);
+  AdoptedDevice a = adopted_from(owner);
+  a.get_instance_proc_addr = nullptr;
+  try {
+    Context adopted(a);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("get_instance_proc_addr"), std::string::npos) << e.what();
+  }
+}
+
+// An engine's own VkPipelineCache: the kernels' pipelines are created
+// through it, and the Context serialises it.
+TEST(ContextPipelineCache, CreatesThroughTheEnginesCache) {
+  ContextOptions owner_options;
+  owner_options.validation = false;
+  Context owner(owner_options);
+  const auto& d = owner.dispatcher();
+  const vk::PipelineCache cache = owner.device().createPipelineCache(vk::PipelineCacheCreateInfo(), nullptr, d);
+  const std::size_t empty = owner.device().getPipelineCacheData(cache, d).size();
+  {
+    ContextOptions options;
+    options.external_pipeline_cache = cache;
+    Context adopted(adopted_from(owner), options);
+    merge_once(adopted);
+    EXPECT_EQ(adopted.pipeline_cache_data(), owner.device().getPipelineCacheData(cache, d));
+  }
+  std::printf("[context] the engine's cache: %zu bytes empty, %zu after a kernel\n", empty,
+              owner.device().getPipelineCacheData(cache, d).size());
+  owner.device().destroyPipelineCache(cache, nullptr, d);
 }
 
 // The multiprocessor count persistent kernels size their grids by: none on

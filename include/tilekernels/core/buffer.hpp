@@ -15,34 +15,41 @@ class Buffer {
  public:
   // A storage buffer of `bytes` bytes, in device-local memory when the device
   // has it. Usable as a transfer source and destination.
-  Buffer(Context& ctx, std::size_t bytes, bool host_visible = false)
-      : ctx_(&ctx), bytes_(bytes), buffer_(nullptr), memory_(nullptr) {
+  Buffer(Context& ctx, std::size_t bytes, bool host_visible = false) : ctx_(&ctx), bytes_(bytes) {
     if (bytes == 0) throw Error(ErrorCode::invalid_argument, "a buffer of 0 bytes was requested");
     detail::vk_call("allocating a buffer", [&] {
-      const auto& device = ctx.device();
-      buffer_ = vk::raii::Buffer(device, vk::BufferCreateInfo({}, bytes,
-                                                              vk::BufferUsageFlagBits::eStorageBuffer |
-                                                                  vk::BufferUsageFlagBits::eTransferSrc |
-                                                                  vk::BufferUsageFlagBits::eTransferDst));
-      const auto req = buffer_.getMemoryRequirements();
+      const vk::Device device = ctx.device();
+      const auto& d = ctx.dispatcher();
+      const auto* allocator = ctx.allocator();
+      buffer_ = Owned<vk::Buffer>(device,
+                                  device.createBuffer(vk::BufferCreateInfo({}, bytes,
+                                                                           vk::BufferUsageFlagBits::eStorageBuffer |
+                                                                               vk::BufferUsageFlagBits::eTransferSrc |
+                                                                               vk::BufferUsageFlagBits::eTransferDst),
+                                                      allocator, d),
+                                  d.vkDestroyBuffer, allocator);
+      const auto req = device.getBufferMemoryRequirements(*buffer_, d);
       const auto want = host_visible ? vk::MemoryPropertyFlagBits::eHostVisible | vk::MemoryPropertyFlagBits::eHostCoherent
                                      : vk::MemoryPropertyFlags(vk::MemoryPropertyFlagBits::eDeviceLocal);
-      memory_ = vk::raii::DeviceMemory(device, vk::MemoryAllocateInfo(req.size, memory_type(req.memoryTypeBits, want)));
-      buffer_.bindMemory(*memory_, 0);
+      memory_ = Owned<vk::DeviceMemory>(
+          device,
+          device.allocateMemory(vk::MemoryAllocateInfo(req.size, memory_type(req.memoryTypeBits, want)), allocator, d),
+          d.vkFreeMemory, allocator);
+      device.bindBufferMemory(*buffer_, *memory_, 0, d);
     });
     host_visible_ = host_visible;
   }
 
   vk::Buffer handle() const noexcept { return *buffer_; }
+  vk::DeviceMemory memory() const noexcept { return *memory_; }
   std::size_t size() const noexcept { return bytes_; }
   Context& context() const noexcept { return *ctx_; }
 
   void upload(const void* data, std::size_t bytes, std::size_t offset = 0) {
     check_range("upload", bytes, offset);
     if (host_visible_) {
-      void* p = detail::vk_call("mapping memory", [&] { return memory_.mapMemory(offset, bytes); });
-      std::memcpy(p, data, bytes);
-      memory_.unmapMemory();
+      std::memcpy(map(offset, bytes), data, bytes);
+      ctx_->device().unmapMemory(*memory_, ctx_->dispatcher());
       return;
     }
     Buffer staging(*ctx_, bytes, true);
@@ -55,9 +62,8 @@ class Buffer {
   void download(void* data, std::size_t bytes, std::size_t offset = 0) const {
     check_range("download", bytes, offset);
     if (host_visible_) {
-      void* p = detail::vk_call("mapping memory", [&] { return memory_.mapMemory(offset, bytes); });
-      std::memcpy(data, p, bytes);
-      memory_.unmapMemory();
+      std::memcpy(data, map(offset, bytes), bytes);
+      ctx_->device().unmapMemory(*memory_, ctx_->dispatcher());
       return;
     }
     Buffer staging(*ctx_, bytes, true);
@@ -75,6 +81,12 @@ class Buffer {
   }
 
  private:
+  void* map(std::size_t offset, std::size_t bytes) const {
+    return detail::vk_call("mapping memory", [&] {
+      return ctx_->device().mapMemory(*memory_, offset, bytes, {}, ctx_->dispatcher());
+    });
+  }
+
   void check_range(const char* what, std::size_t bytes, std::size_t offset) const {
     if (offset > bytes_ || bytes > bytes_ - offset)
       throw Error(ErrorCode::buffer_too_small, std::string(what) + " of " + std::to_string(bytes) + " bytes at offset " +
@@ -83,7 +95,7 @@ class Buffer {
   }
 
   std::uint32_t memory_type(std::uint32_t allowed, vk::MemoryPropertyFlags want) const {
-    const auto props = ctx_->physical_device().getMemoryProperties();
+    const auto props = ctx_->physical_device().getMemoryProperties(ctx_->instance_dispatcher());
     for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i)
       if ((allowed & (1u << i)) && (props.memoryTypes[i].propertyFlags & want) == want) return i;
     // Device-local is a preference; any allowed type works for storage.
@@ -95,8 +107,8 @@ class Buffer {
   Context* ctx_;
   std::size_t bytes_;
   bool host_visible_ = false;
-  vk::raii::Buffer buffer_;
-  vk::raii::DeviceMemory memory_;
+  Owned<vk::Buffer> buffer_;
+  Owned<vk::DeviceMemory> memory_;
 };
 
 }  // namespace tilekernels

@@ -1,16 +1,21 @@
 // tilekernels::Context: the device the kernels run on.
 //
-// Either creates its own instance, device and queue (device_selection.hpp;
-// every optional feature the kernels use enabled where present,
-// device_features.hpp) or adopts a caller's. Holds the memoised pipelines
+// Either creates its own instance, device and queue (through the system's
+// Vulkan loader, opened at run time; device_selection.hpp; every optional
+// feature the kernels use enabled where present, device_features.hpp) or
+// adopts an engine's (AdoptedDevice): then every Vulkan call goes through
+// the engine's vkGetInstanceProcAddr and its allocation callbacks, and no
+// loader is ever opened. Holds the pipelines kernels build
 // (pipeline_cache.hpp) and a command pool for its own submit-and-wait path
 // (submitter.hpp: uploads, downloads, the kernels' run(), tests and tools).
 //
-// The recording contract of every kernel: record() appends to the caller's
-// command buffer and nothing else. It never submits, waits or allocates,
-// and touches no mutable state of the kernel object, so one object may be
-// recorded from several threads at once, into command buffers that execute
-// concurrently when each has its own workspace (see workspace.hpp).
+// The recording contract of every kernel (core/kernel.hpp): record()
+// appends to the caller's command buffer and nothing else. It never
+// submits, waits, allocates or creates a pipeline (a kernel builds every
+// pipeline it may use when it is constructed), and touches no mutable state
+// of the kernel object, so one object may be recorded from several threads
+// at once, into command buffers that execute concurrently when each has its
+// own workspace (see workspace.hpp).
 #pragma once
 
 #include <chrono>
@@ -34,10 +39,11 @@ namespace tilekernels {
 
 struct ContextOptions {
   // Device selector: an index into device_names() or a name substring;
-  // empty: the TILEKERNELS_DEVICE environment variable.
+  // empty: the TILEKERNELS_DEVICE environment variable. (Own device only.)
   std::string device;
   // Enable VK_LAYER_KHRONOS_validation when installed. Unset: on when the
-  // environment variable TILEKERNELS_VALIDATION is 1.
+  // environment variable TILEKERNELS_VALIDATION is 1. (Own instance only:
+  // an engine enables layers on its own instance.)
   std::optional<bool> validation;
   // With validation: also the layer's synchronization validation (hazards
   // between dependent dispatches in one command buffer). Slower; for tests
@@ -48,8 +54,15 @@ struct ContextOptions {
   // Deadline of every fence wait the Context does itself.
   std::chrono::milliseconds fence_timeout{std::chrono::seconds(60)};
   // Serialized pipeline cache from an earlier run (Context::pipeline_cache_data);
-  // data the driver does not recognise is ignored by Vulkan.
+  // data the driver does not recognise is ignored by Vulkan. Ignored with
+  // external_pipeline_cache.
   std::vector<std::uint8_t> pipeline_cache;
+  // An engine's own VkPipelineCache: every pipeline is created through it
+  // (the engine saves and seeds it); the Context then creates none. It must
+  // outlive the Context; if it was created with
+  // VK_PIPELINE_CACHE_CREATE_EXTERNALLY_SYNCHRONIZED_BIT, the engine must
+  // not use it from another thread while a kernel is being constructed.
+  vk::PipelineCache external_pipeline_cache;
   // Largest number of workgroups one vkCmdDispatch gets along x; 0: the
   // device limit. Larger grids are split into several dispatches (lowering
   // it lets tests exercise the split on any device).
@@ -59,11 +72,11 @@ struct ContextOptions {
   // VK_KHR_pipeline_executable_properties, where the device has it; read
   // them with Context::pipeline_report(). Unset: on when the environment
   // variable TILEKERNELS_PIPELINE_STATS is 1. A diagnostic: it may slow
-  // pipeline creation.
+  // pipeline creation. (Own device only.)
   std::optional<bool> pipeline_statistics;
 };
 
-// What a caller enabled on a device it hands to Context (see adopt ctor).
+// What a caller enabled on a device it hands to Context (see AdoptedDevice).
 struct AdoptedFeatures {
   bool push_descriptor = true;  // required: VK_KHR_push_descriptor
   bool subgroup_size_control = false;
@@ -81,6 +94,26 @@ struct AdoptedFeatures {
   bool pipeline_robustness = false;
 };
 
+// An engine's Vulkan objects for Context to adopt. The engine keeps
+// ownership: they must outlive the Context, and the device must be Vulkan
+// 1.2+ with VK_KHR_push_descriptor enabled, `features` saying what else is
+// enabled.
+struct AdoptedDevice {
+  // The engine's loader entry point (vkGetInstanceProcAddr of the system
+  // loader, volk's, a statically linked MoltenVK's): every Vulkan function
+  // the library calls is looked up through it. Required.
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  std::uint32_t queue_family = 0, queue_index = 0;
+  AdoptedFeatures features;
+  // Used for every object the library creates and destroys (pipelines,
+  // layouts, the Context's command pool, buffers of Tensor); null: the
+  // driver's.
+  const VkAllocationCallbacks* allocator = nullptr;
+};
+
 class Context {
  public:
   explicit Context(ContextOptions options = {}) : options_(std::move(options)) {
@@ -88,29 +121,47 @@ class Context {
     finish_setup();
   }
 
-  // Adopts a caller's objects. The caller keeps ownership and must keep them
-  // alive past this Context; the device must be Vulkan 1.2+ with
-  // VK_KHR_push_descriptor enabled, `features` saying what else is enabled.
-  // The Context submits to the queue only in its own submit-and-wait path
-  // (uploads, downloads, run()): the caller must not submit to the same
-  // queue from another thread at that time (Vulkan's queue synchronization).
-  Context(VkInstance instance, VkPhysicalDevice physical, VkDevice device, std::uint32_t queue_family,
-          std::uint32_t queue_index, AdoptedFeatures features, ContextOptions options = {})
-      : options_(std::move(options)), adopted_(true) {
-    instance_.emplace(raii_, instance);
-    physical_.emplace(*instance_, physical);
-    device_.emplace(*physical_, device);
-    queue_family_ = queue_family;
-    queue_ = *device_->getQueue(queue_family, queue_index);
-    info_ = detail::read_device_info(*physical_, detail::device_extensions(*physical_));
-    info_.push_descriptor = features.push_descriptor;
-    info_.subgroup_size_control = features.subgroup_size_control && info_.subgroup_size_control;
-    info_.storage_16bit = features.storage_16bit;
-    info_.float16 = features.float16;
-    info_.cooperative_matrix_nv = features.cooperative_matrix_nv;
-    info_.cooperative_matrix_bf16 = features.cooperative_matrix_bf16;
-    info_.int64_atomics = features.int64_atomics;
-    info_.pipeline_robustness = features.pipeline_robustness;
+  // Adopts an engine's objects (AdoptedDevice says what it must give). The
+  // Context submits to the queue only in its own submit-and-wait path
+  // (uploads, downloads, run()): the engine must not submit to the same
+  // queue from another thread at that time (Vulkan's queue
+  // synchronization).
+  explicit Context(const AdoptedDevice& a, ContextOptions options = {}) : options_(std::move(options)) {
+    const auto missing = [](const char* what) {
+      throw Error(ErrorCode::invalid_argument, std::string("Context: AdoptedDevice::") + what + " is null");
+    };
+    if (!a.get_instance_proc_addr) missing("get_instance_proc_addr");
+    if (!a.instance) missing("instance");
+    if (!a.physical_device) missing("physical_device");
+    if (!a.device) missing("device");
+    if (!a.features.push_descriptor)
+      throw Error(ErrorCode::unsupported, "Context: the adopted device must have VK_KHR_push_descriptor enabled");
+    allocator_ = reinterpret_cast<const vk::AllocationCallbacks*>(a.allocator);
+    instance_ = vk::Instance(a.instance);
+    physical_ = vk::PhysicalDevice(a.physical_device);
+    device_ = vk::Device(a.device);
+    detail::vk_call("adopting the Vulkan device", [&] {
+      instance_dispatch_ = std::make_unique<InstanceDispatch>(a.get_instance_proc_addr, a.instance);
+      make_device_dispatch();
+      const auto available = detail::device_extensions(physical_, *instance_dispatch_);
+      info_ = detail::read_device_info(physical_, *instance_dispatch_, available);
+    });
+    if (info_.api_version < VK_API_VERSION_1_2)
+      throw Error(ErrorCode::unsupported, "Context: the adopted device supports only Vulkan " +
+                                              std::to_string(VK_API_VERSION_MAJOR(info_.api_version)) + "." +
+                                              std::to_string(VK_API_VERSION_MINOR(info_.api_version)) +
+                                              "; tilekernels needs 1.2");
+    const auto& f = a.features;
+    info_.push_descriptor = true;
+    info_.subgroup_size_control = f.subgroup_size_control && info_.subgroup_size_control;
+    info_.storage_16bit = f.storage_16bit;
+    info_.float16 = f.float16;
+    info_.cooperative_matrix_nv = f.cooperative_matrix_nv;
+    info_.cooperative_matrix_bf16 = f.cooperative_matrix_bf16;
+    info_.int64_atomics = f.int64_atomics;
+    info_.pipeline_robustness = f.pipeline_robustness;
+    queue_family_ = a.queue_family;
+    queue_ = device_.getQueue(a.queue_family, a.queue_index, *device_dispatch_);
     finish_setup();
   }
 
@@ -120,19 +171,20 @@ class Context {
   ~Context() {
     pipelines_.reset();
     submitter_.reset();
-    if (adopted_) {
-      if (device_) device_->release();
-      if (instance_) instance_->release();
-    }
+    if (own_device_) device_dispatch_->vkDestroyDevice(static_cast<VkDevice>(device_), c_allocator());
   }
 
   const DeviceInfo& info() const noexcept { return info_; }
-  vk::Instance instance() const { return **instance_; }
-  const vk::raii::Device& device() const { return *device_; }
-  const vk::raii::PhysicalDevice& physical_device() const { return *physical_; }
+  vk::Instance instance() const noexcept { return instance_; }
+  vk::PhysicalDevice physical_device() const noexcept { return physical_; }
+  vk::Device device() const noexcept { return device_; }
   vk::Queue queue() const noexcept { return queue_; }
   std::uint32_t queue_family() const noexcept { return queue_family_; }
-  const vk::raii::DeviceDispatcher& dispatcher() const { return *device_->getDispatcher(); }
+  // The function table every device-level call of the library goes through.
+  const DeviceDispatch& dispatcher() const noexcept { return *device_dispatch_; }
+  const InstanceDispatch& instance_dispatcher() const noexcept { return *instance_dispatch_; }
+  // The allocation callbacks of every object the library creates (null: the driver's).
+  const vk::AllocationCallbacks* allocator() const noexcept { return allocator_; }
 
   // True when kernels take their portable path even where a faster one
   // exists (ContextOptions::path or TILEKERNELS_PATH=portable): the one way
@@ -156,14 +208,21 @@ class Context {
     log_->messages.clear();
   }
 
-  // The pipeline for `key`, built on first use (thread-safe).
+  // The pipeline for `key`, built on first use (thread-safe). Kernels call
+  // it only while they are constructed (PipelineSet), never from record().
   const Pipeline& pipeline(const PipelineKey& key) const { return pipelines_->get(key); }
+
+  // Pipelines this Context has created so far, and the seconds spent
+  // creating them: a test can prove that no record() creates one.
+  std::uint64_t pipelines_created() const noexcept { return pipelines_->created(); }
+  double pipeline_seconds() const noexcept { return pipelines_->seconds(); }
 
   // One line per pipeline built so far with the driver's statistics; empty
   // unless ContextOptions::pipeline_statistics is on and the device has them.
   std::string pipeline_report() const { return pipelines_->report(); }
 
-  // Serialised pipeline cache, for saving across runs.
+  // Serialised pipeline cache, for saving across runs (the engine's own,
+  // with ContextOptions::external_pipeline_cache).
   std::vector<std::uint8_t> pipeline_cache_data() const { return pipelines_->cache_data(); }
 
   // Records with `record` into a fresh command buffer, submits it and waits
@@ -193,16 +252,29 @@ class Context {
     return VK_FALSE;
   }
 
+  const VkAllocationCallbacks* c_allocator() const noexcept {
+    return reinterpret_cast<const VkAllocationCallbacks*>(allocator_);
+  }
+
   bool want_validation() const {
     if (options_.validation) return *options_.validation;
     return detail::env_string("TILEKERNELS_VALIDATION") == "1";
   }
 
+  void make_device_dispatch() {
+    const auto get_device_proc_addr = reinterpret_cast<PFN_vkGetDeviceProcAddr>(
+        instance_dispatch_->vkGetInstanceProcAddr(static_cast<VkInstance>(instance_), "vkGetDeviceProcAddr"));
+    if (!get_device_proc_addr)
+      throw Error(ErrorCode::unsupported, "Context: vkGetInstanceProcAddr gives no vkGetDeviceProcAddr");
+    device_dispatch_ = std::make_unique<DeviceDispatch>(get_device_proc_addr, static_cast<VkDevice>(device_));
+  }
+
   void create_own() {
+    raii_.emplace();
     std::vector<const char*> layers, extensions;
     bool validation = false;
     if (want_validation()) {
-      for (const auto& l : raii_.enumerateInstanceLayerProperties())
+      for (const auto& l : raii_->enumerateInstanceLayerProperties())
         if (std::string(l.layerName.data()) == "VK_LAYER_KHRONOS_validation") validation = true;
       if (validation) {
         layers.push_back("VK_LAYER_KHRONOS_validation");
@@ -210,57 +282,75 @@ class Context {
         if (options_.synchronization_validation) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
       }
     }
-    const std::uint32_t loader = raii_.enumerateInstanceVersion();
+    const std::uint32_t loader = raii_->enumerateInstanceVersion();
     if (loader < VK_API_VERSION_1_2) throw Error(ErrorCode::unsupported, "the Vulkan loader is older than 1.2");
     const vk::ApplicationInfo app("tilekernels", 1, "tilekernels", 1, std::min(loader, VK_API_VERSION_1_3));
     vk::InstanceCreateInfo create_info({}, &app, layers, extensions);
     const vk::ValidationFeatureEnableEXT sync = vk::ValidationFeatureEnableEXT::eSynchronizationValidation;
     const vk::ValidationFeaturesEXT features(sync);
     if (validation && options_.synchronization_validation) create_info.pNext = &features;
-    instance_.emplace(raii_, create_info);
+    own_instance_.emplace(*raii_, create_info);
+    instance_ = **own_instance_;
     if (validation) {
       using S = vk::DebugUtilsMessageSeverityFlagBitsEXT;
       using T = vk::DebugUtilsMessageTypeFlagBitsEXT;
-      messenger_.emplace(*instance_, vk::DebugUtilsMessengerCreateInfoEXT(
-                                         {}, S::eWarning | S::eError, T::eGeneral | T::eValidation | T::ePerformance,
-                                         &on_message, log_.get()));
+      messenger_.emplace(*own_instance_, vk::DebugUtilsMessengerCreateInfoEXT(
+                                             {}, S::eWarning | S::eError, T::eGeneral | T::eValidation | T::ePerformance,
+                                             &on_message, log_.get()));
     }
+    const PFN_vkGetInstanceProcAddr gipa = raii_->getDispatcher()->vkGetInstanceProcAddr;
+    instance_dispatch_ = std::make_unique<InstanceDispatch>(gipa, static_cast<VkInstance>(instance_));
     const std::string selector = options_.device.empty() ? detail::env_string("TILEKERNELS_DEVICE") : options_.device;
-    physical_.emplace(detail::pick_physical_device(vk::raii::PhysicalDevices(*instance_), selector));
-    const auto available = detail::device_extensions(*physical_);
-    info_ = detail::read_device_info(*physical_, available);
+    physical_ = *detail::pick_physical_device(vk::raii::PhysicalDevices(*own_instance_), selector);
+    const auto available = detail::device_extensions(physical_, *instance_dispatch_);
+    info_ = detail::read_device_info(physical_, *instance_dispatch_, available);
     if (info_.api_version < VK_API_VERSION_1_2)
       throw Error(ErrorCode::unsupported, "device '" + info_.name + "' supports only Vulkan " +
                                               std::to_string(VK_API_VERSION_MAJOR(info_.api_version)) + "." +
                                               std::to_string(VK_API_VERSION_MINOR(info_.api_version)) +
                                               "; tilekernels needs 1.2");
-    queue_family_ = detail::compute_queue_family(*physical_, info_);
+    queue_family_ = detail::compute_queue_family(physical_, *instance_dispatch_, info_);
     const bool statistics =
         options_.pipeline_statistics.value_or(detail::env_string("TILEKERNELS_PIPELINE_STATS") == "1");
-    device_.emplace(detail::create_device(*instance_, *physical_, available, queue_family_, statistics, info_));
-    queue_ = *device_->getQueue(queue_family_, 0);
+    device_ = detail::create_device(instance_, physical_, *instance_dispatch_, allocator_, available, queue_family_,
+                                    statistics, info_);
+    own_device_ = true;
+    make_device_dispatch();
+    queue_ = device_.getQueue(queue_family_, 0, *device_dispatch_);
   }
 
   void finish_setup() {
-    const auto families = physical_->getQueueFamilyProperties();
+    const auto families = physical_.getQueueFamilyProperties(*instance_dispatch_);
+    if (queue_family_ >= families.size())
+      throw Error(ErrorCode::invalid_argument, "Context: queue family " + std::to_string(queue_family_) +
+                                                   " does not exist (the device has " +
+                                                   std::to_string(families.size()) + ")");
     info_.timestamps = families[queue_family_].timestampValidBits > 0 && info_.timestamp_period_ns > 0;
     force_portable_ = options_.path == PathPreference::portable || detail::env_string("TILEKERNELS_PATH") == "portable";
     detail::vk_call("creating the command pool and pipeline cache", [&] {
-      submitter_ = std::make_unique<detail::Submitter>(*device_, queue_, queue_family_, options_.fence_timeout);
-      pipelines_ = std::make_unique<detail::PipelineMemo>(*device_, options_.pipeline_cache, info_.pipeline_statistics,
+      submitter_ = std::make_unique<detail::Submitter>(device_, *device_dispatch_, allocator_, queue_, queue_family_,
+                                                       options_.fence_timeout);
+      pipelines_ = std::make_unique<detail::PipelineMemo>(device_, *device_dispatch_, allocator_, options_.pipeline_cache,
+                                                          options_.external_pipeline_cache, info_.pipeline_statistics,
                                                           info_.pipeline_robustness);
     });
   }
 
   ContextOptions options_;
-  bool adopted_ = false;
+  bool own_device_ = false;
   bool force_portable_ = false;
+  const vk::AllocationCallbacks* allocator_ = nullptr;
   std::unique_ptr<Log> log_ = std::make_unique<Log>();
-  vk::raii::Context raii_;
-  std::optional<vk::raii::Instance> instance_;
+  // Own instance only: the system loader (opened at run time), the
+  // instance and the validation messenger.
+  std::optional<vk::raii::Context> raii_;
+  std::optional<vk::raii::Instance> own_instance_;
   std::optional<vk::raii::DebugUtilsMessengerEXT> messenger_;
-  std::optional<vk::raii::PhysicalDevice> physical_;
-  std::optional<vk::raii::Device> device_;
+  vk::Instance instance_;
+  vk::PhysicalDevice physical_;
+  vk::Device device_;
+  std::unique_ptr<InstanceDispatch> instance_dispatch_;
+  std::unique_ptr<DeviceDispatch> device_dispatch_;
   vk::Queue queue_;
   std::uint32_t queue_family_ = 0;
   DeviceInfo info_;

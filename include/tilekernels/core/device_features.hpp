@@ -42,9 +42,9 @@ inline constexpr std::int32_t kComponentFloat32 = 1;
 inline constexpr std::int32_t kComponentBFloat16 = 1000141000;
 inline constexpr std::int32_t kScopeSubgroup = 3;
 
-inline std::vector<std::string> device_extensions(const vk::raii::PhysicalDevice& physical) {
+inline std::vector<std::string> device_extensions(vk::PhysicalDevice physical, const InstanceDispatch& d) {
   std::vector<std::string> out;
-  for (const auto& e : physical.enumerateDeviceExtensionProperties()) out.emplace_back(e.extensionName.data());
+  for (const auto& e : physical.enumerateDeviceExtensionProperties(nullptr, d)) out.emplace_back(e.extensionName.data());
   return out;
 }
 
@@ -57,10 +57,11 @@ inline bool has_extension(const std::vector<std::string>& extensions, const char
 // Limits, subgroup geometry and multiprocessor count; the optional feature
 // flags stay false (they say what is enabled, which device creation or the
 // adopting caller decides).
-inline DeviceInfo read_device_info(const vk::raii::PhysicalDevice& physical, const std::vector<std::string>& extensions) {
+inline DeviceInfo read_device_info(vk::PhysicalDevice physical, const InstanceDispatch& d,
+                                   const std::vector<std::string>& extensions) {
   DeviceInfo info;
   const auto props = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties,
-                                             vk::PhysicalDeviceSubgroupSizeControlProperties>();
+                                             vk::PhysicalDeviceSubgroupSizeControlProperties>(d);
   const auto& p = props.get<vk::PhysicalDeviceProperties2>().properties;
   const auto& sg = props.get<vk::PhysicalDeviceSubgroupProperties>();
   info.name = p.deviceName.data();
@@ -82,15 +83,17 @@ inline DeviceInfo read_device_info(const vk::raii::PhysicalDevice& physical, con
   info.timestamp_period_ns = p.limits.timestampPeriod;
 
   if (has_extension(extensions, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
-    const auto sm = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>();
+    const auto sm =
+        physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>(d);
     info.multiprocessors = sm.get<vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>().shaderSMCount;
   } else if (has_extension(extensions, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
-    const auto core = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderCorePropertiesAMD>();
+    const auto core =
+        physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderCorePropertiesAMD>(d);
     const auto& c = core.get<vk::PhysicalDeviceShaderCorePropertiesAMD>();
     info.multiprocessors = c.shaderEngineCount * c.shaderArraysPerEngineCount * c.computeUnitsPerShaderArray;
   }
   if (info.api_version >= VK_API_VERSION_1_2)
-    info.driver_id = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceDriverProperties>()
+    info.driver_id = physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceDriverProperties>(d)
                          .get<vk::PhysicalDeviceDriverProperties>()
                          .driverID;
   // lavapipe runs compute shaders in vectors of min(width / 32, 16) lanes,
@@ -114,15 +117,14 @@ inline DeviceInfo read_device_info(const vk::raii::PhysicalDevice& physical, con
 
 // The NV extension lists its shapes; the fp16 tensor-core kernels use
 // 16x16x16 (or 16x8x16) fp16 x fp16 -> fp32 in subgroup scope.
-inline bool has_fp16_coopmat_shape(const vk::raii::PhysicalDevice& physical) {
-  const auto& d = *physical.getDispatcher();
+inline bool has_fp16_coopmat_shape(vk::PhysicalDevice physical, const InstanceDispatch& d) {
   if (!d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) return false;
   std::uint32_t count = 0;
-  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(*physical, &count, nullptr);
+  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical, &count, nullptr);
   VkCooperativeMatrixPropertiesNV blank{};
   blank.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
   std::vector<VkCooperativeMatrixPropertiesNV> props(count, blank);
-  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(*physical, &count, props.data());
+  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical, &count, props.data());
   for (const auto& p : props)
     if (p.MSize == 16 && p.KSize == 16 && (p.NSize == 16 || p.NSize == 8) && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
         p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
@@ -133,15 +135,16 @@ inline bool has_fp16_coopmat_shape(const vk::raii::PhysicalDevice& physical) {
 
 // The KHR extension lists its shapes; the bf16 kernels use 16x16x16
 // bf16 x bf16 -> f32 in subgroup scope.
-inline bool has_bf16_coopmat_shape(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& physical) {
+inline bool has_bf16_coopmat_shape(vk::Instance instance, vk::PhysicalDevice physical, const InstanceDispatch& d) {
   using Query = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, CoopMatPropertiesKHR*);
   const auto query = reinterpret_cast<Query>(
-      instance.getDispatcher()->vkGetInstanceProcAddr(*instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+      d.vkGetInstanceProcAddr(static_cast<VkInstance>(instance), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
   if (!query) return false;
+  const auto handle = static_cast<VkPhysicalDevice>(physical);
   std::uint32_t count = 0;
-  if (query(*physical, &count, nullptr) != VK_SUCCESS) return false;
+  if (query(handle, &count, nullptr) != VK_SUCCESS) return false;
   std::vector<CoopMatPropertiesKHR> props(count);
-  if (query(*physical, &count, props.data()) != VK_SUCCESS) return false;
+  if (query(handle, &count, props.data()) != VK_SUCCESS) return false;
   for (const auto& p : props)
     if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == kComponentBFloat16 &&
         p.BType == kComponentBFloat16 && p.CType == kComponentFloat32 && p.ResultType == kComponentFloat32 &&
@@ -155,10 +158,11 @@ inline bool has_bf16_coopmat_shape(const vk::raii::Instance& instance, const vk:
 // the chain of `head` (it must outlive device creation) and adds `ext` to
 // `enabled`.
 template <class F>
-bool enable_feature(const vk::raii::PhysicalDevice& physical, const std::vector<std::string>& available,
+bool enable_feature(vk::PhysicalDevice physical, const InstanceDispatch& d, const std::vector<std::string>& available,
                     vk::PhysicalDeviceFeatures2& head, std::vector<const char*>& enabled, const char* ext, F& storage,
                     vk::Bool32 F::*member) {
-  if (!has_extension(available, ext) || !(physical.getFeatures2<vk::PhysicalDeviceFeatures2, F>().template get<F>().*member))
+  if (!has_extension(available, ext) ||
+      !(physical.getFeatures2<vk::PhysicalDeviceFeatures2, F>(d).template get<F>().*member))
     return false;
   storage.*member = VK_TRUE;
   storage.pNext = head.pNext;
@@ -168,8 +172,9 @@ bool enable_feature(const vk::raii::PhysicalDevice& physical, const std::vector<
 }
 
 // The first queue family with compute.
-inline std::uint32_t compute_queue_family(const vk::raii::PhysicalDevice& physical, const DeviceInfo& info) {
-  const auto families = physical.getQueueFamilyProperties();
+inline std::uint32_t compute_queue_family(vk::PhysicalDevice physical, const InstanceDispatch& d,
+                                          const DeviceInfo& info) {
+  const auto families = physical.getQueueFamilyProperties(d);
   for (std::uint32_t i = 0; i < families.size(); ++i)
     if (families[i].queueFlags & vk::QueueFlagBits::eCompute) return i;
   throw Error(ErrorCode::unsupported, "device '" + info.name + "' has no compute queue");
@@ -177,10 +182,10 @@ inline std::uint32_t compute_queue_family(const vk::raii::PhysicalDevice& physic
 
 // Creates the logical device with one queue of `queue_family` and every
 // optional feature the kernels use that the device has, recording in
-// `info` what was enabled.
-inline vk::raii::Device create_device(const vk::raii::Instance& instance, const vk::raii::PhysicalDevice& physical,
-                                      const std::vector<std::string>& available, std::uint32_t queue_family,
-                                      bool want_statistics, DeviceInfo& info) {
+// `info` what was enabled. The caller destroys it.
+inline vk::Device create_device(vk::Instance instance, vk::PhysicalDevice physical, const InstanceDispatch& d,
+                                const vk::AllocationCallbacks* allocator, const std::vector<std::string>& available,
+                                std::uint32_t queue_family, bool want_statistics, DeviceInfo& info) {
   if (!has_extension(available, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME))
     throw Error(ErrorCode::unsupported, "device '" + info.name + "' lacks VK_KHR_push_descriptor");
   std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
@@ -189,7 +194,7 @@ inline vk::raii::Device create_device(const vk::raii::Instance& instance, const 
   const auto supported = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
                                                vk::PhysicalDeviceVulkan12Features,
                                                vk::PhysicalDeviceSubgroupSizeControlFeatures,
-                                               vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
+                                               vk::PhysicalDeviceCooperativeMatrixFeaturesNV>(d);
   vk::StructureChain<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features, vk::PhysicalDeviceVulkan12Features,
                      vk::PhysicalDeviceSubgroupSizeControlFeatures, vk::PhysicalDeviceCooperativeMatrixFeaturesNV>
       enable;
@@ -223,7 +228,7 @@ inline vk::raii::Device create_device(const vk::raii::Instance& instance, const 
 
   if (has_extension(available, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
       supported.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix && info.float16 &&
-      info.storage_16bit && has_fp16_coopmat_shape(physical)) {
+      info.storage_16bit && has_fp16_coopmat_shape(physical, d)) {
     enable.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix = VK_TRUE;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     info.cooperative_matrix_nv = true;
@@ -236,14 +241,14 @@ inline vk::raii::Device create_device(const vk::raii::Instance& instance, const 
   CoopMatFeaturesKHR coopmat_khr;
   BFloat16FeaturesKHR bf16_features;
   if (has_extension(available, "VK_KHR_cooperative_matrix") && has_extension(available, "VK_KHR_shader_bfloat16") &&
-      f10.shaderInt16 && info.float16 && info.storage_16bit && has_bf16_coopmat_shape(instance, physical)) {
+      f10.shaderInt16 && info.float16 && info.storage_16bit && has_bf16_coopmat_shape(instance, physical, d)) {
     CoopMatFeaturesKHR coopmat_supported;
     BFloat16FeaturesKHR bf16_supported;
     coopmat_supported.pNext = &bf16_supported;
     VkPhysicalDeviceFeatures2 query{};
     query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     query.pNext = &coopmat_supported;
-    physical.getDispatcher()->vkGetPhysicalDeviceFeatures2(*physical, &query);
+    d.vkGetPhysicalDeviceFeatures2(static_cast<VkPhysicalDevice>(physical), &query);
     if (coopmat_supported.cooperativeMatrix && bf16_supported.shaderBFloat16Type &&
         bf16_supported.shaderBFloat16CooperativeMatrix) {
       coopmat_khr.cooperativeMatrix = VK_TRUE;
@@ -263,13 +268,13 @@ inline vk::raii::Device create_device(const vk::raii::Instance& instance, const 
   // robustBufferAccess off.
   vk::PhysicalDevicePipelineRobustnessFeaturesEXT robustness;
   info.pipeline_robustness =
-      enable_feature(physical, available, head, extensions, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME, robustness,
+      enable_feature(physical, d, available, head, extensions, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME, robustness,
                      &vk::PhysicalDevicePipelineRobustnessFeaturesEXT::pipelineRobustness);
 
   // Diagnostics only: the driver's per-pipeline statistics.
   vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info;
   info.pipeline_statistics =
-      want_statistics && enable_feature(physical, available, head, extensions,
+      want_statistics && enable_feature(physical, d, available, head, extensions,
                                         VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME, executable_info,
                                         &vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::pipelineExecutableInfo);
 
@@ -277,7 +282,7 @@ inline vk::raii::Device create_device(const vk::raii::Instance& instance, const 
   const vk::DeviceQueueCreateInfo queue_info({}, queue_family, 1, &priority);
   vk::DeviceCreateInfo create_info({}, queue_info, {}, extensions);
   create_info.pNext = &head;
-  return vk::raii::Device(physical, create_info);
+  return physical.createDevice(create_info, allocator, d);
 }
 
 }  // namespace tilekernels::detail

@@ -33,15 +33,16 @@ struct PipelineKey {
 
 class Pipeline {
  public:
-  // `statistics`: capture the driver's statistics (the device must have
-  // VK_KHR_pipeline_executable_properties enabled). `unchecked`: storage
-  // buffer accesses without the driver's bounds checks (the device must have
-  // VK_EXT_pipeline_robustness's pipelineRobustness enabled).
-  Pipeline(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key,
-           bool statistics = false, bool unchecked = false)
-      : set_layout_(nullptr), layout_(nullptr), pipeline_(nullptr), bindings_(key.bindings),
-        push_bytes_(key.push_constant_bytes), statistics_(statistics) {
-    detail::vk_call("creating a compute pipeline", [&] { build(device, cache, key, unchecked); });
+  // `cache`: may be null. `statistics`: capture the driver's statistics
+  // (the device must have VK_KHR_pipeline_executable_properties enabled).
+  // `unchecked`: storage buffer accesses without the driver's bounds checks
+  // (the device must have VK_EXT_pipeline_robustness's pipelineRobustness
+  // enabled).
+  Pipeline(vk::Device device, const DeviceDispatch& d, const vk::AllocationCallbacks* allocator, vk::PipelineCache cache,
+           const PipelineKey& key, bool statistics = false, bool unchecked = false)
+      : device_(device), dispatch_(&d), bindings_(key.bindings), push_bytes_(key.push_constant_bytes),
+        statistics_(statistics) {
+    detail::vk_call("creating a compute pipeline", [&] { build(allocator, cache, key, unchecked); });
   }
 
   // (name, value) of every statistic the driver reports for this pipeline's
@@ -50,14 +51,15 @@ class Pipeline {
     std::vector<std::pair<std::string, std::string>> out;
     if (!statistics_) return out;
     detail::vk_call("reading pipeline statistics", [&] {
-      const auto& d = *pipeline_.getDispatcher();
-      const VkDevice device = pipeline_.getDevice();
-      VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, nullptr, *pipeline_};
+      const auto& d = *dispatch_;
+      const auto device = static_cast<VkDevice>(device_);
+      VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, nullptr, static_cast<VkPipeline>(*pipeline_)};
       std::uint32_t count = 0;
       vk::resultCheck(vk::Result(d.vkGetPipelineExecutablePropertiesKHR(device, &info, &count, nullptr)),
                       "vkGetPipelineExecutablePropertiesKHR");
       for (std::uint32_t e = 0; e < count; ++e) {
-        VkPipelineExecutableInfoKHR exe{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, nullptr, *pipeline_, e};
+        VkPipelineExecutableInfoKHR exe{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, nullptr,
+                                        static_cast<VkPipeline>(*pipeline_), e};
         std::uint32_t n = 0;
         vk::resultCheck(vk::Result(d.vkGetPipelineExecutableStatisticsKHR(device, &exe, &n, nullptr)),
                         "vkGetPipelineExecutableStatisticsKHR");
@@ -90,20 +92,29 @@ class Pipeline {
   std::uint32_t push_constant_bytes() const { return push_bytes_; }
 
  private:
-  void build(const vk::raii::Device& device, const vk::raii::PipelineCache* cache, const PipelineKey& key,
-             bool unchecked) {
+  void build(const vk::AllocationCallbacks* allocator, vk::PipelineCache cache, const PipelineKey& key, bool unchecked) {
+    const auto& d = *dispatch_;
     std::vector<vk::DescriptorSetLayoutBinding> slots;
     for (std::uint32_t i = 0; i < key.bindings; ++i)
       slots.emplace_back(i, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
-    set_layout_ = vk::raii::DescriptorSetLayout(
-        device, vk::DescriptorSetLayoutCreateInfo(vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, slots));
+    set_layout_ = Owned<vk::DescriptorSetLayout>(
+        device_,
+        device_.createDescriptorSetLayout(
+            vk::DescriptorSetLayoutCreateInfo(vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, slots),
+            allocator, d),
+        d.vkDestroyDescriptorSetLayout, allocator);
     const vk::PushConstantRange range(vk::ShaderStageFlagBits::eCompute, 0, key.push_constant_bytes);
-    vk::PipelineLayoutCreateInfo layout_info({}, *set_layout_);
+    const vk::DescriptorSetLayout set_layout = *set_layout_;
+    vk::PipelineLayoutCreateInfo layout_info({}, set_layout);
     if (key.push_constant_bytes) layout_info.setPushConstantRanges(range);
-    layout_ = vk::raii::PipelineLayout(device, layout_info);
+    layout_ = Owned<vk::PipelineLayout>(device_, device_.createPipelineLayout(layout_info, allocator, d),
+                                        d.vkDestroyPipelineLayout, allocator);
 
-    const vk::raii::ShaderModule module(
-        device, vk::ShaderModuleCreateInfo({}, key.spirv_words * sizeof(std::uint32_t), key.spirv));
+    const Owned<vk::ShaderModule> module(
+        device_,
+        device_.createShaderModule(
+            vk::ShaderModuleCreateInfo({}, key.spirv_words * sizeof(std::uint32_t), key.spirv), allocator, d),
+        d.vkDestroyShaderModule, allocator);
     std::vector<vk::SpecializationMapEntry> entries;
     for (std::uint32_t i = 0; i < key.spec.size(); ++i)
       entries.emplace_back(i, i * sizeof(std::uint32_t), sizeof(std::uint32_t));
@@ -122,12 +133,20 @@ class Pipeline {
         vk::PipelineRobustnessBufferBehaviorEXT::eDisabled, vk::PipelineRobustnessBufferBehaviorEXT::eDeviceDefault,
         vk::PipelineRobustnessBufferBehaviorEXT::eDeviceDefault, vk::PipelineRobustnessImageBehaviorEXT::eDeviceDefault);
     if (unchecked) info.pNext = &robustness;
-    pipeline_ = vk::raii::Pipeline(device, cache ? vk::Optional<const vk::raii::PipelineCache>(*cache) : nullptr, info);
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    const auto result = static_cast<vk::Result>(d.vkCreateComputePipelines(
+        static_cast<VkDevice>(device_), static_cast<VkPipelineCache>(cache), 1,
+        reinterpret_cast<const VkComputePipelineCreateInfo*>(&info),
+        reinterpret_cast<const VkAllocationCallbacks*>(allocator), &pipeline));
+    vk::resultCheck(result, "vkCreateComputePipelines");
+    pipeline_ = Owned<vk::Pipeline>(device_, vk::Pipeline(pipeline), d.vkDestroyPipeline, allocator);
   }
 
-  vk::raii::DescriptorSetLayout set_layout_;
-  vk::raii::PipelineLayout layout_;
-  vk::raii::Pipeline pipeline_;
+  vk::Device device_;
+  const DeviceDispatch* dispatch_;
+  Owned<vk::DescriptorSetLayout> set_layout_;
+  Owned<vk::PipelineLayout> layout_;
+  Owned<vk::Pipeline> pipeline_;
   std::uint32_t bindings_;
   std::uint32_t push_bytes_;
   bool statistics_;

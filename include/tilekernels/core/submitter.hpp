@@ -19,12 +19,15 @@ namespace tilekernels::detail {
 
 class Submitter {
  public:
-  Submitter(const vk::raii::Device& device, vk::Queue queue, std::uint32_t queue_family,
-            std::chrono::milliseconds fence_timeout)
-      : device_(&device), queue_(queue), timeout_(fence_timeout) {
-    pool_.emplace(device, vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eTransient, queue_family));
+  Submitter(vk::Device device, const DeviceDispatch& d, const vk::AllocationCallbacks* allocator, vk::Queue queue,
+            std::uint32_t queue_family, std::chrono::milliseconds fence_timeout)
+      : device_(device), dispatch_(&d), allocator_(allocator), queue_(queue), timeout_(fence_timeout) {
+    pool_ = Owned<vk::CommandPool>(
+        device,
+        device.createCommandPool(vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eTransient, queue_family),
+                                 allocator, d),
+        d.vkDestroyCommandPool, allocator);
   }
-  ~Submitter() { pool_.reset(); }
   Submitter(const Submitter&) = delete;
   Submitter& operator=(const Submitter&) = delete;
 
@@ -33,20 +36,30 @@ class Submitter {
   // for a hot loop.
   void submit_and_wait(const std::function<void(vk::CommandBuffer)>& record) {
     std::lock_guard lock(mutex_);
-    auto buffers = vk_call("allocating a command buffer", [&] {
-      return device_->allocateCommandBuffers(vk::CommandBufferAllocateInfo(**pool_, vk::CommandBufferLevel::ePrimary, 1));
+    const auto& d = *dispatch_;
+    const vk::CommandBuffer cmd = vk_call("allocating a command buffer", [&] {
+      return device_.allocateCommandBuffers(vk::CommandBufferAllocateInfo(*pool_, vk::CommandBufferLevel::ePrimary, 1),
+                                            d)
+          .front();
     });
-    vk::raii::CommandBuffer& cmd = buffers.front();
+    // Freed however this returns (the pool is the Context's).
+    struct Free {
+      const Submitter* s;
+      vk::CommandBuffer cmd;
+      ~Free() { s->device_.freeCommandBuffers(*s->pool_, cmd, *s->dispatch_); }
+    } free_it{this, cmd};
     vk_call("recording a command buffer",
-            [&] { cmd.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit)); });
-    record(*cmd);
-    vk_call("recording a command buffer", [&] { cmd.end(); });
-    vk::raii::Fence fence = vk_call("creating a fence", [&] { return vk::raii::Fence(*device_, vk::FenceCreateInfo()); });
-    const vk::CommandBuffer handle = *cmd;
-    const vk::SubmitInfo submit({}, {}, handle);
+            [&] { cmd.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit), d); });
+    record(cmd);
+    vk_call("recording a command buffer", [&] { cmd.end(d); });
+    const Owned<vk::Fence> fence = vk_call("creating a fence", [&] {
+      return Owned<vk::Fence>(device_, device_.createFence(vk::FenceCreateInfo(), allocator_, d), d.vkDestroyFence,
+                              allocator_);
+    });
+    const vk::SubmitInfo submit({}, {}, cmd);
     ++submissions_;
-    check(static_cast<vk::Result>(device_->getDispatcher()->vkQueueSubmit(
-              queue_, 1, reinterpret_cast<const VkSubmitInfo*>(&submit), static_cast<VkFence>(*fence))),
+    check(static_cast<vk::Result>(
+              d.vkQueueSubmit(queue_, 1, reinterpret_cast<const VkSubmitInfo*>(&submit), static_cast<VkFence>(*fence))),
           "vkQueueSubmit");
     wait(*fence);
   }
@@ -57,7 +70,7 @@ class Submitter {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
     const VkFence f = fence;
     const auto result = static_cast<vk::Result>(
-        device_->getDispatcher()->vkWaitForFences(**device_, 1, &f, VK_TRUE, static_cast<std::uint64_t>(ns)));
+        dispatch_->vkWaitForFences(static_cast<VkDevice>(device_), 1, &f, VK_TRUE, static_cast<std::uint64_t>(ns)));
     if (result == vk::Result::eTimeout)
       throw Error(ErrorCode::timeout, "a fence wait exceeded " + std::to_string(timeout_.count()) + " ms");
     check(result, "vkWaitForFences");
@@ -70,10 +83,12 @@ class Submitter {
     if (result != vk::Result::eSuccess) throw vulkan_error(what, result);
   }
 
-  const vk::raii::Device* device_;
+  vk::Device device_;
+  const DeviceDispatch* dispatch_;
+  const vk::AllocationCallbacks* allocator_;
   vk::Queue queue_;
   std::chrono::milliseconds timeout_;
-  std::optional<vk::raii::CommandPool> pool_;
+  Owned<vk::CommandPool> pool_;
   std::recursive_mutex mutex_;  // the pool and the queue
   std::atomic<std::uint64_t> submissions_{0};
 };

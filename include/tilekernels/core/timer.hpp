@@ -10,11 +10,15 @@ namespace tilekernels {
 
 class GpuTimer {
  public:
-  explicit GpuTimer(Context& ctx) : ctx_(&ctx), pool_(nullptr) {
+  explicit GpuTimer(Context& ctx) : ctx_(&ctx) {
     if (!ctx.info().timestamps)
       throw Error(ErrorCode::unsupported, "device '" + ctx.info().name + "' has no timestamps on its compute queue");
     pool_ = detail::vk_call("creating a query pool", [&] {
-      return vk::raii::QueryPool(ctx.device(), vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, 2));
+      const auto& d = ctx.dispatcher();
+      return Owned<vk::QueryPool>(
+          ctx.device(),
+          ctx.device().createQueryPool(vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, 2), ctx.allocator(), d),
+          d.vkDestroyQueryPool, ctx.allocator());
     });
   }
 
@@ -31,7 +35,7 @@ class GpuTimer {
   double seconds() const {
     std::array<std::uint64_t, 2> ticks{};
     const auto result = static_cast<vk::Result>(ctx_->dispatcher().vkGetQueryPoolResults(
-        *ctx_->device(), *pool_, 0, 2, sizeof(ticks), ticks.data(), sizeof(std::uint64_t),
+        static_cast<VkDevice>(ctx_->device()), static_cast<VkQueryPool>(*pool_), 0, 2, sizeof(ticks), ticks.data(), sizeof(std::uint64_t),
         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
     if (result != vk::Result::eSuccess) throw detail::vulkan_error("reading timestamps", result);
     return static_cast<double>(ticks[1] - ticks[0]) * ctx_->info().timestamp_period_ns * 1e-9;
@@ -39,7 +43,7 @@ class GpuTimer {
 
  private:
   Context* ctx_;
-  vk::raii::QueryPool pool_;
+  Owned<vk::QueryPool> pool_;
 };
 
 }  // namespace tilekernels
