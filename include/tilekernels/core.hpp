@@ -8,6 +8,7 @@
 #include "tilekernels/core/dispatch.hpp"
 #include "tilekernels/core/dtype.hpp"
 #include "tilekernels/core/error.hpp"
+#include "tilekernels/core/kernel.hpp"
 #include "tilekernels/core/pipeline.hpp"
 #include "tilekernels/core/tensor.hpp"
 #include "tilekernels/core/timer.hpp"

@@ -19,10 +19,10 @@ inline std::string where(std::string_view kernel, std::string_view tensor) {
   return std::string(kernel) + ": " + std::string(tensor) + ": ";
 }
 
-// Throws unless `t` has the expected dtype and shape and its buffer range can
-// hold it and be bound on this device.
-inline void expect_tensor(const Context& ctx, std::string_view kernel, std::string_view name, const TensorRef& t,
-                          DType dtype, const Shape& shape) {
+// Throws unless `t` has the expected dtype and shape (its dimensions
+// counted without overflow) and a buffer.
+inline void expect_dtype_shape(std::string_view kernel, std::string_view name, const TensorRef& t, DType dtype,
+                               const Shape& shape) {
   if (!t.buffer) throw Error(ErrorCode::invalid_argument, where(kernel, name) + "no buffer given (VK_NULL_HANDLE)");
   if (t.dtype != dtype)
     throw Error(ErrorCode::dtype_mismatch, where(kernel, name) + "expected dtype " + std::string(dtype_name(dtype)) +
@@ -30,26 +30,89 @@ inline void expect_tensor(const Context& ctx, std::string_view kernel, std::stri
   if (t.shape != shape)
     throw Error(ErrorCode::shape_mismatch,
                 where(kernel, name) + "expected shape " + shape_string(shape) + ", got " + shape_string(t.shape));
+  if (checked_elements(shape) < 0)
+    throw Error(ErrorCode::invalid_argument, where(kernel, name) + "shape " + shape_string(shape) + " is too large");
+}
+
+// Throws unless the range of `t` holds its bytes() and can be bound on this device.
+inline void expect_range(const Context& ctx, std::string_view kernel, std::string_view name, const TensorRef& t) {
   if (t.size < t.bytes())
-    throw Error(ErrorCode::buffer_too_small, where(kernel, name) + "shape " + shape_string(shape) + " of " +
-                                                 std::string(dtype_name(dtype)) + " needs " + std::to_string(t.bytes()) +
+    throw Error(ErrorCode::buffer_too_small, where(kernel, name) + "shape " + shape_string(t.shape) + " of " +
+                                                 std::string(dtype_name(t.dtype)) +
+                                                 (t.dense() ? std::string() : " with strides " + shape_string(t.strides)) +
+                                                 " needs " + std::to_string(t.bytes()) +
                                                  " bytes, the buffer range holds " + std::to_string(t.size));
+  const auto align = ctx.info().min_storage_buffer_offset_alignment;
+  const auto bound = t.bytes() + (align ? t.offset % align : 0);
+  if (bound > ctx.info().max_storage_buffer_range)
+    throw Error(ErrorCode::unsupported, where(kernel, name) + std::to_string(bound) +
+                                            " bytes exceed the device's maxStorageBufferRange of " +
+                                            std::to_string(ctx.info().max_storage_buffer_range));
+}
+
+// Throws unless `t` is a dense tensor of the expected dtype and shape whose
+// buffer range can hold it and be bound on this device at its offset.
+inline void expect_tensor(const Context& ctx, std::string_view kernel, std::string_view name, const TensorRef& t,
+                          DType dtype, const Shape& shape) {
+  expect_dtype_shape(kernel, name, t, dtype, shape);
+  if (!t.dense())
+    throw Error(ErrorCode::invalid_argument, where(kernel, name) + "must be dense (row-major), got strides " +
+                                                 shape_string(t.strides));
   const auto align = ctx.info().min_storage_buffer_offset_alignment;
   if (align && t.offset % align)
     throw Error(ErrorCode::invalid_argument, where(kernel, name) + "offset " + std::to_string(t.offset) +
                                                  " is not a multiple of minStorageBufferOffsetAlignment (" +
                                                  std::to_string(align) + ")");
-  if (t.bytes() > ctx.info().max_storage_buffer_range)
-    throw Error(ErrorCode::unsupported, where(kernel, name) + std::to_string(t.bytes()) +
-                                            " bytes exceed the device's maxStorageBufferRange of " +
-                                            std::to_string(ctx.info().max_storage_buffer_range));
+  expect_range(ctx, kernel, name, t);
 }
 
-// Dtype-only check, for when the shape is derived from the tensor itself.
-inline void expect_dtype(std::string_view kernel, std::string_view name, const TensorRef& t, DType dtype) {
-  if (t.dtype != dtype)
-    throw Error(ErrorCode::dtype_mismatch, where(kernel, name) + "expected dtype " + std::string(dtype_name(dtype)) +
-                                               ", got " + std::string(dtype_name(t.dtype)));
+// Where a view's elements are, as its shader reads them: `at` elements from
+// the start of its binding (which starts at the offset rounded down to
+// minStorageBufferOffsetAlignment), then `token` elements per token and
+// `head` per head (the innermost dimension is contiguous).
+struct ViewLayout {
+  std::uint32_t at = 0, token = 0, head = 0;
+  // Whether every row starts at a multiple of `elements` (vector loads).
+  bool aligned(std::uint32_t elements) const noexcept {
+    return at % elements == 0 && token % elements == 0 && head % elements == 0;
+  }
+};
+
+// Checks a view `t` of dtype `dtype` and shape `shape` whose first
+// `token_dims` dimensions index tokens (they must flatten into one token
+// axis: stride(i) == shape[i + 1] * stride(i + 1) between them), the next
+// one heads, and the rest, if any, the contiguous innermost row: any
+// positive token and head strides, any offset that is a multiple of the
+// element size. Returns where its elements are.
+inline ViewLayout expect_view(const Context& ctx, std::string_view kernel, std::string_view name, const TensorRef& t,
+                              DType dtype, const Shape& shape, std::size_t token_dims) {
+  expect_dtype_shape(kernel, name, t, dtype, shape);
+  const std::size_t rank = shape.size();
+  const auto esize = static_cast<std::int64_t>(dtype_size(dtype));
+  const auto bad = [&](const std::string& why) { throw Error(ErrorCode::invalid_argument, where(kernel, name) + why); };
+  if (t.offset % esize) bad("offset " + std::to_string(t.offset) + " is not a multiple of the element size " + std::to_string(esize));
+  if (!t.strides.empty()) {
+    if (t.strides.size() != rank)
+      bad("strides " + shape_string(t.strides) + " do not match the shape's " + std::to_string(rank) + " dimensions");
+    for (auto st : t.strides)
+      if (st <= 0 || st > (std::int64_t(1) << 40)) bad("strides " + shape_string(t.strides) + " must be positive");
+    for (std::size_t d = token_dims + 1; d < rank; ++d)
+      if (t.stride(d) != (d + 1 == rank ? 1 : t.shape[d + 1] * t.stride(d + 1)))
+        bad("the innermost dimensions must be contiguous, got strides " + shape_string(t.strides));
+    for (std::size_t d = 0; d + 1 < token_dims; ++d)
+      if (t.shape[d] > 1 && t.stride(d) != t.shape[d + 1] * t.stride(d + 1))
+        bad("dimensions 0.." + std::to_string(token_dims - 1) + " must form one token axis (stride " +
+            std::to_string(d) + " = shape " + std::to_string(d + 1) + " x stride " + std::to_string(d + 1) +
+            "), got strides " + shape_string(t.strides));
+  }
+  expect_range(ctx, kernel, name, t);
+  const auto align = ctx.info().min_storage_buffer_offset_alignment;
+  const std::int64_t at = static_cast<std::int64_t>(align ? t.offset % align : 0) / esize;
+  const std::int64_t token = token_dims ? t.stride(token_dims - 1) : 0;
+  const std::int64_t head = token_dims < rank ? t.stride(token_dims) : 0;
+  if (at + t.span() > std::int64_t(1) << 32 || token >= std::int64_t(1) << 32 || head >= std::int64_t(1) << 32)
+    bad("reaches past element 2^32 of its binding: too large for 32-bit indexing");
+  return {static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(token), static_cast<std::uint32_t>(head)};
 }
 
 inline void expect_rank(std::string_view kernel, std::string_view name, const TensorRef& t, std::size_t rank) {
@@ -71,8 +134,14 @@ void record_dispatch(const Context& ctx, vk::CommandBuffer cmd, const Pipeline& 
                      std::uint32_t groups_y = 1) {
   static_assert(sizeof(Push) % 4 == 0 && sizeof(Push) <= 128, "push constants: whole words, at most 128 bytes");
   const auto& d = ctx.dispatcher();
+  // Each tensor is bound from its offset rounded down to the device's
+  // alignment (a view's shader adds the rest as an element offset).
+  const auto align = ctx.info().min_storage_buffer_offset_alignment;
   std::vector<vk::DescriptorBufferInfo> infos;
-  for (const auto& t : tensors) infos.emplace_back(t.buffer, t.offset, t.bytes());
+  for (const auto& t : tensors) {
+    const vk::DeviceSize rest = align ? t.offset % align : 0;
+    infos.emplace_back(t.buffer, t.offset - rest, rest + t.bytes());
+  }
   std::vector<vk::WriteDescriptorSet> writes;
   for (std::uint32_t i = 0; i < infos.size(); ++i)
     writes.emplace_back(vk::DescriptorSet{}, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);

@@ -1,5 +1,5 @@
 // Tensors: a dtype and a numpy-style shape (row-major, last index innermost)
-// over a range of a storage buffer.
+// over a range of a storage buffer, optionally with strides (a view).
 //
 // TensorRef is the non-owning view every dispatcher takes, so callers can pass
 // their own VkBuffers; Tensor owns a Buffer and converts floats on the host.
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,9 +19,21 @@ namespace tilekernels {
 
 using Shape = std::vector<std::int64_t>;
 
-inline std::int64_t element_count(const Shape& shape) {
+// The product of `shape`'s dimensions, or -1 when a dimension is negative
+// or the product does not fit 62 bits (no tensor is that large).
+inline std::int64_t checked_elements(const Shape& shape) noexcept {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > (std::int64_t(1) << 62) / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+inline std::int64_t element_count(const Shape& shape) {
+  const std::int64_t n = checked_elements(shape);
+  if (n < 0) throw Error(ErrorCode::invalid_argument, "a shape with a negative dimension or more than 2^62 elements");
   return n;
 }
 
@@ -32,16 +45,51 @@ inline std::string shape_string(const Shape& shape) {
 
 struct TensorRef {
   vk::Buffer buffer;
-  vk::DeviceSize offset = 0;  // bytes; a multiple of minStorageBufferOffsetAlignment
+  // Bytes from the buffer's start: a multiple of the element size for the
+  // kernels' view inputs and outputs (they say which), else of the device's
+  // minStorageBufferOffsetAlignment.
+  vk::DeviceSize offset = 0;
   vk::DeviceSize size = 0;    // bytes available from offset
   DType dtype = DType::f32;
   Shape shape;
+  // Elements between consecutive indices of each dimension; empty: dense
+  // row-major. Kernels say which dimensions of which tensors may be strided
+  // (the innermost never is).
+  Shape strides = {};
 
   std::int64_t elements() const { return element_count(shape); }
-  // Bytes the shape occupies; 16-bit tensors are bound in whole 32-bit words.
+  // Elements between consecutive indices of dimension `d`.
+  std::int64_t stride(std::size_t d) const {
+    if (!strides.empty()) return strides.at(d);
+    std::int64_t s = 1;
+    for (std::size_t i = d + 1; i < shape.size(); ++i) s *= shape[i];
+    return s;
+  }
+  bool dense() const {
+    if (strides.empty()) return true;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] > 1 && strides[d] != stride_dense(d)) return false;
+    return true;
+  }
+  // Elements from the first to one past the last element the view reaches.
+  std::int64_t span() const {
+    std::int64_t last = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] > 0) last += (shape[d] - 1) * stride(d);
+    return elements() ? last + 1 : 0;
+  }
+  // Bytes the view occupies from `offset`: its span, 16-bit tensors bound in
+  // whole 32-bit words.
   vk::DeviceSize bytes() const {
-    const auto b = static_cast<vk::DeviceSize>(elements()) * dtype_size(dtype);
-    return (b + 3) / 4 * 4;
+    const auto b = static_cast<vk::DeviceSize>(span()) * dtype_size(dtype);
+    return (offset % 4 + b + 3) / 4 * 4 - offset % 4;
+  }
+
+ private:
+  std::int64_t stride_dense(std::size_t d) const {
+    std::int64_t s = 1;
+    for (std::size_t i = d + 1; i < shape.size(); ++i) s *= shape[i];
+    return s;
   }
 };
 
@@ -107,7 +155,10 @@ class Tensor {
   static std::size_t storage_bytes(DType dtype, const Shape& shape) {
     for (auto d : shape)
       if (d <= 0) throw Error(ErrorCode::invalid_argument, "tensor shape " + shape_string(shape) + " has a dimension <= 0");
-    const auto b = static_cast<std::size_t>(element_count(shape)) * dtype_size(dtype);
+    const std::int64_t n = checked_elements(shape);
+    if (n < 0 || n > (std::int64_t(1) << 60) / static_cast<std::int64_t>(dtype_size(dtype)))
+      throw Error(ErrorCode::invalid_argument, "tensor shape " + shape_string(shape) + " is too large");
+    const auto b = static_cast<std::size_t>(n) * dtype_size(dtype);
     return (b + 3) / 4 * 4;
   }
 

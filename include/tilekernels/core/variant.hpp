@@ -124,12 +124,18 @@ namespace detail {
 // Runs `f` (checks that throw tilekernels::Error) and reports the outcome
 // as a Status: what can_implement() returns.
 template <class F>
-Status status_of(F&& f) {
+Status status_of(F&& f) noexcept {
   try {
-    f();
-    return Status::success();
-  } catch (const Error& e) {
-    return Status::failure(e.code(), e.what());
+    try {
+      f();
+      return Status::success();
+    } catch (const Error& e) {
+      return Status::failure(e.code(), e.what());
+    } catch (const std::exception& e) {
+      return Status::failure(ErrorCode::invalid_argument, e.what());
+    }
+  } catch (...) {  // copying a message ran out of memory
+    return Status{false, ErrorCode::invalid_argument, {}};
   }
 }
 
@@ -140,30 +146,6 @@ std::uint32_t required_subgroup_size(const Context& ctx, const Variant<Problem>&
   const auto n = v.needs.subgroup_size;
   if (n == 0) return 0;
   return ctx.info().subgroup_size_control ? n : 0;
-}
-
-// The pipeline of variant `v` with specialization constants `spec` (a
-// Spec struct of the kernel's ABI header: workgroup size first, then the
-// constants in id order), `bindings` storage buffers and push constants
-// `Push` (likewise from the ABI header): pipeline_for<Push>(ctx, v, spec, n).
-template <class Push, class Problem, class Spec>
-const Pipeline& pipeline_for(const Context& ctx, const Variant<Problem>& v, const Spec& spec, std::uint32_t bindings) {
-  static_assert(std::is_trivially_copyable_v<Spec> && sizeof(Spec) % 4 == 0, "Spec must be 32-bit words");
-  static_assert(std::is_trivially_copyable_v<Push> && sizeof(Push) % 4 == 0 && sizeof(Push) <= 128,
-                "push constants: whole words, at most 128 bytes");
-  if (spec.workgroup == 0 || spec.workgroup > ctx.info().max_workgroup_invocations)
-    throw Error(ErrorCode::unsupported, std::string(v.name) + ": workgroup of " + std::to_string(spec.workgroup) +
-                                            " invocations; the device allows " +
-                                            std::to_string(ctx.info().max_workgroup_invocations));
-  PipelineKey key;
-  key.spirv = v.spirv.data();
-  key.spirv_words = v.spirv.size();
-  key.spec.resize(sizeof(Spec) / 4);
-  std::memcpy(key.spec.data(), &spec, sizeof(Spec));
-  key.bindings = bindings;
-  key.push_constant_bytes = sizeof(Push);
-  key.required_subgroup_size = required_subgroup_size(ctx, v);
-  return ctx.pipeline(key);
 }
 
 }  // namespace detail
