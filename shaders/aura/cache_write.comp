@@ -80,7 +80,8 @@ void main() {
     const uint r = e / DIM, d = e % DIM;
     float x = 0.0;
     if (s_slot[r] >= 0) {
-      const uint i = (row0 + r) * DIM + d;
+      const uint row = row0 + r;
+      const uint i = pc.in_at + (row / pc.kv_heads) * pc.in_token + (row % pc.kv_heads) * pc.in_head + d;
       x = IN_DTYPE == TK_F32 ? in_f32[i] : tk_load16(IN_DTYPE, in_16[i >> 1], i);
     }
     if (ROTATION == 1u) x *= tables[TABLE_ROTATION + d];

@@ -212,7 +212,7 @@ void main() {
   for (uint e = inv; e < ROWS * DIM; e += WG) {
     const uint r = e / DIM, d = e % DIM, rg = row0 + r;
     float v = 0.0;
-    if (rg < pc.gqa * pc.q_len) v = load_q(((seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa) * DIM + d);
+    if (rg < pc.gqa * pc.q_len) v = load_q(q_element(seq, rg, kvh, d));
     if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
     SF(e) = v;
   }

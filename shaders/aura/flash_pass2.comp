@@ -14,13 +14,13 @@
 //   loads of UNROLL blocks are in flight together (with PREFETCH, the next
 //   UNROLL blocks' loads too, while these are folded), then the groups'
 //   states are merged through shared memory by group 0;
-// - with SPLITS > 1 the blocks of a head slice are cut into SPLITS
+// - with SPLIT, the blocks of a head slice are cut into pc.splits
 //   contiguous ranges, one workgroup each, so that few heads still fill the
-//   GPU (x = (head * SLICES + slice) * SPLITS + split). Each workgroup
+//   GPU (x = (head * SLICES + slice) * pc.splits + split). Each workgroup
 //   leaves its merged state in the workspace, then counts itself in
 //   counters[head * SLICES + slice], which start at zero; the last one to
-//   arrive merges the SPLITS states, writes the slice and resets the
-//   counter to zero.
+//   arrive merges the pc.splits states, writes the slice and resets the
+//   counter to zero. Without SPLIT, pc.splits is 1.
 // No subgroup operation is used: correct for any subgroup size.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
@@ -45,7 +45,7 @@ layout(std430, binding = 2) readonly buffer LPartialsH { uint l_16[]; };
 layout(std430, binding = 3) writeonly buffer OutputF { vec4 out_f32[]; };
 layout(std430, binding = 3) writeonly buffer OutputH { uvec2 out_16[]; };
 layout(std430, binding = 4) writeonly buffer Lse { float lse[]; };
-// Workspace, used only when SPLITS > 1: per (head, split) the merged o, and
+// Workspace, used only with SPLIT: per (head, split) the merged o, and
 // (m, l); per head the arrival counter (zero between dispatches).
 layout(std430, binding = 5) coherent buffer WorkO { vec4 work_o[]; };
 layout(std430, binding = 6) coherent buffer WorkML { vec2 work_ml[]; };
@@ -85,14 +85,15 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint group = tid / CHUNKS;
   const uint c = tid % CHUNKS;
-  const uint slot = gl_WorkGroupID.x + pc.group_offset;  // unit * SPLITS + split
-  const uint unit = slot / SPLITS;                       // head * SLICES + slice
+  const uint splits = SPLIT != 0 ? pc.splits : 1u;
+  const uint slot = gl_WorkGroupID.x + pc.group_offset;  // unit * splits + split
+  const uint unit = slot / splits;                       // head * SLICES + slice
   const uint q = unit / SLICES;
   const uint slice = unit % SLICES;
-  const uint split = slot % SPLITS;
+  const uint split = slot % splits;
   const uint col = slice * CHUNKS + c;  // this invocation's vec4 slot in the head
   const uint nb = pc.num_blocks;
-  const uint per_split = (nb + SPLITS - 1) / SPLITS;
+  const uint per_split = (nb + splits - 1) / splits;
   const uint first = split * per_split;
   const uint end = min(first + per_split, nb);
   const uint row = q * nb;  // first (q, block) index of this head
@@ -162,7 +163,7 @@ void main() {
     }
   }
 
-  if (SPLITS > 1) {
+  if (SPLIT != 0) {
     // Publish this split's state, then find out whether it is the last.
     if (group == 0) {
       work_o[slot * CHUNKS + c] = o_acc;
@@ -170,23 +171,23 @@ void main() {
     }
     memoryBarrierBuffer();
     barrier();
-    if (tid == 0) s_last = atomicAdd(counters[unit], 1u) == SPLITS - 1u;
+    if (tid == 0) s_last = atomicAdd(counters[unit], 1u) == splits - 1u;
     barrier();
     if (!s_last) return;
     memoryBarrierBuffer();
     if (group == 0) {
       // Maximum first, then one weighted sum: no load waits behind a
-      // branch, so the SPLITS states are fetched together.
+      // branch, so the states are fetched together.
       m_acc = TK_NEG_INF;
-      [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
-        const vec2 ml = work_ml[unit * SPLITS + s];
+      for (uint s = 0; s < splits; ++s) {
+        const vec2 ml = work_ml[unit * splits + s];
         m_acc = tk_softmax_max(m_acc, ml.x, ml.y);
       }
       l_acc = 0.0;
       o_acc = vec4(0.0);
-      [[unroll]] for (uint s = 0; s < SPLITS; ++s) {
-        const vec2 ml = work_ml[unit * SPLITS + s];
-        const vec4 o = work_o[(unit * SPLITS + s) * CHUNKS + c];
+      for (uint s = 0; s < splits; ++s) {
+        const vec2 ml = work_ml[unit * splits + s];
+        const vec4 o = work_o[(unit * splits + s) * CHUNKS + c];
         const float w = tk_softmax_weight(ml.x, ml.y, m_acc);
         o_acc += ml.y != 0.0 ? w * o : vec4(0.0);
         l_acc += w * ml.y;
@@ -203,5 +204,5 @@ void main() {
     out_f32[out_index] = result;
   else
     out_16[out_index] = tk_pack4(OUT_DTYPE, result);
-  if (WRITE_LSE != 0 && slice == 0 && c == 0) lse[q] = tk_softmax_lse(m_acc, l_acc);
+  if ((pc.flags & 1u) != 0u && slice == 0 && c == 0) lse[q] = tk_softmax_lse(m_acc, l_acc);
 }

@@ -98,12 +98,13 @@
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     const uint rg = row0 + r;
     if (rg >= pc.gqa * pc.q_len) continue;
-    const uint out_row = (seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa;
+    const uint out_row = (seq * pc.q_len + rg / pc.gqa) * q_heads + kvh * pc.gqa + rg % pc.gqa;  // lse's
+    const uint out_at = out_element(seq, rg, kvh);
     [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
       const uint p = inv + n * WG;
       if (p >= DIM / 2u) continue;
       const float a = o_fin[((r / 4u) * PAIRS + n) * 2u][r % 4u], b = o_fin[((r / 4u) * PAIRS + n) * 2u + 1u][r % 4u];
-      const uint o = out_row * DIM + 2u * p;
+      const uint o = out_at + 2u * p;  // even for 16-bit outputs (the host checks)
       if (OUT_DTYPE == TK_F32) {
         out_f32[o] = a;
         out_f32[o + 1u] = b;

@@ -30,6 +30,16 @@ layout(std430, binding = 11) buffer Work { vec4 work[]; };
 
 float load_q(uint i) { return Q_DTYPE == TK_F32 ? q_f32[i] : tk_load16(Q_DTYPE, q_16[i >> 1], i); }
 
+// Where dim d of query row rg (new token rg / gqa, query head kvh * gqa +
+// rg % gqa) of sequence seq is in the q view, and its row in the output
+// view.
+uint q_element(uint seq, uint rg, uint kvh, uint d) {
+  return pc.q_at + (seq * pc.q_len + rg / pc.gqa) * pc.q_token + (kvh * pc.gqa + rg % pc.gqa) * pc.q_head + d;
+}
+uint out_element(uint seq, uint rg, uint kvh) {
+  return pc.o_at + (seq * pc.q_len + rg / pc.gqa) * pc.o_token + (kvh * pc.gqa + rg % pc.gqa) * pc.o_head;
+}
+
 uint load_page(uint seq, uint index) {
   const int p = block_table[seq * pc.max_pages + min(index, pc.max_pages - 1u)];
   return uint(clamp(p, 0, int(pc.num_pages) - 1));

@@ -1,22 +1,25 @@
 // AURA cache_write: appends new K and V rows to the paged KV cache
 // (paged_cache.hpp), encoding each side in place in its own format.
 //
-//   k, v          [num_tokens, kv_heads, Dim]   In (f32, f16 or bf16)
+//   k, v          [num_tokens, kv_heads, Dim]   In (f32, f16 or bf16); views: any token and
+//                                               head strides, any offset that is a multiple of
+//                                               the element size (slices of a fused QKV buffer)
 //   slot_mapping  [num_tokens]                  i32: page * PageTokens + offset; negative = skip (padding)
+//   tables        [table_floats]                f32, the format's CacheTables
 //   k_codes, k_norms, v_codes, v_norms          the cache, layout of paged_cache.hpp (norms only for coded sides)
 //
 // A coded side stores the fused encode of encode.hpp in f32 (norm, rotation,
 // Lloyd-Max codes, norm correction), with the rotation and codebook of the
-// CacheTables built from the seeds given to the constructor; a raw side
-// stores the values rounded to the raw dtype. The codes equal the
+// tables; a raw side stores the values rounded to the raw dtype. The codes equal the
 // double-precision reference (reference/aura/paged_cache.hpp) except where a
 // rotated value lies within f32 rounding of a boundary; norms agree to f32
 // rounding. Slots not named keep their contents.
 //
 // slot_mapping lives on the GPU, so record() cannot read it: a slot past
-// the cache (>= num_pages * PageTokens) is skipped by the kernel, which
-// never writes outside the cache; slots must be distinct (two tokens naming
-// one slot leave either's row there). Where the host has its copy
+// the cache (>= num_pages * PageTokens, or any value read as unsigned that
+// large) is skipped by the kernel, which never writes outside the cache;
+// slots must be distinct (two tokens naming one slot leave either's row
+// there). Where the host has its copy
 // (Args::host_slot_mapping, which run() and tk-run pass), it is checked
 // first and a bad slot is an Error naming the token.
 //
@@ -43,6 +46,7 @@ namespace tilekernels::aura {
 
 struct CacheWriteArgs {
   TensorRef k, v, slot_mapping;
+  TensorRef tables;  // the format's CacheTables
   TensorRef k_codes;
   std::optional<TensorRef> k_norms;
   TensorRef v_codes;
@@ -63,6 +67,12 @@ class CacheWriteKernel {
   struct Problem {
     std::int64_t num_tokens = 0, kv_heads = 0, num_pages = 0;
   };
+  // The pipelines (one per side) do not depend on the shape: every call
+  // of the object's format and input dtype is inside.
+  struct Envelope {};
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
+  };
 
   static constexpr std::uint32_t invocations = 128;
   // (token, head) rows per workgroup: every value of them in shared memory.
@@ -78,14 +88,35 @@ class CacheWriteKernel {
       {"portable", Path::portable, spirv::aura_cache_write, {}, invocations, 0},
   }};
 
-  // The rotations are seeded per side; DecodeAttention over this cache needs the same seeds.
-  CacheWriteKernel(Context& ctx, const CacheFormat& format, DType in_dtype, std::uint64_t k_seed, std::uint64_t v_seed)
-      : ctx_(&ctx), format_(validated(format, in_dtype)), in_dtype_(in_dtype), tables_(ctx, format, k_seed, v_seed) {}
+  CacheWriteKernel(Context& ctx, const CacheFormat& format, DType in_dtype, Envelope envelope = {})
+      : ctx_(&ctx), format_(validated(format, in_dtype)), in_dtype_(in_dtype), envelope_(envelope) {
+    const auto& info = ctx.info();
+    for (const std::uint32_t bits : {format_.k_bits, format_.v_bits})
+      if (shared_bytes(format_, bits) > info.max_shared_memory)
+        throw Error(ErrorCode::unsupported, std::string(name) + ": needs " + std::to_string(shared_bytes(format_, bits)) +
+                                                " bytes of shared memory, the device has " +
+                                                std::to_string(info.max_shared_memory));
+    const Variant<Problem>& v = select_variant(*ctx_, name, variants, Problem{1, 1, 1});
+    pipelines_.add(ctx, key(v, true));
+    pipelines_.add(ctx, key(v, false));
+  }
 
   const CacheFormat& format() const noexcept { return format_; }
-  const CacheTables& tables() const noexcept { return tables_; }
+  const Envelope& envelope() const noexcept { return envelope_; }
+  std::size_t pipelines() const noexcept { return pipelines_.size(); }
 
-  static Problem problem(const Args& a) { return {a.k.shape.at(0), a.k.shape.at(1), a.k_codes.shape.at(0)}; }
+  Problem problem(const Args& a) const { return {a.k.shape.at(0), a.k.shape.at(1), a.k_codes.shape.at(0)}; }
+
+  // Throws tilekernels::Error unless this object runs `p` on its device.
+  void check(const Problem& p) const {
+    if (p.num_tokens <= 0 || p.kv_heads <= 0 || p.num_pages <= 0)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": num_tokens, kv_heads and num_pages must be > 0");
+    const std::uint64_t capacity = static_cast<std::uint64_t>(p.num_pages) * format_.page_tokens;
+    if (static_cast<std::uint64_t>(p.num_tokens) * static_cast<std::uint64_t>(p.kv_heads) >= (1ull << 31) ||
+        capacity >= (1ull << 31) || capacity * static_cast<std::uint64_t>(p.kv_heads) >= (1ull << 31))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": more rows or slots than 32-bit indexing allows");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -94,9 +125,10 @@ class CacheWriteKernel {
     const CacheFormat& f = format_;
     expect_rank(name, "k", a.k, 3);
     const auto t = a.k.shape[0], h = a.k.shape[1];
-    expect_tensor(*ctx_, name, "k", a.k, in_dtype_, {t, h, f.dim});
-    expect_tensor(*ctx_, name, "v", a.v, in_dtype_, {t, h, f.dim});
+    input_view(a.k, "k", t, h);
+    input_view(a.v, "v", t, h);
     expect_tensor(*ctx_, name, "slot_mapping", a.slot_mapping, DType::i32, {t});
+    expect_tensor(*ctx_, name, "tables", a.tables, DType::f32, CacheTables::shape(f));
     tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
     tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0];
@@ -108,10 +140,9 @@ class CacheWriteKernel {
       throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "v_codes") + "expected " +
                                                  std::to_string(pages) + " pages of " + std::to_string(h) +
                                                  " heads like k_codes, got shape " + shape_string(a.v_codes.shape));
-    const std::uint64_t capacity = static_cast<std::uint64_t>(pages) * f.page_tokens;
-    if (static_cast<std::uint64_t>(t) * static_cast<std::uint64_t>(h) >= (1ull << 31) || capacity >= (1ull << 31))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": more rows or slots than 32-bit indexing allows");
+    check(problem(a));
     if (!a.host_slot_mapping.empty()) {
+      const std::uint64_t capacity = static_cast<std::uint64_t>(pages) * f.page_tokens;
       const std::string where = tilekernels::detail::where(name, "slot_mapping");
       if (a.host_slot_mapping.size() != static_cast<std::size_t>(t))
         throw Error(ErrorCode::shape_mismatch, where + "the host copy holds " +
@@ -133,22 +164,30 @@ class CacheWriteKernel {
     }
   }
 
-  Status can_implement(const Args& a) const {
-    return tilekernels::detail::status_of([&] {
-      check(a);
-      select_variant(*ctx_, name, variants, problem(a));
-    });
+  Status can_implement(const Problem& p) const noexcept {
+    return tilekernels::detail::status_of([&] { check(p); });
+  }
+  Status can_implement(const Args& a) const noexcept {
+    return tilekernels::detail::status_of([&] { check(a); });
+  }
+
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p)};
+  }
+
+  Plan plan(const Args& a) const {
+    check(a);
+    return plan(problem(a), 0);
   }
 
   // Records both sides' dispatches (independent of each other).
-  void record(vk::CommandBuffer cmd, const Args& a) const {
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
-    const Variant<Problem>& v = select_variant(*ctx_, name, variants, problem(a));
-    const CacheFormat& f = format_;
-    record_side(cmd, v, a, a.k, a.k_codes, a.k_norms, f.k_bits, f.k_codebook_at(), f.k_boundaries_at(),
-                f.k_rotation_at());
-    record_side(cmd, v, a, a.v, a.v_codes, a.v_norms, f.v_bits, f.v_codebook_at(), f.v_boundaries_at(),
-                f.v_rotation_at());
+    record_side(cmd, *plan.variant, a, true);
+    record_side(cmd, *plan.variant, a, false);
   }
 
   // Convenience for tests and tools: records, submits and waits.
@@ -165,16 +204,16 @@ class CacheWriteKernel {
     return f;
   }
 
-  void record_side(vk::CommandBuffer cmd, const Variant<Problem>& v, const Args& a, const TensorRef& input,
-                   const TensorRef& store, const std::optional<TensorRef>& norms, std::uint32_t bits,
-                   std::uint32_t codebook_at, std::uint32_t boundaries_at, std::uint32_t rotation_at) const {
+  tilekernels::detail::ViewLayout input_view(const TensorRef& t, const char* tensor, std::int64_t tokens,
+                                             std::int64_t heads) const {
+    return tilekernels::detail::expect_view(*ctx_, name, tensor, t, in_dtype_, {tokens, heads, format_.dim}, 1);
+  }
+
+  // The pipeline of one side (K or V: their formats may be equal, their
+  // tables are not).
+  PipelineKey key(const Variant<Problem>& v, bool k_side) const {
     const CacheFormat& f = format_;
-    const Problem p = problem(a);
-    const auto& info = ctx_->info();
-    if (shared_bytes(f, bits) > info.max_shared_memory)
-      throw Error(ErrorCode::unsupported, std::string(name) + ": needs " + std::to_string(shared_bytes(f, bits)) +
-                                              " bytes of shared memory, the device has " +
-                                              std::to_string(info.max_shared_memory));
+    const std::uint32_t bits = k_side ? f.k_bits : f.v_bits;
     Spec spec;
     spec.workgroup = invocations;
     spec.DIM = f.dim;
@@ -185,26 +224,37 @@ class CacheWriteKernel {
     spec.RAW_DTYPE = static_cast<std::uint32_t>(f.raw_dtype);
     spec.IN_DTYPE = static_cast<std::uint32_t>(in_dtype_);
     spec.ROWS = rows(f);
-    spec.TABLE_CODEBOOK = codebook_at;
-    spec.TABLE_BOUNDARIES = boundaries_at;
-    spec.TABLE_ROTATION = rotation_at;
-    const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, v, spec, 5);
+    spec.TABLE_CODEBOOK = k_side ? f.k_codebook_at() : f.v_codebook_at();
+    spec.TABLE_BOUNDARIES = k_side ? f.k_boundaries_at() : f.v_boundaries_at();
+    spec.TABLE_ROTATION = k_side ? f.k_rotation_at() : f.v_rotation_at();
+    return tilekernels::detail::pipeline_key<Push>(*ctx_, v, spec, 5);
+  }
+
+  void record_side(vk::CommandBuffer cmd, const Variant<Problem>& v, const Args& a, bool k_side) const {
+    const CacheFormat& f = format_;
+    const Problem p = problem(a);
+    const TensorRef& input = k_side ? a.k : a.v;
+    const TensorRef& store = k_side ? a.k_codes : a.v_codes;
+    const std::optional<TensorRef>& norms = k_side ? a.k_norms : a.v_norms;
+    const Pipeline& pipeline = pipelines_.get(name, key(v, k_side));
+    const auto view = input_view(input, k_side ? "k" : "v", p.num_tokens, p.kv_heads);
     Push push;
     const auto row_count = static_cast<std::uint64_t>(p.num_tokens * p.kv_heads);
     push.rows = static_cast<std::uint32_t>(row_count);
     push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
     push.capacity = static_cast<std::uint32_t>(p.num_pages * f.page_tokens);
     push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
+    push.in_at = view.at, push.in_token = view.token, push.in_head = view.head;
     // A raw side's norms binding is never accessed; the store keeps it valid.
-    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline,
-                                         {input, a.slot_mapping, tables_.ref(), store, norms ? *norms : store}, push,
-                                         (row_count + rows(f) - 1) / rows(f));
+    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {input, a.slot_mapping, a.tables, store, norms ? *norms : store},
+                                         push, (row_count + rows(f) - 1) / rows(f));
   }
 
   Context* ctx_;
   CacheFormat format_;
   DType in_dtype_;
-  CacheTables tables_;
+  Envelope envelope_;
+  PipelineSet pipelines_;
 };
 
 template <class Cache, DType In = DType::bf16>
@@ -222,8 +272,10 @@ template <class Config>
 class CacheWrite : public CacheWriteKernel {
  public:
   using Cache = typename Config::cache;
-  CacheWrite(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
-      : CacheWriteKernel(ctx, Cache::format, Config::in_dtype, k_seed, v_seed) {}
+  explicit CacheWrite(Context& ctx, Envelope envelope = {})
+      : CacheWriteKernel(ctx, Cache::format, Config::in_dtype, envelope) {}
 };
+
+static_assert(Kernel<CacheWriteKernel>, "aura.cache_write must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::aura

@@ -23,12 +23,17 @@
   F(11, TABLE_ROTATION, 0)
 
 // rows: num_tokens * kv_heads; capacity: num_pages * PAGE_TOKENS slots;
-// inv_sqrt_dim: f32(1 / sqrt(DIM)), rounded on the host.
+// inv_sqrt_dim: f32(1 / sqrt(DIM)), rounded on the host; in_at, in_token,
+// in_head: where the input view is in its binding (element offset,
+// elements per token and per head; core/dispatch.hpp ViewLayout).
 #define TK_CACHE_WRITE_PUSH(F) \
   F(uint, group_offset)        \
   F(uint, rows)                \
   F(uint, kv_heads)            \
   F(uint, capacity)            \
-  F(float, inv_sqrt_dim)
+  F(float, inv_sqrt_dim)       \
+  F(uint, in_at)               \
+  F(uint, in_token)            \
+  F(uint, in_head)
 
 #endif

@@ -45,9 +45,17 @@ struct DecodeConfig {
   static_assert(shared_bytes <= 32768, "DecodeConfig: must fit the portable 32 KiB of shared memory");
 };
 
+// The one pipeline does not depend on the shape: every call is inside.
+struct DecodeEnvelope {};
+
 template <class Config>
-class Decode {
+class Decode : public KernelBase<Decode<Config>, DecodeEnvelope> {
+  using Base = KernelBase<Decode<Config>, DecodeEnvelope>;
+  using Base::ctx_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "aura.decode";
   TK_DECLARE_SPEC(TK_DECODE_SPEC)
   TK_DECLARE_PUSH(TK_DECODE_PUSH)
@@ -65,9 +73,18 @@ class Decode {
     const Variant<Problem>* variant = nullptr;
   };
 
-  explicit Decode(Context& ctx) : ctx_(&ctx) {}
+  explicit Decode(Context& ctx, DecodeEnvelope envelope = {}) : Base(ctx, envelope) {
+    pipelines_.add(ctx, key(select_variant(ctx, name, variants, Problem{1})));
+  }
 
-  static constexpr std::uint64_t workspace_bytes() { return 0; }
+  Problem problem(const Args& a) const { return {a.packed.shape.at(0)}; }
+
+  void check(const Problem& p) const {
+    if (p.rows <= 0) throw Error(ErrorCode::invalid_argument, std::string(name) + ": rows must be > 0");
+    if (static_cast<std::uint64_t>(p.rows) * Config::dim >= (1ull << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": output has too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   void check(const Args& a) const {
     detail::expect_rank(name, "packed", a.packed, 2);
@@ -77,31 +94,24 @@ class Decode {
     detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
     detail::expect_tensor(*ctx_, name, "codebook", a.codebook, DType::f32, {Config::levels});
     detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::dim});
-    if (static_cast<std::uint64_t>(rows) * Config::dim >= (1ull << 32))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": output has too many elements for 32-bit indexing");
+    check(problem(a));
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p)};
   }
 
-  Plan plan(const Args& a) const {
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
+
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
-    return {&select_variant(*ctx_, name, variants, Problem{a.packed.shape[0]})};
-  }
-
-  void record(vk::CommandBuffer cmd, const Args& a) const {
-    const Plan p = plan(a);
     const auto rows = a.packed.shape[0];
-    Spec spec;
-    spec.workgroup = Config::invocations;
-    spec.DIM = Config::dim;
-    spec.BITS = Config::bits;
-    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
-    spec.ROW_GROUPS = Config::row_groups;
     Push push;
     push.rows = static_cast<std::uint32_t>(rows);
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, *p.variant, spec, 5),
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant)),
                             {a.packed, a.norms, a.rotation, a.codebook, a.output}, push,
                             static_cast<std::uint64_t>((rows + Config::rows_per_group - 1) / Config::rows_per_group));
   }
@@ -113,7 +123,17 @@ class Decode {
   }
 
  private:
-  Context* ctx_;
+  PipelineKey key(const Variant<Problem>& v) const {
+    Spec spec;
+    spec.workgroup = Config::invocations;
+    spec.DIM = Config::dim;
+    spec.BITS = Config::bits;
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
+    spec.ROW_GROUPS = Config::row_groups;
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 5);
+  }
 };
+
+static_assert(Kernel<Decode<DecodeConfig<128, 4>>>, "aura.decode must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::aura

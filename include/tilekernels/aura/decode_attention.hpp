@@ -6,6 +6,7 @@
 //   k_codes, k_norms, v_codes, v_norms             the cache (norms only for coded sides)
 //   block_table  [num_seqs, max_pages]             i32 page ids
 //   seq_lens     [num_seqs]                        i32 live lengths
+//   tables       [table_floats]                    f32 (CacheTables)
 //   sinks        [q_heads]                         f32 logits, optional
 //   output       [num_seqs, q_len, q_heads, Dim]   Out (f32, f16, bf16)
 //   lse          [num_seqs, q_len, q_heads]        f32, optional (natural log, sinks included)
@@ -44,24 +45,36 @@
 // operands in registers from the codes instead; at Dim 256 its subgroups
 // work in pairs, one half of the dims each.
 //
+// q and output are views: any token and head strides, any offset that is a
+// multiple of the element size (16-bit outputs: even offsets and strides in
+// elements, the pairs being written as 32-bit words), so q can be a slice
+// of a fused QKV projection. tables [CacheTables::floats(format)] f32 holds
+// the format's codebooks and rotations (CacheTables), the same tensor the
+// CacheWrite that filled the cache read.
+//
 // What the host cannot see: seq_lens and block_table live on the GPU. The
 // kernel clamps every seq_len to [0, max_pages * PageTokens] and every
 // block-table entry to [0, num_pages), so it never reads outside the cache
-// or the table whatever they hold; but entries for positions < seq_len
-// must be pages of the sequence (< num_pages) and seq_len >= q_len (or 0:
-// an inactive entry) for the result to mean anything. Where the host has
-// copies (Args::host_seq_lens, host_block_table: run() and tk-run pass
-// them), they are checked before recording and a bad entry is an Error
-// naming it; they (or Args::max_seq_len) also let record() size the split
-// for the real lengths instead of the capacity.
+// or the table whatever they hold: a garbage length reads as the nearest of
+// 0 or the capacity, a garbage page as the nearest page of the cache, and
+// the affected rows get attention over whatever those pages hold (finite
+// for a finite cache). For a meaningful result, entries for positions <
+// seq_len must be pages of the sequence and seq_len >= q_len (or 0: an
+// inactive entry, whose rows get 0 and lse -inf). Where the host has copies
+// (Args::host_seq_lens, host_block_table: run() and tk-run pass them), they
+// are checked before recording and a bad entry is an Error naming it; they
+// (or Args::max_seq_len) also let the plan size the split for the real
+// lengths instead of the capacity. A recorded call stays correct for any
+// lengths the device holds.
 //
-// Workspace (workspace_bytes()): splits need one (per split state o [Dim]
-// and (m, l) per row, in f32, at the back of the range: workspace.hpp; no
-// part needs zeroing), and workspace_bytes(args) serves every smaller batch
-// at every length. Calls that share a workspace need a barrier between
-// them, as any dispatches writing one buffer. Without a workspace, or with
-// one smaller than the plan needs, record() runs one workgroup per KV head
-// and row chunk: at long contexts many times slower.
+// Workspace (workspace_bytes(problem)): splits need one (per split state o
+// [Dim] and (m, l) per row, in f32, at the back of the range:
+// workspace.hpp; no part needs zeroing); the bytes for a problem serve
+// every smaller batch at every length, so a workspace sized once for the
+// largest batch serves every step. Calls that share a workspace need a
+// barrier between them, as any dispatches writing one buffer.
+// plan(problem, 0) runs one workgroup per KV head and row chunk: at long
+// contexts many times slower.
 #pragma once
 
 #include <algorithm>
@@ -107,65 +120,6 @@ class DecodeAttentionKernel {
   static constexpr std::uint32_t max_splits = TK_DECODE_ATTENTION_MAX_SPLITS;
 
 
-  // Each path comes as two modules of one shader: the long loops unrolled
-  // (GPUs), or left to the driver ("compact": CPU devices, whose compilers
-  // take tens of seconds over the unrolled module).
-  // The subgroup variants reduce with subgroup arithmetic and combine one
-  // value per subgroup (gl_SubgroupID, gl_NumSubgroups): they need the
-  // subgroups to be what the builtins say.
-  static Status module_for(const DeviceInfo& info, bool compact, bool subgroups) {
-    if (subgroups && !info.subgroups_as_reported)
-      return Status::failure(ErrorCode::unsupported, "the device's subgroups are not what its builtins report");
-    if (compact != info.is_cpu())
-      return Status::failure(ErrorCode::unsupported, compact ? "a GPU takes the unrolled module"
-                                                             : "a CPU device takes the compact module");
-    return Status::success();
-  }
-  static Status subgroup_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, true); }
-  static Status subgroup_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, true); }
-  static Status portable_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, false); }
-  static Status portable_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, false); }
-  // What both tensor-core variants need: their fp16 operands (Q scaled per
-  // row by a power of two, the codebooks rounded to fp16) are accurate to
-  // ~1e-4 relative, so they serve bf16 and f16 outputs without lse only
-  // (f32 outputs and lse, budget 1e-5, would need hi + lo splits of both
-  // operands: three products where they take one); and both sides coded
-  // (raw bf16 values do not fit fp16's range).
-  static Status fp16_operands_rule(const Problem& p) {
-    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
-    if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
-    if (p.lse) return no("lse (f32) needs more than fp16 operands give");
-    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
-    return Status::success();
-  }
-  // The tensor-core variant: fp16_operands_rule, Dim 64, 128 or 256, and a
-  // lane's code words of a tile of both sides within 32 registers. Taken
-  // only with at least 16 query rows per KV head (GQA x new tokens, one
-  // full tile): with 4 the CUDA-core variants are faster on the H100, with
-  // 16 it is (bench/NOTES-aura-attention-tc.md). Tests force it with fewer.
-  static Status tensor_core_rule(const DeviceInfo&, const Problem& p) {
-    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
-    if (Status s = fp16_operands_rule(p); !s) return s;
-    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
-      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
-    if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
-    if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
-    return Status::success();
-  }
-  // The lanes variant: the tensor-core variant with both products' operands
-  // built in registers from the codes (no shared-memory stage), for coded K
-  // and V (2 to 8 bits) at Dim 64, 128 or 256 (in pairs of subgroups, one
-  // half of the dims each) where the fragment layout is known
-  // (decode_attention_lanes_layout). Faster than the staged variant at 16
-  // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
-  // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
-  static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
-    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
-    if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
-    if (Status s = fp16_operands_rule(p); !s) return s;
-    if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
-    return Status::success();
-  }
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
   static constexpr std::uint32_t tc_workgroup = 128, lanes_workgroup = 256;
@@ -173,30 +127,34 @@ class DecodeAttentionKernel {
   static constexpr std::array<Variant<Problem>, 6> variants{{
       {lanes_name, Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
        DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_bf16 = true, .subgroup_size = 32}, lanes_workgroup,
-       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup, true), &lanes_rule},
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup, true), &DecodeAttentionRules::lanes},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
        DeviceNeeds{.cooperative_matrix_fp16 = true, .subgroup_size = 32}, tc_workgroup,
-       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &tensor_core_rule},
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &DecodeAttentionRules::tensor_core},
       {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
-       64, least_shared, &subgroup_gpu},
+       64, least_shared, &DecodeAttentionRules::subgroup_gpu},
       {"subgroup_compact", Path::subgroup, spirv::aura_decode_attention_subgroup_compact,
-       DeviceNeeds{.subgroup_arithmetic = true}, 64, least_shared, &subgroup_cpu},
-      {"portable", Path::portable, spirv::aura_decode_attention, {}, 64, least_shared, &portable_gpu},
-      {"portable_compact", Path::portable, spirv::aura_decode_attention_compact, {}, 64, least_shared, &portable_cpu},
+       DeviceNeeds{.subgroup_arithmetic = true}, 64, least_shared, &DecodeAttentionRules::subgroup_cpu},
+      {"portable", Path::portable, spirv::aura_decode_attention, {}, 64, least_shared, &DecodeAttentionRules::portable_gpu},
+      {"portable_compact", Path::portable, spirv::aura_decode_attention_compact, {}, 64, least_shared, &DecodeAttentionRules::portable_cpu},
   }};
   // The second dispatch of a split call: Dim / 2 invocations (at least 32),
   // one output dim pair each (the first dispatch's constants otherwise).
   static constexpr Variant<Problem> merge_variant{"merge", Path::portable, spirv::aura_decode_attention_merge, {}, 32, 0};
 
-  // The rotations are seeded per side and must be those of the CacheWrite
-  // that filled the cache.
-  DecodeAttentionKernel(Context& ctx, const CacheFormat& format, DType q_dtype, DType out_dtype, std::uint64_t k_seed,
-                        std::uint64_t v_seed)
+  using Envelope = DecodeAttentionEnvelope;
+
+  // Builds every pipeline that a call inside `envelope` may take.
+  DecodeAttentionKernel(Context& ctx, const CacheFormat& format, DType q_dtype, DType out_dtype, Envelope envelope = {})
       : ctx_(&ctx), format_(validated(format, q_dtype, out_dtype)), q_dtype_(q_dtype), out_dtype_(out_dtype),
-        tables_(ctx, format, k_seed, v_seed) {}
+        envelope_(envelope) {
+    prepare_envelope();
+  }
 
   const CacheFormat& format() const noexcept { return format_; }
-  const CacheTables& tables() const noexcept { return tables_; }
+  const Envelope& envelope() const noexcept { return envelope_; }
+  std::size_t pipelines() const noexcept { return pipelines_.size(); }
+  const PipelineSet& pipeline_set() const noexcept { return pipelines_; }
 
   Problem problem(const Args& a) const {
     Problem p{a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.k_codes.shape.at(1), a.block_table.shape.at(1),
@@ -212,6 +170,34 @@ class DecodeAttentionKernel {
     return p;
   }
 
+  // Throws tilekernels::Error unless this object runs `p` on its device:
+  // the shape's own rules, the envelope, and a variant for it.
+  void check(const Problem& p) const {
+    const auto bad = [](const std::string& why) { throw Error(ErrorCode::invalid_argument, std::string(name) + ": " + why); };
+    if (p.num_seqs <= 0 || p.q_len <= 0 || p.q_heads <= 0 || p.kv_heads <= 0 || p.max_pages <= 0 || p.num_pages <= 0)
+      bad("num_seqs, q_len, q_heads, kv_heads, max_pages and num_pages must be > 0");
+    if (p.q_len > max_q_len) bad("q_len must be at most " + std::to_string(max_q_len) + ", got " + std::to_string(p.q_len));
+    if (p.q_heads % p.kv_heads != 0)
+      bad("q_heads (" + std::to_string(p.q_heads) + ") must be a multiple of kv_heads (" + std::to_string(p.kv_heads) + ")");
+    if (p.max_pages * format_.page_tokens >= (1ll << 24) || p.num_pages * p.kv_heads * format_.page_tokens >= (1ll << 31) ||
+        p.num_seqs * p.kv_heads >= (1ll << 24))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": more sequences, pages or slots than 32-bit indexing allows");
+    if (p.keys < 0 || p.keys > p.max_pages * format_.page_tokens)
+      bad("keys must be in [0, max_pages * page_tokens], got " + std::to_string(p.keys));
+    const Envelope& e = envelope_;
+    const auto over = [&](const char* what, std::int64_t value, std::int64_t max) {
+      if (max && value > max)
+        bad(std::string(what) + " " + std::to_string(value) + " exceeds the envelope's " + std::to_string(max));
+    };
+    over("num_seqs", p.num_seqs, e.max_num_seqs);
+    over("q_len", p.q_len, e.max_q_len);
+    if ((e.q_heads && p.q_heads != e.q_heads) || (e.kv_heads && p.kv_heads != e.kv_heads))
+      bad("heads " + std::to_string(p.q_heads) + " / " + std::to_string(p.kv_heads) + " differ from the envelope's " +
+          std::to_string(e.q_heads) + " / " + std::to_string(e.kv_heads));
+    if (p.lse && !e.lse) bad("lse was asked for, but the envelope has lse = false");
+    select_variant(*ctx_, name, variants, p);
+  }
+
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
     using tilekernels::detail::expect_rank;
@@ -223,10 +209,10 @@ class DecodeAttentionKernel {
     expect_rank(name, "q", a.q, 4);
     const auto n = a.q.shape[0], ql = a.q.shape[1], qh = a.q.shape[2];
     const CacheFormat& f = format_;
-    expect_tensor(*ctx_, name, "q", a.q, q_dtype_, {n, ql, qh, f.dim});
     if (ql > max_q_len)
       fail(ErrorCode::invalid_argument, "q", "q_len must be at most " + std::to_string(max_q_len) + ", got " +
                                                  std::to_string(ql));
+    q_view(a);
     tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
     tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0], kvh = a.k_codes.shape[1];
@@ -241,12 +227,11 @@ class DecodeAttentionKernel {
     const auto max_pages = a.block_table.shape[1];
     expect_tensor(*ctx_, name, "block_table", a.block_table, DType::i32, {n, max_pages});
     expect_tensor(*ctx_, name, "seq_lens", a.seq_lens, DType::i32, {n});
-    expect_tensor(*ctx_, name, "output", a.output, out_dtype_, {n, ql, qh, f.dim});
+    expect_tensor(*ctx_, name, "tables", a.tables, DType::f32, CacheTables::shape(f));
+    output_view(a);
     if (a.lse) expect_tensor(*ctx_, name, "lse", *a.lse, DType::f32, {n, ql, qh});
     if (a.sinks) expect_tensor(*ctx_, name, "sinks", *a.sinks, DType::f32, {qh});
     const std::int64_t capacity = max_pages * f.page_tokens;
-    if (capacity >= (1ll << 24) || pages * kvh * f.page_tokens >= (1ll << 31) || n * kvh >= (1ll << 24))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": more sequences, pages or slots than 32-bit indexing allows");
     const Options& o = a.options;
     if (o.scale && !std::isfinite(*o.scale))
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": options: scale must be finite");
@@ -255,42 +240,15 @@ class DecodeAttentionKernel {
     if (a.max_seq_len < 0 || a.max_seq_len > capacity)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": max_seq_len must be in [0, max_pages * page_tokens = " +
                                                    std::to_string(capacity) + "], got " + std::to_string(a.max_seq_len));
-    if (!a.host_seq_lens.empty()) {
-      if (a.host_seq_lens.size() != static_cast<std::size_t>(n))
-        fail(ErrorCode::shape_mismatch, "seq_lens", "the host copy holds " + std::to_string(a.host_seq_lens.size()) +
-                                                        " values, expected " + std::to_string(n));
-      for (std::size_t s = 0; s < a.host_seq_lens.size(); ++s) {
-        const std::int64_t len = a.host_seq_lens[s];
-        if (len < 0 || len > capacity)
-          fail(ErrorCode::invalid_argument, "seq_lens", "seq_len " + std::to_string(len) + " of sequence " +
-                                                            std::to_string(s) + " is outside [0, max_pages * page_tokens = " +
-                                                            std::to_string(capacity) + "]");
-        if (len > 0 && len < ql)
-          fail(ErrorCode::invalid_argument, "seq_lens", "seq_len " + std::to_string(len) + " of sequence " +
-                                                            std::to_string(s) + " is below q_len " + std::to_string(ql) +
-                                                            " (the new tokens must be in the cache; 0 marks an inactive entry)");
-      }
-    }
-    if (!a.host_block_table.empty()) {
-      if (a.host_block_table.size() != static_cast<std::size_t>(n * max_pages))
-        fail(ErrorCode::shape_mismatch, "block_table", "the host copy holds " + std::to_string(a.host_block_table.size()) +
-                                                           " entries, expected " + std::to_string(n * max_pages));
-      for (std::int64_t s = 0; s < n; ++s) {
-        // Without lengths every entry must be a page; with them, those holding live positions.
-        const std::int64_t len = a.host_seq_lens.empty() ? capacity : a.host_seq_lens[static_cast<std::size_t>(s)];
-        for (std::int64_t i = 0; i * f.page_tokens < len; ++i) {
-          const std::int32_t page = a.host_block_table[static_cast<std::size_t>(s * max_pages + i)];
-          if (page < 0 || page >= pages)
-            fail(ErrorCode::invalid_argument, "block_table",
-                 "entry [" + std::to_string(s) + ", " + std::to_string(i) + "] = " + std::to_string(page) +
-                     " is not a page of the cache (" + std::to_string(pages) + " pages)");
-        }
-      }
-    }
+    check_decode_attention_host_copies(format_, a);
+    check(problem(a));
   }
 
-  Status can_implement(const Args& a) const {
-    return tilekernels::detail::status_of([&] { plan(a); });
+  Status can_implement(const Problem& p) const noexcept {
+    return tilekernels::detail::status_of([&] { check(p); });
+  }
+  Status can_implement(const Args& a) const noexcept {
+    return tilekernels::detail::status_of([&] { check(a); });
   }
 
   // Keys each invocation scores per block (1, 2 or 4) for a workgroup size:
@@ -396,13 +354,12 @@ class DecodeAttentionKernel {
     return decode_attention_workspace(format_, p, g);
   }
   std::uint64_t workspace_bytes(const Problem& p, const Geometry& g) const { return workspace_layout(p, g).bytes(); }
-  // Workspace bytes that let record() take its fastest plan for these
-  // arguments and for every call with no more sequences and new tokens per
-  // sequence (the same heads), at every sequence length (0: none needed):
-  // sized once for the largest batch, a workspace serves every step.
-  std::uint64_t workspace_bytes(const Args& a) const {
-    check(a);
-    const Problem p = problem(a);
+  // Workspace bytes that let record() take its fastest plan for `p` and for
+  // every call with no more sequences and new tokens per sequence (the same
+  // heads), at every sequence length (0: none needed): sized once for the
+  // largest batch, a workspace serves every step.
+  std::uint64_t workspace_bytes(const Problem& p) const {
+    check(p);
     std::uint64_t bytes = 0;
     for (std::int64_t ql = 1; ql <= p.q_len; ++ql) {
       Problem smaller = p;
@@ -419,14 +376,21 @@ class DecodeAttentionKernel {
     return bytes;
   }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    const Problem p = problem(a);
+  // What record() runs for `p` with a workspace of `workspace` bytes: the
+  // split plan where they hold it, else one workgroup per KV head and row
+  // chunk.
+  Plan plan(const Problem& p, std::uint64_t workspace) const {
+    check(p);
     Plan plan{&select_variant(*ctx_, name, variants, p), {}};
     const Geometry with = geometry(p, true, *plan.variant);
-    const bool have = a.workspace && a.workspace->memory.size >= workspace_bytes(p, with);
-    plan.geometry = have ? with : geometry(p, false, *plan.variant);
+    plan.geometry = workspace >= workspace_bytes(p, with) ? with : geometry(p, false, *plan.variant);
     return plan;
+  }
+
+  // The plan record(cmd, a) takes.
+  Plan plan(const Args& a) const {
+    check(a);
+    return plan(problem(a), a.workspace ? a.workspace->memory.size : 0);
   }
 
   // Throws unless `plan` can run `a` (a geometry changed by hand included).
@@ -454,20 +418,24 @@ class DecodeAttentionKernel {
       if (g.row_vecs != 1 && g.row_vecs != 2) bad("row_vecs must be 1 or 2");
     }
     if (g.splits == 0 || g.splits > max_splits) bad("splits must be in [1, " + std::to_string(max_splits) + "]");
-    const auto& info = ctx_->info();
-    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, g.workgroup, lanes)
-                                    : decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs);
-    if (g.workgroup > info.max_workgroup_invocations || shared > info.max_shared_memory)
-      bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");
+    if (!fits(*plan.variant, g)) bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");
     if (g.splits > 1) {
       if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: splits need one");
       tilekernels::detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(problem(a), g));
     }
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+  // Records plan(problem(a), the workspace's size); the workspace must hold
+  // workspace_bytes(problem(a)).
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    check(a);
+    const Problem p = problem(a);
+    const std::uint64_t given = a.workspace ? a.workspace->memory.size : 0;
+    tilekernels::detail::expect_workspace_bytes(name, given, workspace_bytes(p));
+    record(cmd, a, plan(p, given));
+  }
 
-  // Records `plan` (from plan(a), its geometry possibly changed).
+  // Records `plan` (from plan(), its geometry possibly changed).
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a, plan);
     const Problem p = problem(a);
@@ -475,26 +443,7 @@ class DecodeAttentionKernel {
     const std::int64_t gqa = p.q_heads / p.kv_heads;
     const std::int64_t chunks = (decode_attention_rows(p) + 4 * g.row_vecs - 1) / (4 * g.row_vecs);
     const CacheFormat& f = format_;
-    Spec spec;
-    spec.workgroup = g.workgroup;
-    spec.DIM = f.dim;
-    spec.PAGE_TOKENS = f.page_tokens;
-    spec.K_BITS = f.k_bits;
-    spec.V_BITS = f.v_bits;
-    spec.K_ROT = f.rotation_code(f.k_bits);
-    spec.V_ROT = f.rotation_code(f.v_bits);
-    spec.NORM_DTYPE = static_cast<std::uint32_t>(f.norm_dtype);
-    spec.RAW_DTYPE = static_cast<std::uint32_t>(f.raw_dtype);
-    spec.Q_DTYPE = static_cast<std::uint32_t>(q_dtype_);
-    spec.OUT_DTYPE = static_cast<std::uint32_t>(out_dtype_);
-    spec.ROW_VECS = g.row_vecs;
-    spec.TPI = g.tokens_per_invocation;
-    spec.K_CODEBOOK_AT = f.k_codebook_at();
-    spec.V_CODEBOOK_AT = f.v_codebook_at();
-    spec.K_ROTATION_AT = f.k_rotation_at();
-    spec.V_ROTATION_AT = f.v_rotation_at();
-    spec.PUBLISH = g.splits > 1 ? 1 : 0;
-    const Pipeline& pipeline = tilekernels::detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 12);
+    const Pipeline& pipeline = pipelines_.get(name, key(*plan.variant, g));
 
     // Bindings the shader never touches in this configuration (norms of raw
     // sides, sinks, lse, the workspace without splits) get a tensor of the
@@ -502,8 +451,8 @@ class DecodeAttentionKernel {
     // the output, so that synchronization validation sees no new hazard.
     std::vector<TensorRef> bindings{a.q,           a.k_codes,     a.k_norms ? *a.k_norms : a.k_codes,
                                     a.v_codes,     a.v_norms ? *a.v_norms : a.v_codes,
-                                    a.block_table, a.seq_lens,    tables_.ref(),
-                                    a.sinks ? *a.sinks : tables_.ref(), a.output, a.lse ? *a.lse : a.output};
+                                    a.block_table, a.seq_lens,    a.tables,
+                                    a.sinks ? *a.sinks : a.tables, a.output, a.lse ? *a.lse : a.output};
     Push push;
     if (g.splits > 1) {
       const WorkspaceLayout w = workspace_layout(p, g);
@@ -525,16 +474,25 @@ class DecodeAttentionKernel {
     push.scale = a.options.scale ? *a.options.scale : static_cast<float>(1.0 / std::sqrt(double(f.dim)));
     push.softcap = a.options.softcap;
     push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
+    const auto q = q_view(a), out = output_view(a);
+    push.q_at = q.at, push.q_token = q.token, push.q_head = q.head;
+    push.o_at = out.at, push.o_token = out.token, push.o_head = out.head;
     const auto units = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads);
     tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, units * g.splits,
                                          static_cast<std::uint32_t>(chunks));
     if (g.splits > 1) {
       compute_barrier(*ctx_, cmd);
-      spec.workgroup = std::max(f.dim / 2, merge_variant.invocations);
-      const Pipeline& merge = tilekernels::detail::pipeline_for<Push>(*ctx_, merge_variant, spec, 12);
-      tilekernels::detail::record_dispatch(*ctx_, cmd, merge, bindings, push, units * static_cast<std::uint64_t>(chunks),
-                                           g.row_vecs);
+      tilekernels::detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, merge_key(g)), bindings, push,
+                                           units * static_cast<std::uint64_t>(chunks), g.row_vecs);
     }
+  }
+
+  // Builds the pipelines of a plan whose variant or geometry was chosen by
+  // hand (the envelope's are built by the constructor). Not thread-safe:
+  // call it before recording from several threads.
+  void prepare(const Plan& plan) {
+    pipelines_.add(*ctx_, key(*plan.variant, plan.geometry));
+    if (plan.geometry.splits > 1) pipelines_.add(*ctx_, merge_key(plan.geometry));
   }
 
   // For tests and tools: allocates the workspace the call can use, records
@@ -544,7 +502,7 @@ class DecodeAttentionKernel {
     Args with = a;
     std::optional<Tensor> scratch;
     if (!a.workspace) {
-      const auto bytes = workspace_bytes(a);
+      const auto bytes = workspace_bytes(problem(a));
       if (bytes) {
         scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)});
         with.workspace = Workspace{scratch->ref()};
@@ -562,10 +520,43 @@ class DecodeAttentionKernel {
     return f;
   }
 
+  tilekernels::detail::ViewLayout q_view(const Args& a) const {
+    const auto& s = a.q.shape;
+    return tilekernels::detail::expect_view(*ctx_, name, "q", a.q, q_dtype_, {s.at(0), s.at(1), s.at(2), format_.dim}, 2);
+  }
+  tilekernels::detail::ViewLayout output_view(const Args& a) const {
+    const auto& s = a.q.shape;
+    const auto v =
+        tilekernels::detail::expect_view(*ctx_, name, "output", a.output, out_dtype_, {s.at(0), s.at(1), s.at(2), format_.dim}, 2);
+    if (dtype_size(out_dtype_) == 2 && !v.aligned(2))
+      throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(name, "output") +
+                                                   "a 16-bit output view needs an even element offset and even strides "
+                                                   "(dim pairs are written as 32-bit words), got offset " +
+                                                   std::to_string(a.output.offset) + " bytes and strides " +
+                                                   shape_string(a.output.strides));
+    return v;
+  }
+
+  // Whether a workgroup of variant `v` with geometry `g` fits the device.
+  bool fits(const Variant<Problem>& v, const Geometry& g) const {
+    const auto& info = ctx_->info();
+    const bool tc = v.path == Path::tensor_core_fp16;
+    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, g.workgroup, is_lanes(v))
+                                    : decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs);
+    return g.workgroup <= info.max_workgroup_invocations && shared <= info.max_shared_memory;
+  }
+
+  // The pipelines (decode_attention_pipelines.hpp).
+  Spec spec(const Geometry& g) const;
+  PipelineKey key(const Variant<Problem>& v, const Geometry& g) const;
+  PipelineKey merge_key(const Geometry& g) const;
+  void prepare_envelope();
+
   Context* ctx_;
   CacheFormat format_;
   DType q_dtype_, out_dtype_;
-  CacheTables tables_;
+  Envelope envelope_;
+  PipelineSet pipelines_;
 };
 
 template <class Cache, DType Q = DType::bf16, DType Out = DType::bf16>
@@ -584,10 +575,12 @@ template <class Config>
 class DecodeAttention : public DecodeAttentionKernel {
  public:
   using Cache = typename Config::cache;
-  // The rotations are seeded per side and must be those of the CacheWrite
-  // that filled the cache.
-  DecodeAttention(Context& ctx, std::uint64_t k_seed, std::uint64_t v_seed)
-      : DecodeAttentionKernel(ctx, Cache::format, Config::q_dtype, Config::out_dtype, k_seed, v_seed) {}
+  explicit DecodeAttention(Context& ctx, Envelope envelope = {})
+      : DecodeAttentionKernel(ctx, Cache::format, Config::q_dtype, Config::out_dtype, envelope) {}
 };
 
+static_assert(Kernel<DecodeAttentionKernel>, "aura.decode_attention must have the kernel interface (core/kernel.hpp)");
+
 }  // namespace tilekernels::aura
+
+#include "tilekernels/aura/decode_attention_pipelines.hpp"

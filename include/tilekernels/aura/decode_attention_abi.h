@@ -40,7 +40,9 @@
 // write lse, bit 1 sinks given; window: 0 none, else keys at positions >
 // pos - window; softcap: 0 none; scale: the softmax scale; inv_sqrt_dim:
 // f32(1 / sqrt(DIM)); ml_at: vec4 offset of the (m, l) region in the
-// workspace binding.
+// workspace binding; q_at, q_token, q_head and o_at, o_token, o_head:
+// where the views q and output are in their bindings (element offset,
+// elements per token and per head; core/dispatch.hpp ViewLayout).
 #define TK_DECODE_ATTENTION_PUSH(F) \
   F(uint, group_offset)             \
   F(uint, num_seqs)                 \
@@ -55,7 +57,13 @@
   F(float, scale)                   \
   F(float, softcap)                 \
   F(float, inv_sqrt_dim)            \
-  F(uint, ml_at)
+  F(uint, ml_at)                    \
+  F(uint, q_at)                     \
+  F(uint, q_token)                  \
+  F(uint, q_head)                   \
+  F(uint, o_at)                     \
+  F(uint, o_token)                  \
+  F(uint, o_head)
 
 // Output dim pairs per invocation of a workgroup of WG invocations (the
 // finish's o_fin holds them).

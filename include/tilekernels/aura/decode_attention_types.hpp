@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "tilekernels/aura/decode_attention_abi.h"
 #include "tilekernels/aura/paged_cache.hpp"
@@ -22,12 +23,14 @@ struct DecodeAttentionOptions {
 };
 
 struct DecodeAttentionArgs {
-  TensorRef q;
+  TensorRef q;  // a view (decode_attention.hpp)
   TensorRef k_codes;
   std::optional<TensorRef> k_norms;
   TensorRef v_codes;
   std::optional<TensorRef> v_norms;
-  TensorRef block_table, seq_lens, output;
+  TensorRef block_table, seq_lens;
+  TensorRef tables;  // the format's codebooks and rotations (CacheTables)
+  TensorRef output;  // a view like q
   std::optional<TensorRef> lse = {}, sinks = {};
   DecodeAttentionOptions options = {};
   std::optional<Workspace> workspace = {};
@@ -38,6 +41,15 @@ struct DecodeAttentionArgs {
   // The longest seq_len of the call where the host knows it without a copy
   // (0: unknown; the capacity max_pages * page_tokens is assumed).
   std::int64_t max_seq_len = 0;
+};
+
+// The largest calls a DecodeAttention object is built for: its
+// constructor builds every pipeline they may take (0: any).
+struct DecodeAttentionEnvelope {
+  std::int64_t max_num_seqs = 0;
+  std::int64_t max_q_len = 16;
+  std::int64_t q_heads = 0, kv_heads = 0;  // the model's heads, where fixed
+  bool lse = true;                         // calls may ask for lse
 };
 
 // The workgroup geometry of one call.
@@ -137,6 +149,113 @@ inline DecodeAttentionWorkspace decode_attention_workspace(const CacheFormat& f,
   w.regions.add_scratch(states * f.dim * g.row_vecs * 16);
   w.ml_offset = w.regions.add_scratch(states * g.row_vecs * 32);
   return w;
+}
+
+// The eligibility rules of DecodeAttention's variants (decode_attention.hpp).
+struct DecodeAttentionRules {
+  using Problem = DecodeAttentionProblem;
+  // Each path comes as two modules of one shader: the long loops unrolled
+  // (GPUs), or left to the driver ("compact": CPU devices, whose compilers
+  // take tens of seconds over the unrolled module).
+  // The subgroup variants reduce with subgroup arithmetic and combine one
+  // value per subgroup (gl_SubgroupID, gl_NumSubgroups): they need the
+  // subgroups to be what the builtins say.
+  static Status module_for(const DeviceInfo& info, bool compact, bool subgroups) {
+    if (subgroups && !info.subgroups_as_reported)
+      return Status::failure(ErrorCode::unsupported, "the device's subgroups are not what its builtins report");
+    if (compact != info.is_cpu())
+      return Status::failure(ErrorCode::unsupported, compact ? "a GPU takes the unrolled module"
+                                                             : "a CPU device takes the compact module");
+    return Status::success();
+  }
+  static Status subgroup_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, true); }
+  static Status subgroup_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, true); }
+  static Status portable_gpu(const DeviceInfo& i, const Problem&) { return module_for(i, false, false); }
+  static Status portable_cpu(const DeviceInfo& i, const Problem&) { return module_for(i, true, false); }
+  // What both tensor-core variants need: their fp16 operands (Q scaled per
+  // row by a power of two, the codebooks rounded to fp16) are accurate to
+  // ~1e-4 relative, so they serve bf16 and f16 outputs without lse only
+  // (f32 outputs and lse, budget 1e-5, would need hi + lo splits of both
+  // operands: three products where they take one); and both sides coded
+  // (raw bf16 values do not fit fp16's range).
+  static Status fp16_operands_rule(const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
+    if (p.lse) return no("lse (f32) needs more than fp16 operands give");
+    if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
+    return Status::success();
+  }
+  // The tensor-core variant: fp16_operands_rule, Dim 64, 128 or 256, and a
+  // lane's code words of a tile of both sides within 32 registers. Taken
+  // only with at least 16 query rows per KV head (GQA x new tokens, one
+  // full tile): with 4 the CUDA-core variants are faster on the H100, with
+  // 16 it is (bench/NOTES-aura-attention-tc.md). Tests force it with fewer.
+  static Status tensor_core(const DeviceInfo&, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (Status s = fp16_operands_rule(p); !s) return s;
+    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
+      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
+    if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
+    if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
+    return Status::success();
+  }
+  // The lanes variant: the tensor-core variant with both products' operands
+  // built in registers from the codes (no shared-memory stage), for coded K
+  // and V (2 to 8 bits) at Dim 64, 128 or 256 (in pairs of subgroups, one
+  // half of the dims each) where the fragment layout is known
+  // (decode_attention_lanes_layout). Faster than the staged variant at 16
+  // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
+  // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
+  static Status lanes(const DeviceInfo& info, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
+    if (Status s = fp16_operands_rule(p); !s) return s;
+    if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
+    return Status::success();
+  }
+};
+
+// Throws unless the host copies of seq_lens and block_table (where given)
+// agree with the call's shapes and the cache.
+inline void check_decode_attention_host_copies(const CacheFormat& format, const DecodeAttentionArgs& a) {
+  const std::string name = "aura.decode_attention";
+  const auto fail = [&](ErrorCode code, const std::string& tensor, const std::string& what) {
+    throw Error(code, tilekernels::detail::where(name, tensor) + what);
+  };
+  const auto n = a.q.shape[0], ql = a.q.shape[1], max_pages = a.block_table.shape[1], pages = a.k_codes.shape[0];
+  const std::int64_t capacity = max_pages * format.page_tokens;
+  if (!a.host_seq_lens.empty()) {
+    if (a.host_seq_lens.size() != static_cast<std::size_t>(n))
+      fail(ErrorCode::shape_mismatch, "seq_lens", "the host copy holds " + std::to_string(a.host_seq_lens.size()) +
+                                                      " values, expected " + std::to_string(n));
+    for (std::size_t s = 0; s < a.host_seq_lens.size(); ++s) {
+      const std::int64_t len = a.host_seq_lens[s];
+      if (len < 0 || len > capacity)
+        fail(ErrorCode::invalid_argument, "seq_lens", "seq_len " + std::to_string(len) + " of sequence " +
+                                                          std::to_string(s) + " is outside [0, max_pages * page_tokens = " +
+                                                          std::to_string(capacity) + "]");
+      if (len > 0 && len < ql)
+        fail(ErrorCode::invalid_argument, "seq_lens", "seq_len " + std::to_string(len) + " of sequence " +
+                                                          std::to_string(s) + " is below q_len " + std::to_string(ql) +
+                                                          " (the new tokens must be in the cache; 0 marks an inactive entry)");
+    }
+  }
+  if (!a.host_block_table.empty()) {
+    if (a.host_block_table.size() != static_cast<std::size_t>(n * max_pages))
+      fail(ErrorCode::shape_mismatch, "block_table", "the host copy holds " + std::to_string(a.host_block_table.size()) +
+                                                         " entries, expected " + std::to_string(n * max_pages));
+    for (std::int64_t s = 0; s < n; ++s) {
+      // Without lengths every entry must be a page; with them, those holding live positions.
+      const std::int64_t len = a.host_seq_lens.empty() ? capacity : a.host_seq_lens[static_cast<std::size_t>(s)];
+      for (std::int64_t i = 0; i * format.page_tokens < len; ++i) {
+        const std::int32_t page = a.host_block_table[static_cast<std::size_t>(s * max_pages + i)];
+        if (page < 0 || page >= pages)
+          fail(ErrorCode::invalid_argument, "block_table",
+               "entry [" + std::to_string(s) + ", " + std::to_string(i) + "] = " + std::to_string(page) +
+                   " is not a page of the cache (" + std::to_string(pages) + " pages)");
+      }
+    }
+  }
 }
 
 }  // namespace tilekernels::aura

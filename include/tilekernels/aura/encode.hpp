@@ -204,21 +204,31 @@ struct EncodeOptions {
   std::uint32_t rotation_parts = 2;
 };
 
+// The pipelines depend on the shape only through the rows (few_rows for up
+// to 64 with a workspace, the tiled kernel's rows per invocation): every
+// call is inside.
+struct EncodeEnvelope {};
+
 // Dense-rotation encode.
 template <class Config>
-class Encode {
+class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
+  using Base = KernelBase<Encode<Config>, EncodeEnvelope>;
+  using Base::ctx_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "aura.encode";
   TK_DECLARE_SPEC(TK_ENCODE_SPEC)
   TK_DECLARE_PUSH(TK_ENCODE_PUSH)
 
   struct Args {
     TensorRef input, rotation, boundaries, codebook, packed, norms;
-    std::optional<Workspace> workspace = std::nullopt;  // enables few_rows for calls of up to 64 rows (workspace_bytes)
+    std::optional<Workspace> workspace = std::nullopt;  // few_rows, for calls of up to 64 rows (workspace_bytes)
   };
   struct Problem {
     std::int64_t rows = 0;
-    bool workspace = false;  // a workspace of workspace_bytes(rows) was passed
+    bool workspace = false;  // a workspace of workspace_bytes(rows) is there (plan() sets it)
   };
 
  private:
@@ -277,75 +287,83 @@ class Encode {
   struct Plan {
     const Variant<Problem>* variant = nullptr;
     std::uint32_t workgroups = 0;
+    std::uint32_t tm = 0;  // tiled: rows per invocation (rows_per_invocation)
   };
 
-  explicit Encode(Context& ctx, EncodeOptions options = {}) : ctx_(&ctx), options_(options) {
+  explicit Encode(Context& ctx, EncodeOptions options = {}, EncodeEnvelope envelope = {})
+      : Base(ctx, envelope), options_(options) {
     if (options_.rotation_parts != 2 && options_.rotation_parts != 3)
       throw Error(ErrorCode::invalid_argument,
                   std::string(name) + ": rotation_parts must be 2 or 3, got " + std::to_string(options_.rotation_parts));
+    // Every row count up to the few-rows limit with and without a
+    // workspace, then the larger calls at each rows-per-invocation step.
+    for (std::int64_t rows = 1; rows <= Config::few_rows_max; ++rows)
+      for (const bool workspace : {false, true}) prepare(plan(Problem{rows}, workspace ? workspace_bytes({rows}) : 0));
+    for (std::uint32_t tm = 1; tm <= Config::max_rows_per_invocation; tm *= 2)
+      prepare(plan(Problem{std::int64_t(tm) * Config::row_groups * 256, false}, 0));
   }
 
   // Workspace bytes that let a call of `rows` rows take few_rows (0 for
   // larger calls): per row block a counter and parts of the norm
   // correction, per row a 64-bit word. Every dispatch leaves the counters
   // and words zero; the bytes for `rows` serve every call with fewer.
-  static std::uint64_t workspace_bytes(std::int64_t rows) {
-    return rows <= Config::few_rows_max ? layout(rows).regions.bytes() : 0;
+  static std::uint64_t workspace_bytes(const Problem& p) {
+    return p.rows <= Config::few_rows_max ? layout(p.rows).regions.bytes() : 0;
+  }
+
+  Problem problem(const Args& a) const {
+    return {a.input.shape.at(0), a.workspace && a.workspace->memory.size >= workspace_bytes({a.input.shape.at(0)})};
+  }
+
+  void check(const Problem& p) const {
+    if (p.rows <= 0) throw Error(ErrorCode::invalid_argument, std::string(name) + ": rows must be > 0");
+    if (static_cast<std::uint64_t>(p.rows) * Config::dim >= (1ull << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": input has too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
   }
 
   void check(const Args& a) const {
     detail::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
     detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
-    if (a.workspace) detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(a.input.shape[0]));
+    if (a.workspace) detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes({a.input.shape[0]}));
+    check(problem(a));
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
+  // What record() runs for `p` with a workspace of `workspace` bytes.
+  Plan plan(const Problem& p, std::uint64_t workspace) const {
+    Problem q = p;
+    q.workspace = workspace > 0 && workspace >= workspace_bytes(p);
+    check(q);
+    const Variant<Problem>& v = select_variant(*ctx_, name, variants, q);
+    return {&v, 0, v.name == "tiled" ? rows_per_invocation(p.rows) : 0};
   }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    return {&select_variant(*ctx_, name, variants, Problem{a.input.shape[0], a.workspace.has_value()}), 0};
+  // Records plan(problem(a), the workspace's size): with a workspace of
+  // workspace_bytes(problem) for calls of up to 64 rows, few_rows.
+  void record(vk::CommandBuffer cmd, const Args& a) const {
+    record(cmd, a, plan(problem(a), a.workspace ? a.workspace->memory.size : 0));
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
-
-  // Records `plan` (from plan(a), or a variant of `variants` eligible here).
+  // Records `plan` (from plan(), or a variant of `variants` eligible here,
+  // prepared).
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
     const Variant<Problem>& v = *plan.variant;
     const auto rows = a.input.shape[0];
-    Spec spec;
-    spec.DIM = Config::dim;
-    spec.BITS = Config::bits;
-    spec.IN_DTYPE = static_cast<std::uint32_t>(Config::in_dtype);
     Push push;
     push.rows = static_cast<std::uint32_t>(rows);
     std::vector<TensorRef> bindings{a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms};
     std::uint64_t groups = 0;
     if (v.path == Path::tensor_core_fp16) {
-      spec.workgroup = fp16.invocations;
-      spec.BM = fp16.rows;
-      spec.RPS = fp16.rps;
-      spec.CPS = fp16.cps;
-      spec.PARTS = options_.rotation_parts;
-      spec.NBUF = fp16.buffers;
-      spec.PREFETCH = 1;
       constexpr std::uint64_t block_rows = fp16.rows ? fp16.rows : 1;  // 0 only where the variant never applies
       const std::uint64_t blocks = (static_cast<std::uint64_t>(rows) + block_rows - 1) / block_rows;
       groups = std::min<std::uint64_t>(blocks, plan.workgroups ? plan.workgroups : 528);
       push.groups = static_cast<std::uint32_t>(groups);
     } else if (v.name == "tiled") {
-      const std::uint32_t tm = rows_per_invocation(rows);
-      spec.workgroup = Config::tiled_invocations;
-      spec.ROW_GROUPS = Config::row_groups;
-      spec.TM = tm;
-      spec.KC = Config::k_chunk(tm);
-      const std::uint32_t rows_per_group = tm * Config::row_groups;
+      const std::uint32_t rows_per_group = plan.tm * Config::row_groups;
       groups = static_cast<std::uint64_t>((rows + rows_per_group - 1) / rows_per_group);
     } else {  // few_rows
       if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: few_rows needs one");
-      spec.workgroup = Config::few_rows_invocations;
       const Layout w = layout(rows);
       const bool atomic = v.needs.int64_atomics;
       const std::uint64_t parts_at = w.regions.scratch_at(a.workspace->memory.size);
@@ -359,9 +377,13 @@ class Encode {
                                        Config::few_rows_per_group;
       groups = row_blocks * (Config::dim / few_rows_block(v));
     }
-    const auto binding_count = static_cast<std::uint32_t>(bindings.size());
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, binding_count), bindings, push, groups);
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(plan)), bindings, push, groups);
   }
+
+  // Builds the pipeline of a plan chosen by hand (a variant the automatic
+  // choice would not take). Not thread-safe: call it before recording from
+  // several threads.
+  void prepare(const Plan& plan) { pipelines_.add(*ctx_, key(plan)); }
 
   // Convenience for tests and tools: allocates the workspace the call can
   // use, records into a fresh command buffer, submits and waits.
@@ -369,7 +391,7 @@ class Encode {
     check(a);
     Args with = a;
     std::optional<Tensor> scratch;
-    if (const auto bytes = workspace_bytes(a.input.shape[0]); bytes && !a.workspace) {
+    if (const auto bytes = workspace_bytes(problem(a)); bytes && !a.workspace) {
       scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)});
       with.workspace = Workspace{scratch->ref()};
     }
@@ -407,9 +429,35 @@ class Encode {
     return l;
   }
 
-  Context* ctx_;
+  PipelineKey key(const Plan& plan) const {
+    const Variant<Problem>& v = *plan.variant;
+    Spec spec;
+    spec.DIM = Config::dim;
+    spec.BITS = Config::bits;
+    spec.IN_DTYPE = static_cast<std::uint32_t>(Config::in_dtype);
+    if (v.path == Path::tensor_core_fp16) {
+      spec.workgroup = fp16.invocations;
+      spec.BM = fp16.rows;
+      spec.RPS = fp16.rps;
+      spec.CPS = fp16.cps;
+      spec.PARTS = options_.rotation_parts;
+      spec.NBUF = fp16.buffers;
+      spec.PREFETCH = 1;
+    } else if (v.name == "tiled") {
+      spec.workgroup = Config::tiled_invocations;
+      spec.ROW_GROUPS = Config::row_groups;
+      spec.TM = plan.tm;
+      spec.KC = Config::k_chunk(plan.tm);
+    } else {
+      spec.workgroup = Config::few_rows_invocations;
+    }
+    return detail::pipeline_key<Push>(*ctx_, v, spec, v.path == Path::tensor_core_fp16 || v.name == "tiled" ? 6 : 8);
+  }
+
   EncodeOptions options_;
 };
+
+static_assert(Kernel<Encode<EncodeConfig<128, 4>>>, "aura.encode must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::aura
 

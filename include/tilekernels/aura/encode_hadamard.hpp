@@ -23,11 +23,19 @@
 
 namespace tilekernels::aura {
 
+// The pipelines depend on the shape only through the blocks per
+// workgroup (1, 2 or 4): every call is inside.
+struct HadamardEncodeEnvelope {};
+
 template <class Config>
-class HadamardEncode {
+class HadamardEncode : public KernelBase<HadamardEncode<Config>, HadamardEncodeEnvelope> {
   static_assert(std::has_single_bit(Config::dim), "HadamardEncode: Dim must be a power of two (Sylvester Hadamard matrix)");
+  using Base = KernelBase<HadamardEncode<Config>, HadamardEncodeEnvelope>;
+  using Base::ctx_;
+  using Base::pipelines_;
 
  public:
+  using Base::plan;
   static constexpr const char* name = "aura.encode_hadamard";
   TK_DECLARE_SPEC(TK_ENCODE_HADAMARD_SPEC)
   TK_DECLARE_PUSH(TK_ENCODE_HADAMARD_PUSH)
@@ -75,19 +83,35 @@ class HadamardEncode {
       {"portable", Path::portable, spirv::aura_encode_hadamard, {}, default_invocations, default_shared_bytes},
   }};
 
-  // What record() runs; benchmarks may change the geometry.
+  // What record() runs; benchmarks may change the geometry (and build its
+  // pipeline with prepare()).
   struct Plan {
     const Variant<Problem>* variant = nullptr;
     Geometry geometry;
   };
 
-  explicit HadamardEncode(Context& ctx) : ctx_(&ctx) {}
+  explicit HadamardEncode(Context& ctx, HadamardEncodeEnvelope envelope = {}) : Base(ctx, envelope) {
+    const Variant<Problem>& v = select_variant(ctx, name, variants, Problem{1});
+    for (const std::uint32_t blocks : {1u, 2u, 4u}) {
+      Geometry g = geometry(1);
+      g.blocks = blocks;
+      prepare(Plan{&v, g});
+    }
+  }
 
-  static constexpr std::uint64_t workspace_bytes() { return 0; }
+  Problem problem(const Args& a) const { return {a.input.shape.at(0)}; }
+
+  void check(const Problem& p) const {
+    if (p.rows <= 0) throw Error(ErrorCode::invalid_argument, std::string(name) + ": rows must be > 0");
+    if (static_cast<std::uint64_t>(p.rows) * Config::dim >= (1ull << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": input has too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   void check(const Args& a) const {
     detail::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
     detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::dim});
+    check(problem(a));
   }
 
   // Throws unless `plan` can run `a` (a geometry changed by hand included).
@@ -113,22 +137,39 @@ class HadamardEncode {
       bad("the subgroup variant needs a workgroup of whole subgroups");
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p), geometry(p.rows)};
   }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    const auto rows = a.input.shape[0];
-    return {&select_variant(*ctx_, name, variants, Problem{rows}), geometry(rows)};
-  }
-
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
 
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a, plan);
     const auto rows = a.input.shape[0];
     const Geometry& g = plan.geometry;
+    Push push;
+    push.rows = static_cast<std::uint32_t>(rows);
+    const std::uint64_t per_group = static_cast<std::uint64_t>(g.rows()) * g.blocks;
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant, g)),
+                            {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms}, push,
+                            (static_cast<std::uint64_t>(rows) + per_group - 1) / per_group);
+  }
+
+  // Builds the pipeline of a plan whose geometry was changed by hand. Not
+  // thread-safe: call it before recording from several threads.
+  void prepare(const Plan& plan) { pipelines_.add(*ctx_, key(*plan.variant, plan.geometry)); }
+
+  // Records into a fresh command buffer, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  PipelineKey key(const Variant<Problem>& v, const Geometry& g) const {
     Spec spec;
     spec.workgroup = g.invocations;
     spec.DIM = Config::dim;
@@ -138,22 +179,11 @@ class HadamardEncode {
     spec.INV_SQRT_DIM_BITS = std::bit_cast<std::uint32_t>(static_cast<float>(1.0 / std::sqrt(double(Config::dim))));
     spec.V = g.values;
     spec.ITER = g.blocks;
-    Push push;
-    push.rows = static_cast<std::uint32_t>(rows);
-    const std::uint64_t per_group = static_cast<std::uint64_t>(g.rows()) * g.blocks;
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 6),
-                            {a.input, a.signs, a.boundaries, a.codebook, a.packed, a.norms}, push,
-                            (static_cast<std::uint64_t>(rows) + per_group - 1) / per_group);
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 6);
   }
-
-  // Records into a fresh command buffer, submits and waits.
-  void run(const Args& a) const {
-    check(a);
-    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
-  }
-
- private:
-  Context* ctx_;
 };
+
+static_assert(Kernel<HadamardEncode<EncodeConfig<128, 4>>>,
+              "aura.encode_hadamard must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::aura

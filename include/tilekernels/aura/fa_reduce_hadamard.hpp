@@ -87,9 +87,18 @@ struct FaReduceHadamardConfig {
                 "FaReduceHadamardConfig: shared memory exceeds the portable 32 KiB");
 };
 
+// The pipelines depend on the shape through the partials per row (at most
+// Config::max_nwg) and whether rows are few: every call is inside.
+struct FaReduceHadamardEnvelope {};
+
 template <class Config>
-class FaReduceHadamard {
+class FaReduceHadamard : public KernelBase<FaReduceHadamard<Config>, FaReduceHadamardEnvelope> {
+  using Base = KernelBase<FaReduceHadamard<Config>, FaReduceHadamardEnvelope>;
+  using Base::ctx_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "aura.fa_reduce_hadamard";
   TK_DECLARE_SPEC(TK_FA_REDUCE_HADAMARD_SPEC)
   TK_DECLARE_PUSH(TK_FA_REDUCE_HADAMARD_PUSH)
@@ -138,15 +147,29 @@ class FaReduceHadamard {
       {"portable", Path::portable, spirv::aura_fa_reduce_hadamard, {}, Config::chunks, Config::shared_bytes(1, 1, 1)},
   }};
 
-  // What record() runs; benchmarks may change the geometry.
+  // What record() runs; benchmarks may change the geometry (and build its
+  // pipeline with prepare()).
   struct Plan {
     const Variant<Problem>* variant = nullptr;
     Geometry geometry;
   };
 
-  explicit FaReduceHadamard(Context& ctx) : ctx_(&ctx) {}
+  explicit FaReduceHadamard(Context& ctx, FaReduceHadamardEnvelope envelope = {}) : Base(ctx, envelope) {
+    for (std::int64_t nwg = 1; nwg <= static_cast<std::int64_t>(Config::max_nwg); ++nwg)
+      for (const std::int64_t rows : {1, 257}) prepare(plan(Problem{rows, nwg}, 0));
+  }
 
-  static constexpr std::uint64_t workspace_bytes() { return 0; }
+  Problem problem(const Args& a) const { return {a.o_partials.shape.at(0), a.o_partials.shape.at(1)}; }
+
+  void check(const Problem& p) const {
+    if (p.rows <= 0 || p.nwg <= 0 || p.nwg > static_cast<std::int64_t>(Config::max_nwg))
+      throw Error(ErrorCode::invalid_argument, detail::where(name, "o_partials") + "rows must be > 0 and nwg (dimension 1) in [1, " +
+                                                   std::to_string(Config::max_nwg) + "], got " + std::to_string(p.rows) +
+                                                   " and " + std::to_string(p.nwg));
+    if (static_cast<std::uint64_t>(p.rows) * static_cast<std::uint64_t>(p.nwg) * Config::chunks >= (1ull << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -160,8 +183,7 @@ class FaReduceHadamard {
     detail::expect_tensor(*ctx_, name, "l_partials", a.l_partials, Config::partial_dtype, {rows, nwg});
     detail::expect_tensor(*ctx_, name, "signs", a.signs, DType::f32, {Config::head_dim});
     detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::head_dim});
-    if (static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nwg) * Config::chunks >= (1ull << 32))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": o_partials has too many elements for 32-bit indexing");
+    check(problem(a));
   }
 
   // Throws unless `plan` can run `a` (a geometry changed by hand included).
@@ -186,40 +208,32 @@ class FaReduceHadamard {
                                                                    "of whole subgroups");
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
-  }
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    const Problem p{a.o_partials.shape[0], a.o_partials.shape[1]};
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
     return {&select_variant(*ctx_, name, variants, p),
             geometry(ctx_->info(), static_cast<std::uint32_t>(p.nwg), static_cast<std::uint64_t>(p.rows))};
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
 
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a, plan);
     const auto rows = static_cast<std::uint32_t>(a.o_partials.shape[0]);
     const Geometry& g = plan.geometry;
-    Spec spec;
-    spec.workgroup = g.invocations();
-    spec.DIM = Config::head_dim;
-    spec.LOG_DIM = Config::log2_head_dim;
-    spec.GROUPS = g.groups;
-    spec.BPG = g.blocks_per_group;
-    spec.ROWS = g.rows_per_workgroup;
-    spec.PARTIAL_DTYPE = static_cast<std::uint32_t>(Config::partial_dtype);
-    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
     Push push;
     push.rows = rows;
     push.nwg = static_cast<std::uint32_t>(a.o_partials.shape[1]);
     push.inv_sqrt_dim = inv_sqrt_head_dim();
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 5),
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant, g)),
                             {a.o_partials, a.m_partials, a.l_partials, a.signs, a.output}, push,
                             (static_cast<std::uint64_t>(rows) + g.rows_per_workgroup - 1) / g.rows_per_workgroup);
   }
+
+  // Builds the pipeline of a plan whose geometry was changed by hand. Not
+  // thread-safe: call it before recording from several threads.
+  void prepare(const Plan& plan) { pipelines_.add(*ctx_, key(*plan.variant, plan.geometry)); }
 
   // Records into a fresh command buffer, submits and waits.
   void run(const Args& a) const {
@@ -231,7 +245,21 @@ class FaReduceHadamard {
   static float inv_sqrt_head_dim() { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(Config::head_dim))); }
 
  private:
-  Context* ctx_;
+  PipelineKey key(const Variant<Problem>& v, const Geometry& g) const {
+    Spec spec;
+    spec.workgroup = g.invocations();
+    spec.DIM = Config::head_dim;
+    spec.LOG_DIM = Config::log2_head_dim;
+    spec.GROUPS = g.groups;
+    spec.BPG = g.blocks_per_group;
+    spec.ROWS = g.rows_per_workgroup;
+    spec.PARTIAL_DTYPE = static_cast<std::uint32_t>(Config::partial_dtype);
+    spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 5);
+  }
 };
+
+static_assert(Kernel<FaReduceHadamard<FaReduceHadamardConfig<128>>>,
+              "aura.fa_reduce_hadamard must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::aura

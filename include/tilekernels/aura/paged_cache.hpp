@@ -25,6 +25,7 @@
 #include <bit>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,19 +153,19 @@ struct PagedCacheConfig {
   static Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) { return format.norm_shape(num_pages, kv_heads); }
 };
 
-// The codebooks (codebook.hpp) and rotations (rotation.hpp, seeded per side)
-// of a cache format on the device, built once. A CacheWrite and a
-// DecodeAttention of the same format and seeds read the same tables.
-class CacheTables {
- public:
-  CacheTables(Context& ctx, const CacheFormat& format, std::uint64_t k_seed, std::uint64_t v_seed)
-      : k_seed_(k_seed), v_seed_(v_seed), tables_(ctx, DType::f32, {format.table_floats()}) {
-    format.validate("aura.cache_tables");
-    tables_.upload_floats(host_values(format, k_seed, v_seed));
-  }
+// The codebooks (codebook.hpp) and rotations (rotation.hpp, seeded per
+// side) of a cache format, as one f32 tensor [format.table_floats()] that
+// the caller owns: the CacheWrite that fills a cache and the DecodeAttention
+// that reads it take the same tensor (a cache is read with the seeds it was
+// written with). values() gives its contents; record_upload() puts them on
+// the device from the caller's command buffer.
+struct CacheTables {
+  static Shape shape(const CacheFormat& f) { return {f.table_floats()}; }
+  static std::uint64_t bytes(const CacheFormat& f) { return std::uint64_t(f.table_floats()) * 4; }
 
-  // The table contents (what is uploaded), for references and tools.
-  static std::vector<float> host_values(const CacheFormat& f, std::uint64_t k_seed, std::uint64_t v_seed) {
+  // The contents, for the upload and for references and tools.
+  static std::vector<float> values(const CacheFormat& f, std::uint64_t k_seed, std::uint64_t v_seed) {
+    f.validate("aura.cache_tables");
     std::vector<float> t(f.table_floats(), 0.0f);
     const auto put = [&](std::uint32_t at, const std::vector<float>& values) {
       std::copy(values.begin(), values.end(), t.begin() + at);
@@ -183,13 +184,38 @@ class CacheTables {
     return t;
   }
 
-  TensorRef ref() const { return tables_.ref(); }
-  std::uint64_t k_seed() const noexcept { return k_seed_; }
-  std::uint64_t v_seed() const noexcept { return v_seed_; }
+  // Records the upload of `values` into `tables` (a dense f32 tensor of
+  // their length whose buffer has TRANSFER_DST usage): vkCmdUpdateBuffer
+  // in pieces of 64 KiB, ordered after earlier compute and transfer
+  // accesses to it and before later compute reads. The values are copied
+  // into the command buffer as it is recorded.
+  static void record_upload(const Context& ctx, vk::CommandBuffer cmd, const TensorRef& tables,
+                            std::span<const float> values) {
+    tilekernels::detail::expect_tensor(ctx, "aura.cache_tables", "tables", tables, DType::f32,
+                                       {static_cast<std::int64_t>(values.size())});
+    const auto& d = ctx.dispatcher();
+    using A = vk::AccessFlagBits;
+    using S = vk::PipelineStageFlagBits;
+    const vk::DeviceSize bytes = values.size_bytes();
+    const vk::BufferMemoryBarrier before(A::eShaderRead | A::eShaderWrite | A::eTransferWrite, A::eTransferWrite,
+                                         VK_QUEUE_FAMILY_IGNORED, VK_QUEUE_FAMILY_IGNORED, tables.buffer, tables.offset,
+                                         bytes);
+    cmd.pipelineBarrier(S::eComputeShader | S::eTransfer, S::eTransfer, {}, {}, before, {}, d);
+    constexpr std::size_t piece = 65536 / sizeof(float);
+    for (std::size_t at = 0; at < values.size(); at += piece) {
+      const std::size_t n = std::min(piece, values.size() - at);
+      cmd.updateBuffer(tables.buffer, tables.offset + at * 4, n * 4, values.data() + at, d);
+    }
+    const vk::BufferMemoryBarrier after(A::eTransferWrite, A::eShaderRead, VK_QUEUE_FAMILY_IGNORED,
+                                        VK_QUEUE_FAMILY_IGNORED, tables.buffer, tables.offset, bytes);
+    cmd.pipelineBarrier(S::eTransfer, S::eComputeShader, {}, {}, after, {}, d);
+  }
 
- private:
-  std::uint64_t k_seed_, v_seed_;
-  Tensor tables_;
+  // For tests, tools and programs that let the library allocate: a device
+  // tensor holding the tables (allocated and uploaded here, with a submit).
+  static Tensor make(Context& ctx, const CacheFormat& f, std::uint64_t k_seed, std::uint64_t v_seed) {
+    return Tensor::from_floats(ctx, DType::f32, shape(f), values(f, k_seed, v_seed));
+  }
 };
 
 }  // namespace tilekernels::aura
