@@ -4,6 +4,7 @@
 
 #include "tilekernels/core.hpp"
 #include "tilekernels/gdn/chunk_forward.hpp"
+#include "tilekernels/gdn/chunk_index.hpp"
 #include "tilekernels/gdn/chunk_o.hpp"
 #include "tilekernels/gdn/chunking.hpp"
 #include "tilekernels/gdn/kkt_solve.hpp"

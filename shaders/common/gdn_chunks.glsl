@@ -15,9 +15,14 @@ struct TkSeq {
 struct TkChunk {
   uint seq;    // sequence
   uint first;  // token of row 0
-  uint rows;   // 1..BT
+  uint rows;   // 1..BT; 0 for the padding chunks past a variable-length call's last
   uint local;  // chunk within its sequence
 };
+
+// The last row a chunk's loads may read: rows - 1, or row 0 of token 0 for
+// a padding chunk (its loads are in bounds and unused; nothing of it is
+// stored but its slots, which the later stages never read as data).
+uint tk_last_row(uint rows) { return max(rows, 1u) - 1u; }
 
 TkSeq tk_gdn_seq(uint n, uint T, uint row_chunks, bool varlen) {
   TkSeq s;
@@ -58,7 +63,7 @@ TkChunk tk_gdn_chunk(uint c, uint N, uint T, uint row_chunks, uint bt, bool varl
 struct TkTileRows {
   uint token;
   uint slot;
-  uint rows;   // 1..BT
+  uint rows;   // 1..BT, 0 for padding (TkChunk)
   uint chunk;  // global chunk
 };
 

@@ -26,7 +26,7 @@ shared float s_beta[BT];
 void kkt_gate_beta(uint tid, TkChunk ch, uint h) {
   if (tid >= BT) return;
   const bool valid = tid < ch.rows;
-  const uint at = (ch.first + min(tid, ch.rows - 1u)) * pc.H + h;
+  const uint at = (ch.first + min(tid, tk_last_row(ch.rows))) * pc.H + h;
   float gl = g_raw[at];
   if ((OPTIONS & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
     const float bias = (OPTIONS & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;

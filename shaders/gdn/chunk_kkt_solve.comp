@@ -89,7 +89,7 @@ void main() {
     barrier();  // the previous slice is read (and, first time, the scan is done)
     [[unroll]] for (uint p = tid; p < PIECES; p += WG) {
       const uint i = p / (KC / 8), c8 = p % (KC / 8);
-      const uint tok = ch.first + min(i, ch.rows - 1u);
+      const uint tok = ch.first + min(i, tk_last_row(ch.rows));
       const uvec4 q = k_4[(tok * pc.Hg + kh) * (KDIM / 8) + s * (KC / 8) + c8];
       smem[KS_OFF + i * SK + c8] = i < ch.rows ? q : uvec4(0u);
     }

@@ -136,7 +136,7 @@ void main() {
   uvec4 pre[PIECES];
   [[unroll]] for (uint n = 0; n < PIECES; ++n) {
     const uint p = tid + n * WG, i = p / (KC / 8), c8 = p % (KC / 8);
-    pre[n] = k_4[((ch.first + min(i, ch.rows - 1u)) * pc.Hg + kh) * (KDIM / 8) + c8];
+    pre[n] = k_4[((ch.first + min(i, tk_last_row(ch.rows))) * pc.Hg + kh) * (KDIM / 8) + c8];
   }
 
   // ---- gate, beta and the inclusive cumulative sum of the gate ----------
@@ -161,7 +161,7 @@ void main() {
     if (s + 1 < NK) {
       [[unroll]] for (uint n = 0; n < PIECES; ++n) {
         const uint p = tid + n * WG, i = p / (KC / 8), c8 = p % (KC / 8);
-        pre[n] = k_4[((ch.first + min(i, ch.rows - 1u)) * pc.Hg + kh) * (KDIM / 8) + (s + 1) * (KC / 8) + c8];
+        pre[n] = k_4[((ch.first + min(i, tk_last_row(ch.rows))) * pc.Hg + kh) * (KDIM / 8) + (s + 1) * (KC / 8) + c8];
       }
     }
     TK_CM_UNROLL for (uint q = 0; q < MAXTPS; ++q) {

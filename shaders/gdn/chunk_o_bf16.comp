@@ -158,7 +158,7 @@ const bool V_EARLY = NK >= 2;
 void load_k_step(Tile t, uint c) {
   const uint tid = gl_LocalInvocationID.x;
   const uint pq = tid % QP;
-  const uint rq = min(pq / (KC / 8), t.c.rows - 1), cq = c * (KC / 8) + pq % (KC / 8);
+  const uint rq = min(pq / (KC / 8), tk_last_row(t.c.rows)), cq = c * (KC / 8) + pq % (KC / 8);
   const uint qk = ((t.c.token + rq) * pc.Hg + t.kh) * (KDIM / 8) + cq;
   pre[0] = q_4[qk];
   pre[1] = k_4[qk];
@@ -174,10 +174,10 @@ void load_v_step(Tile t) {
   const uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint n = 0; n < 2; ++n) {
     const uint p = min(tid + n * WG, VP - 1);
-    const uint r = min(p / (VDIM / 8), t.c.rows - 1), c8 = p % (VDIM / 8);
+    const uint r = min(p / (VDIM / 8), tk_last_row(t.c.rows)), c8 = p % (VDIM / 8);
     pre_v[n] = v_4[((t.c.slot + r) * pc.H + t.ih) * (VDIM / 8) + c8];
   }
-  pre_g = g_f[(t.c.slot + min(tid % BT, t.c.rows - 1)) * pc.H + t.ih];
+  pre_g = g_f[(t.c.slot + min(tid % BT, tk_last_row(t.c.rows))) * pc.H + t.ih];
 }
 
 // q and k rows past the chunk's end repeat its last row (the loads clamp):

@@ -139,7 +139,7 @@ void load_tile(const bool IS_W, Tile t) {
   [[unroll]] for (uint n = 0; n < MAX_OP_SWEEPS; ++n) {
     if (n < OP_SWEEPS) {  // specialisation constants only
       const uint p = min(tid + n * WG, OP_PIECES - 1);
-      const uint r = min(p / D8, t.c.rows - 1), c8 = p % D8;
+      const uint r = min(p / D8, tk_last_row(t.c.rows)), c8 = p % D8;
       const uint tok = t.c.token + r, slot = t.c.slot + r;
       if ((SHAPE & 8) != 0) {
         raw[n] = uvec4(tok * 0x10001u);
@@ -158,7 +158,7 @@ void load_tile(const bool IS_W, Tile t) {
   [[unroll]] for (uint n = 0; n < MAX_A_SWEEPS; ++n) {
     if (n < A_SWEEPS) {
       const uint p = min(tid + n * WG, A_PIECES - 1);
-      const uint r = min(p / (BT / 8), t.c.rows - 1), c = 8 * (p % (BT / 8));
+      const uint r = min(p / (BT / 8), tk_last_row(t.c.rows)), c = 8 * (p % (BT / 8));
       const uint e = ((t.c.slot + r) * H + t.h) * BT + c;
       if ((SHAPE & 8) != 0) {
         a_lo[n] = vec4(float(e));

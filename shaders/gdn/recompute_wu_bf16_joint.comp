@@ -110,13 +110,13 @@ void load_tile(Tile t) {
   [[unroll]] for (uint n = 0; n < MAX_SWEEPS; ++n) {
     if (n < V_SWEEPS) {
       const uint p = min(i + n * WG, BT * V8 - 1);
-      const uint r = min(p / V8, t.c.rows - 1);
+      const uint r = min(p / V8, tk_last_row(t.c.rows));
       raw_v[n] = v8[((t.c.token + r) * H + t.h) * V8 + p % V8];
       beta_v[n] = beta[(t.c.slot + r) * H + t.h];
     }
     if (n < K_SWEEPS) {
       const uint p = min(i + n * WG, BT * K8 - 1);
-      const uint r = min(p / K8, t.c.rows - 1);
+      const uint r = min(p / K8, tk_last_row(t.c.rows));
       raw_k[n] = k8[((t.c.token + r) * pc.Hg + t.kh) * K8 + p % K8];
       if (K == V) {  // same rows as the v pieces
         beta_k[n] = beta_v[n];
@@ -126,7 +126,7 @@ void load_tile(Tile t) {
       g_k[n] = gate[(t.c.slot + r) * H + t.h];
     }
   }
-  const uint r = min(i / (BT / 8), t.c.rows - 1);
+  const uint r = min(i / (BT / 8), tk_last_row(t.c.rows));
   raw_a = a8[(((t.c.slot + r) * H + t.h) * BT) / 8 + i % (BT / 8)];
 }
 

@@ -154,7 +154,7 @@ void body(const bool IS_W) {
   [[unroll]] for (uint x = 0; x < MAX_OSW * MAX_CG; ++x) {
     const uint n = x / MAX_CG, q = x % MAX_CG;
     if (n < OSW && 16 * q < D8) {  // specialisation constants only
-      const uint r = min(orow0 + n * OPR, rows - 1);
+      const uint r = min(orow0 + n * OPR, tk_last_row(rows));
       const uint c8 = lane16 + 16 * q < D8 ? lane16 + 16 * q : 0;
       const uint t = tr.token + r;
       if (IS_W)
@@ -165,7 +165,7 @@ void body(const bool IS_W) {
   }
   [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {
     if (n < OSW) {
-      const uint r = min(orow0 + n * OPR, rows - 1);
+      const uint r = min(orow0 + n * OPR, tk_last_row(rows));
       const uint bh = (tr.slot + r) * H + h;
       row_f[n] = beta[bh];
       row_d[n] = 0.0;
@@ -176,7 +176,7 @@ void body(const bool IS_W) {
   vec4 a_lo[MAX_ASW], a_hi[MAX_ASW];
   [[unroll]] for (uint n = 0; n < MAX_ASW; ++n) {
     if (n < ASW) {
-      const uint r = min(arow0 + n * ARS, rows - 1);
+      const uint r = min(arow0 + n * ARS, tk_last_row(rows));
       const uint e = ((tr.slot + r) * H + h) * BT + 8 * al;
       if (A_DTYPE == TK_F32) {  // only the view of the stored dtype is read
         a_lo[n] = a4[e / 4];

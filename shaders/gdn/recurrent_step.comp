@@ -68,7 +68,7 @@ const uint R = KDIM / KPI;  // lanes per column quad
 const uint Q = BV / 4;      // column quads per workgroup (a multiple of QL)
 const uint WG = R * Q;
 const uint SLICES = VDIM / BV;
-const bool VK = (OPTIONS & TK_GDN_OPT_STATE_VK) != 0u;
+
 
 // Partials of the reduction, double-buffered by token parity: a lane
 // writes token t's buffer only after the barrier of token t - 1, which
@@ -83,16 +83,20 @@ vec2 widen_pair(uint w, uint dtype) {
 
 uint narrow(float x, uint dtype) { return dtype == TK_BF16 ? tk_f32_to_bf16(x) : tk_f32_to_f16(x); }
 
-// KPI consecutive elements of q or k from element e (even) on.
-#define TK_LOAD_ROW(buf, e, out_)                                                   \
-  if (QK_DTYPE == TK_F32) {                                                         \
-    [[unroll]] for (uint i = 0; i < KPI; ++i) out_[i] = uintBitsToFloat(buf[(e) + i]); \
-  } else {                                                                          \
-    [[unroll]] for (uint i = 0; i < KPI; i += 2) {                                  \
-      const vec2 p = widen_pair(buf[((e) + i) >> 1], QK_DTYPE);                     \
-      out_[i] = p.x;                                                                \
-      out_[i + 1] = p.y;                                                            \
-    }                                                                               \
+// KPI consecutive elements of q or k from element e on: by pairs of a
+// word where e is even (every view whose offset and strides are), else
+// one element at a time.
+#define TK_LOAD_ROW(buf, e, out_)                                                      \
+  if (QK_DTYPE == TK_F32) {                                                            \
+    [[unroll]] for (uint i = 0; i < KPI; ++i) out_[i] = uintBitsToFloat(buf[(e) + i]);    \
+  } else if (((e) & 1u) == 0u) {                                                       \
+    [[unroll]] for (uint i = 0; i < KPI; i += 2) {                                     \
+      const vec2 p = widen_pair(buf[((e) + i) >> 1], QK_DTYPE);                        \
+      out_[i] = p.x;                                                                   \
+      out_[i + 1] = p.y;                                                               \
+    }                                                                                  \
+  } else {                                                                             \
+    [[unroll]] for (uint i = 0; i < KPI; ++i) out_[i] = tk_load16(QK_DTYPE, buf[((e) + i) >> 1], (e) + i); \
   }
 
 // vec4 index of state row kk, column quad vq of head block nh ([K, V]), or
@@ -111,6 +115,8 @@ void main() {
   const uint kh = h / pc.ratio;
   const uint rg = (lane / QL) % R, quad = lane % QL + QL * (lane / (QL * R));
   const uint k0 = rg * KPI, vq = slice * Q + quad;  // rows k0.., columns 4 vq ..
+  const uint options = pc.options;
+  const bool VK = (options & TK_GDN_OPT_STATE_VK) != 0u;
 
   uint bos = n * pc.T, len = pc.T;
   if (pc.varlen != 0u) {
@@ -131,30 +137,33 @@ void main() {
       }
   }
 
-  const bool l2 = (OPTIONS & TK_GDN_OPT_L2NORM) != 0u;
+  const bool l2 = (options & TK_GDN_OPT_L2NORM) != 0u;
   for (uint t = 0; t < len; ++t) {
     const uint tok = bos + t;
-    float gl = g_f[tok * pc.H + h];
-    if ((OPTIONS & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
-      const float bias = (OPTIONS & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
+    float gl = g_f[pc.g_at + tok * pc.g_token + h * pc.g_head];
+    if ((options & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
+      const float bias = (options & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
       gl = -exp(a_log[h]) * tk_softplus(gl + bias);
     }
-    float beta = beta_f[tok * pc.H + h];
-    if ((OPTIONS & TK_GDN_OPT_BETA_SIGMOID) != 0u)
-      beta = ((OPTIONS & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-beta));
+    float beta = beta_f[pc.beta_at + tok * pc.beta_token + h * pc.beta_head];
+    if ((options & TK_GDN_OPT_BETA_SIGMOID) != 0u)
+      beta = ((options & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-beta));
     const float decay = exp(gl);
 
     float kx[KPI], qx[KPI];
-    const uint row = (tok * pc.Hg + kh) * KDIM + k0;
-    TK_LOAD_ROW(k_w, row, kx)
-    TK_LOAD_ROW(q_w, row, qx)
+    const uint k_row = pc.k_at + tok * pc.k_token + kh * pc.k_head + k0;
+    const uint q_row = pc.q_at + tok * pc.q_token + kh * pc.q_head + k0;
+    TK_LOAD_ROW(k_w, k_row, kx)
+    TK_LOAD_ROW(q_w, q_row, qx)
     vec4 vx;
-    const uint ve = (tok * pc.H + h) * VDIM + 4 * vq;
+    const uint ve = pc.v_at + tok * pc.v_token + h * pc.v_head + 4 * vq;
     if (V_DTYPE == TK_F32) {
       vx = vec4(uintBitsToFloat(v_w[ve]), uintBitsToFloat(v_w[ve + 1]), uintBitsToFloat(v_w[ve + 2]),
                 uintBitsToFloat(v_w[ve + 3]));
-    } else {
+    } else if ((ve & 1u) == 0u) {
       vx = vec4(widen_pair(v_w[ve / 2], V_DTYPE), widen_pair(v_w[ve / 2 + 1], V_DTYPE));
+    } else {
+      [[unroll]] for (uint c = 0; c < 4; ++c) vx[c] = tk_load16(V_DTYPE, v_w[(ve + c) >> 1], ve + c);
     }
 
     // This lane's share of the sums over K.
@@ -201,14 +210,15 @@ void main() {
     const vec4 o = (pq + vn * (ps.z * ik)) * (pc.scale * iq);
 
     if (rg == 0u) {
+      const uint oe = pc.o_at + tok * pc.o_token + h * pc.o_head + 4 * vq;  // even for 16-bit o (the host checks)
       if (V_DTYPE == TK_F32) {
-        [[unroll]] for (uint c = 0; c < 4; ++c) o_w[ve + c] = floatBitsToUint(o[c]);
+        [[unroll]] for (uint c = 0; c < 4; ++c) o_w[oe + c] = floatBitsToUint(o[c]);
       } else {
-        o_w[ve / 2] = narrow(o.x, V_DTYPE) | (narrow(o.y, V_DTYPE) << 16);
-        o_w[ve / 2 + 1] = narrow(o.z, V_DTYPE) | (narrow(o.w, V_DTYPE) << 16);
+        o_w[oe / 2] = narrow(o.x, V_DTYPE) | (narrow(o.y, V_DTYPE) << 16);
+        o_w[oe / 2 + 1] = narrow(o.z, V_DTYPE) | (narrow(o.w, V_DTYPE) << 16);
       }
     }
-    if ((OPTIONS & TK_GDN_OPT_TOKEN_STATES) != 0u) {
+    if ((options & TK_GDN_OPT_TOKEN_STATES) != 0u) {
       const uint th = tok * pc.H + h;  // token states are [tokens, H, ...]
       if (!VK) {
         [[unroll]] for (uint r = 0; r < KPI; ++r) ts4[kv_index(th, k0 + r, vq)] = S[r];

@@ -3,7 +3,7 @@
 //   o_t = S_t^T (scale q_t),  S_t = exp(g_t) S_{t-1} + k_t beta_t (v_t - (exp(g_t) S_{t-1})^T k_t)^T,
 // computed by chunks of BT tokens with FLA's rounding points
 // (bench/NOTES-gdn-forward.md), stage by stage:
-//   [cu_seqlens: the index table, vkCmdUpdateBuffer]
+//   [cu_seqlens: gdn::ChunkIndex, the index table from the device's offsets]
 //   [qk_l2norm: gdn::L2Norm, q and k into the workspace]
 //   gdn::KKTSolve        gate, cumsum, beta, A = (I + M)^-1
 //   gdn::RecomputeWU     w, u
@@ -21,8 +21,10 @@
 //   initial_state, final_state    [N, H, K, V] f32 ([N, H, V, K] with
 //                                 StateLayout::vk), optional each; they may
 //                                 be the same memory (updated in place)
-//   cu_seqlens     [N + 1]        i32, B = 1 (optional; its host copy
-//                                 cu_seqlens_host is what the kernels use)
+//   cu_seqlens     [N + 1]        i32, B = 1 (optional): read on the device
+//                                 (gdn/chunking.hpp), so a recorded forward
+//                                 serves any lengths; its host copy
+//                                 cu_seqlens_host, where given, is checked
 // H is a multiple of Hg (value head h reads q/k head h / (H / Hg)).
 //
 // Variable length and tails: every stage honours sequence boundaries through
@@ -38,6 +40,7 @@
 #include <string>
 
 #include "tilekernels/core.hpp"
+#include "tilekernels/gdn/chunk_index.hpp"
 #include "tilekernels/gdn/chunk_o.hpp"
 #include "tilekernels/gdn/chunking.hpp"
 #include "tilekernels/gdn/kkt_solve.hpp"
@@ -63,9 +66,24 @@ struct ChunkForwardConfig {
 // each one after its commands; index and l2norm only where they run).
 enum class ChunkForwardStage { index, l2norm, kkt_solve, recompute_wu, state_recurrence, chunk_o, count };
 
+// The shape of a forward: B rows of T tokens, or with cu_seqlens N
+// sequences over one row of T tokens (their total); whether q and k are
+// normalised in the forward (their copies then live in the workspace).
+struct ChunkForwardProblem {
+  std::int64_t B = 0, T = 0, Hg = 0, H = 0;
+  std::int64_t N = 0;  // sequences with cu_seqlens (B = 1); 0: fixed length
+  bool qk_l2norm = false;
+};
+
 template <class Config>
-class ChunkForward {
+class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
+  using Base = KernelBase<ChunkForward<Config>, GdnEnvelope>;
+  using Base::ctx_;
+  using Base::envelope_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "gdn.chunk_forward";
   static constexpr std::uint32_t BT = Config::BT, K = Config::K, V = Config::V;
 
@@ -73,11 +91,19 @@ class ChunkForward {
     TensorRef q, k, v, g, beta, o;
     std::optional<TensorRef> initial_state, final_state;
     std::optional<TensorRef> A_log, dt_bias;
-    std::optional<TensorRef> cu_seqlens;
-    std::span<const std::int32_t> cu_seqlens_host;
+    std::optional<TensorRef> cu_seqlens;            // [N + 1] i32 on the device
+    std::span<const std::int32_t> cu_seqlens_host;  // optional, checked
     GdnOptions options;
-    float scale = 0;  // 0: 1 / sqrt(K)
+    std::optional<float> scale;  // default 1 / sqrt(K)
     std::optional<Workspace> workspace;
+  };
+  using Problem = ChunkForwardProblem;
+  // The stages' plans (what plan() would give each for the call).
+  struct Plan {
+    typename KKTSolve<typename Config::KKT>::Plan kkt;
+    typename RecomputeWU<typename Config::WU>::Plan wu;
+    typename StateRecurrence<typename Config::State>::Plan state;
+    typename ChunkO<typename Config::Output>::Plan out;
   };
 
   // Where each intermediate lives in the workspace (byte offsets).
@@ -85,12 +111,26 @@ class ChunkForward {
     std::uint64_t index = 0, g = 0, beta = 0, A = 0, w = 0, u = 0, h = 0, q = 0, k = 0, bytes = 0;
   };
 
-  explicit ChunkForward(Context& ctx) : ctx_(&ctx), l2_(ctx), kkt_(ctx), wu_(ctx), state_(ctx), out_(ctx) {}
+  // The stages take the forward's envelope (slot-major intermediates only).
+  explicit ChunkForward(Context& ctx, GdnEnvelope envelope = {})
+      : Base(ctx, envelope), index_(ctx), l2_(ctx), kkt_(ctx, stage(envelope)), wu_(ctx, stage(envelope)),
+        state_(ctx, stage(envelope)), out_(ctx, stage(envelope)) {}
 
-  static Layout layout(std::int64_t B, std::int64_t T, std::int64_t Hg, std::int64_t H,
-                       std::span<const std::int32_t> cu_seqlens_host, bool qk_l2norm) {
-    const Chunking ch(B, T, cu_seqlens_host, BT);
-    const auto S = static_cast<std::uint64_t>(ch.slots()), h = static_cast<std::uint64_t>(H);
+  // Pipelines of the stages together.
+  std::size_t pipelines() const noexcept {
+    return index_.pipelines() + l2_.pipelines() + kkt_.pipelines() + wu_.pipelines() + state_.pipelines() +
+           out_.pipelines();
+  }
+
+  static Chunking chunking(const Problem& p) { return Chunking(p.B, p.T, p.N, BT); }
+  Problem problem(const Args& a) const {
+    return {a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.v.shape.at(2),
+            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, a.options.qk_l2norm};
+  }
+
+  static Layout layout(const Problem& p) {
+    const Chunking ch = chunking(p);
+    const auto S = static_cast<std::uint64_t>(ch.slots()), h = static_cast<std::uint64_t>(p.H);
     detail::WorkspaceLayout w;
     Layout l;
     l.index = w.add(ch.index_bytes());
@@ -100,31 +140,36 @@ class ChunkForward {
     l.w = w.add(S * h * K * 2);
     l.u = w.add(S * h * V * 2);  // u, then v_new over it
     l.h = w.add(static_cast<std::uint64_t>(ch.chunks()) * h * K * V * 2);
-    if (qk_l2norm) {
-      const auto qk = static_cast<std::uint64_t>(B * T * Hg) * K * 2;
+    if (p.qk_l2norm) {
+      const auto qk = static_cast<std::uint64_t>(p.B * p.T * p.Hg) * K * 2;
       l.q = w.add(qk);
       l.k = w.add(qk);
     }
     l.bytes = w.bytes();
     return l;
   }
-  static std::uint64_t workspace_bytes(std::int64_t B, std::int64_t T, std::int64_t Hg, std::int64_t H,
-                                       std::span<const std::int32_t> cu_seqlens_host, bool qk_l2norm) {
-    return layout(B, T, Hg, H, cu_seqlens_host, qk_l2norm).bytes;
-  }
-  static std::uint64_t workspace_bytes(const Args& a) {
-    return workspace_bytes(a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.v.shape.at(2), a.cu_seqlens_host,
-                           a.options.qk_l2norm);
+  // The workspace a forward of `p` needs. With cu_seqlens it depends on the
+  // total tokens and the sequence count only: sized once for the largest
+  // batch, it serves every call with as many tokens and sequences or fewer.
+  static std::uint64_t workspace_bytes(const Problem& p) { return layout(p).bytes; }
+
+  void check(const Problem& p) const {
+    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1))
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, B = 1 with sequences");
+    if (p.qk_l2norm && envelope_.options && !envelope_.options->qk_l2norm)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": qk_l2norm is outside the envelope's options");
+    plan(p, workspace_bytes(p));
   }
 
-  static Chunking chunking(const Args& a) { return Chunking(a.q.shape.at(0), a.q.shape.at(1), a.cu_seqlens_host, BT); }
-
-  // Throws tilekernels::Error naming the first argument that is wrong.
+  // Throws tilekernels::Error naming the first argument that is wrong (the
+  // workspace included).
   void check(const Args& a) const {
     check_problem(a);
     if (!a.workspace)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: none given (workspace_bytes() says how much)");
-    detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(a));
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": workspace: none given (workspace_bytes() says how much)");
+    detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(problem(a)));
   }
 
   // check() less the workspace: every tensor, option and cu_seqlens.
@@ -132,8 +177,9 @@ class ChunkForward {
     detail::expect_rank(name, "q", a.q, 4);
     detail::expect_rank(name, "v", a.v, 4);
     const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
-    const Chunking ch = chunking(a);
-    ch.check(*ctx_, name, a.cu_seqlens);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
     detail::expect_tensor(*ctx_, name, "q", a.q, DType::bf16, {B, T, Hg, K});
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
     if (H % Hg != 0)
@@ -148,25 +194,39 @@ class ChunkForward {
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
     if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
     detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
+    if (a.scale && !std::isfinite(*a.scale))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": scale must be finite, got " + std::to_string(*a.scale));
+    check(p);
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { check(a); });
+  Plan plan(const Problem& p, std::uint64_t workspace) const {
+    detail::expect_workspace_bytes(name, workspace, workspace_bytes(p));
+    const StageProblem sp{p.B, p.T, p.Hg, p.H, p.N, true};
+    return {kkt_.plan(sp, 0), wu_.plan(sp, 0), state_.plan(sp, 0), out_.plan(sp, 0)};
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const {
     record(cmd, a, [](vk::CommandBuffer, ChunkForwardStage) {});
   }
-
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
+    record(cmd, a, plan, [](vk::CommandBuffer, ChunkForwardStage) {});
+  }
   // The same, calling mark(cmd, stage) after each stage's commands and
   // before the barrier that follows them (for timestamps between stages).
   template <class Mark>
   void record(vk::CommandBuffer cmd, const Args& a, Mark&& mark) const {
     check(a);
-    const Chunking ch = chunking(a);
-    const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.v.shape[2];
+    record(cmd, a, plan(problem(a), a.workspace->memory.size), std::forward<Mark>(mark));
+  }
+
+  template <class Mark>
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan, Mark&& mark) const {
+    check(a);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    const auto B = p.B, T = p.T, H = p.H;
     const std::int64_t S = ch.slots();
-    const Layout l = layout(B, T, Hg, H, a.cu_seqlens_host, a.options.qk_l2norm);
+    const Layout l = layout(p);
     const Workspace& ws = *a.workspace;
     const auto region = [&](std::uint64_t at, DType dt, Shape shape) {
       TensorRef t{ws.memory.buffer, ws.memory.offset + at, 0, dt, std::move(shape)};
@@ -176,8 +236,9 @@ class ChunkForward {
     std::optional<TensorRef> index;
     if (ch.varlen()) {
       index = region(l.index, DType::u32, {static_cast<std::int64_t>(ch.index_bytes() / 4)});
-      ch.record_index(*ctx_, cmd, *index);
+      index_.record(cmd, {*a.cu_seqlens, *index, T});
       mark(cmd, ChunkForwardStage::index);
+      compute_barrier(*ctx_, cmd);
     }
     TensorRef q = a.q, k = a.k;
     if (a.options.qk_l2norm) {
@@ -190,35 +251,36 @@ class ChunkForward {
     const TensorRef g = region(l.g, DType::f32, {S, H}), beta = region(l.beta, DType::f32, {S, H});
     const TensorRef A = region(l.A, DType::bf16, {S, H, BT}), w = region(l.w, DType::bf16, {S, H, K});
     const TensorRef u = region(l.u, DType::bf16, {S, H, V}), h = region(l.h, DType::bf16, {ch.chunks(), H, V, K});
+    (void)B;
 
     typename KKTSolve<typename Config::KKT>::Args ka;
     ka.k = k, ka.g = a.g, ka.beta = a.beta, ka.A_log = a.A_log, ka.dt_bias = a.dt_bias;
     ka.g_cumsum = g, ka.beta_out = beta, ka.A = A, ka.options = a.options;
-    ka.cu_seqlens_host = a.cu_seqlens_host, ka.index = index;
-    kkt_.record(cmd, ka);
+    ka.cu_seqlens = a.cu_seqlens, ka.index = index;
+    kkt_.record(cmd, ka, plan.kkt);
     mark(cmd, ChunkForwardStage::kkt_solve);
     compute_barrier(*ctx_, cmd);
 
     typename RecomputeWU<typename Config::WU>::Args wa;
     wa.k = k, wa.v = a.v, wa.beta = beta, wa.g = g, wa.A = A, wa.w = w, wa.u = u;
-    wa.cu_seqlens_host = a.cu_seqlens_host, wa.index = index;
-    wu_.record(cmd, wa);
+    wa.cu_seqlens = a.cu_seqlens, wa.index = index;
+    wu_.record(cmd, wa, plan.wu);
     mark(cmd, ChunkForwardStage::recompute_wu);
     compute_barrier(*ctx_, cmd);
 
     typename StateRecurrence<typename Config::State>::Args sa;
     sa.k = k, sa.w = w, sa.u = u, sa.g = g, sa.initial_state = a.initial_state, sa.h = h, sa.v_new = u;
     sa.final_state = a.final_state, sa.state_layout = a.options.state_layout;
-    sa.cu_seqlens_host = a.cu_seqlens_host, sa.index = index;
-    state_.record(cmd, sa);
+    sa.cu_seqlens = a.cu_seqlens, sa.index = index;
+    state_.record(cmd, sa, plan.state);
     mark(cmd, ChunkForwardStage::state_recurrence);
     compute_barrier(*ctx_, cmd);
 
-    const float scale = a.scale != 0 ? a.scale : 1.0f / std::sqrt(float(K));
     typename ChunkO<typename Config::Output>::Args oa;
-    oa.q = q, oa.k = k, oa.v = u, oa.h = h, oa.g = g, oa.o = a.o, oa.scale = scale;
-    oa.cu_seqlens_host = a.cu_seqlens_host, oa.index = index;
-    out_.record(cmd, oa);
+    oa.q = q, oa.k = k, oa.v = u, oa.h = h, oa.g = g, oa.o = a.o;
+    oa.scale = a.scale ? *a.scale : 1.0f / std::sqrt(float(K));
+    oa.cu_seqlens = a.cu_seqlens, oa.index = index;
+    out_.record(cmd, oa, plan.out);
     mark(cmd, ChunkForwardStage::chunk_o);
   }
 
@@ -229,7 +291,7 @@ class ChunkForward {
     std::optional<Tensor> scratch;
     if (!a.workspace) {
       check_problem(a);  // the workspace is sized from the shapes
-      scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(workspace_bytes(a) / 4 + 1)});
+      scratch.emplace(*ctx_, DType::u32, Shape{static_cast<std::int64_t>(workspace_bytes(problem(a)) / 4 + 1)});
       with.workspace = Workspace{scratch->ref()};
     }
     check(with);
@@ -237,12 +299,20 @@ class ChunkForward {
   }
 
  private:
-  Context* ctx_;
+  static GdnEnvelope stage(GdnEnvelope e) {
+    e.token_major = false;
+    return e;
+  }
+
+  ChunkIndex<BT> index_;
   L2Norm<K> l2_;
   KKTSolve<typename Config::KKT> kkt_;
   RecomputeWU<typename Config::WU> wu_;
   StateRecurrence<typename Config::State> state_;
   ChunkO<typename Config::Output> out_;
 };
+
+static_assert(Kernel<ChunkForward<ChunkForwardConfig<64, 128, 128>>>,
+              "gdn.chunk_forward must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::gdn

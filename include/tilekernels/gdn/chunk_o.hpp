@@ -43,6 +43,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -90,21 +91,25 @@ struct ChunkOConfig {
 };
 
 template <class Config>
-class ChunkO {
+class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
+  using Base = KernelBase<ChunkO<Config>, GdnEnvelope>;
+  using Base::ctx_;
+  using Base::envelope_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "gdn.chunk_o";
   TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)
   TK_DECLARE_PUSH(TK_CHUNK_O_PUSH)
 
   struct Args {
     TensorRef q, k, v, h, g, o;
-    float scale = 1.0f;
-    std::span<const std::int32_t> cu_seqlens_host;  // empty: fixed-length batches
-    std::optional<TensorRef> index;  // the index table (Chunking::record_index), with cu_seqlens
+    std::optional<float> scale;                     // default 1 / sqrt(K)
+    std::optional<TensorRef> cu_seqlens, index;     // variable length: the offsets and their index table
+    std::span<const std::int32_t> cu_seqlens_host;  // optional, checked
   };
-  struct Problem {
-    std::int64_t B = 0, T = 0, Hg = 0, H = 0;
-  };
+  using Problem = StageProblem;
 
   static constexpr std::array<Variant<Problem>, 3> variants{{
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_o_bf16,
@@ -126,16 +131,27 @@ class ChunkO {
     std::uint32_t workgroups = 0;
   };
 
-  explicit ChunkO(Context& ctx) : ctx_(&ctx) {}
+  explicit ChunkO(Context& ctx, GdnEnvelope envelope = {}) : Base(ctx, envelope) { prepare(plan(Problem{1, 1, 1, 1}, 0)); }
 
-  static constexpr std::uint64_t workspace_bytes() { return 0; }
-
-  static Problem problem(const Args& a) { return {a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.o.shape.at(2)}; }
-  static Chunking chunking(const Args& a) {
-    return Chunking(a.q.shape.at(0), a.q.shape.at(1), a.cu_seqlens_host, Config::BT);
+  static Chunking chunking(const Problem& p) { return Chunking(p.B, p.T, p.N, Config::BT); }
+  Problem problem(const Args& a) const {
+    return {a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.o.shape.at(2),
+            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, a.g.shape.size() == 2};
   }
-  // Whether v, g and h are slot-major (g [slots, H]).
-  static bool slot_major(const Args& a) { return a.g.shape.size() == 2; }
+
+  void check(const Problem& p) const {
+    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1))
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, B = 1 with sequences");
+    if (!p.slot_major && !envelope_.token_major)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": token-major intermediates are outside the envelope");
+    const Chunking ch = chunking(p);
+    const std::int64_t limit = std::int64_t(1) << 32;
+    if (p.B * p.T * p.Hg * Config::K >= limit || p.B * p.T * p.H * Config::V >= limit ||
+        ch.chunks() * p.H * Config::K * Config::V >= limit || ch.slots() * p.H * Config::V >= limit)
+      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -143,15 +159,16 @@ class ChunkO {
     detail::expect_rank(name, "o", a.o, 4);
     const auto B = a.q.shape[0], T = a.q.shape[1], Hg = a.q.shape[2], H = a.o.shape[2];
     const std::int64_t K = Config::K, V = Config::V;
-    const Chunking ch = chunking(a);
-    ch.check(*ctx_, name, std::nullopt);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
     detail::expect_tensor(*ctx_, name, "q", a.q, DType::bf16, {B, T, Hg, K});
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
     if (H % Hg != 0)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "o") + "H = " + std::to_string(H) +
                                                  " heads is not a multiple of Hg = " + std::to_string(Hg) +
                                                  " (the heads of q and k)");
-    if (slot_major(a)) {
+    if (p.slot_major) {
       detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {ch.slots(), H, V});
       detail::expect_tensor(*ctx_, name, "h", a.h, DType::bf16, {ch.chunks(), H, V, K});
       detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {ch.slots(), H});
@@ -163,37 +180,73 @@ class ChunkO {
     }
     detail::expect_tensor(*ctx_, name, "o", a.o, DType::bf16, {B, T, H, V});
     ch.check_index(*ctx_, name, a.index);
-    // The shaders index elements with 32-bit integers.
-    const std::int64_t limit = std::int64_t(1) << 32;
-    for (const auto* t : {&a.q, &a.v, &a.h})
-      if (t->elements() >= limit)
-        throw Error(ErrorCode::unsupported, detail::where(name, t == &a.q ? "q" : t == &a.v ? "v" : "h") +
-                                                "too many elements for 32-bit indexing");
+    if (a.scale && !std::isfinite(*a.scale))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": scale must be finite");
+    check(p);
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p), 0};
   }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    return {&select_variant(*ctx_, name, variants, problem(a)), 0};
-  }
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
-
-  // Records `plan` (from plan(a), or a variant of `variants` eligible here).
+  // Records `plan` (from plan(), or a variant of `variants` eligible here,
+  // prepared).
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
     const Variant<Problem>& v = *plan.variant;
     const Problem p = problem(a);
-    const Chunking ch = chunking(a);
+    const Chunking ch = chunking(p);
     // The tile walk: B rows of NT chunks each, or one row of every chunk.
     const std::int64_t batch = ch.varlen() ? 1 : p.B, NT = ch.varlen() ? ch.chunks() : ch.row_chunks();
     if (ch.chunks() == 0) return;
+    const std::uint32_t bv = v.path == Path::tensor_core_bf16   ? Config::V
+                             : v.path == Path::tensor_core_fp16 ? Config::fp16_bv
+                                                                : Config::portable_bv;
+    const std::uint64_t tiles = static_cast<std::uint64_t>(ch.chunks() * p.H) * (Config::V / bv);
+    std::uint64_t groups = tiles;
+    if (v.path == Path::tensor_core_bf16)
+      groups = std::min<std::uint64_t>(tiles, plan.workgroups ? plan.workgroups : ctx_->info().persistent_grid(264));
+    Push push;
+    push.T = static_cast<std::uint32_t>(p.T);
+    push.H = static_cast<std::uint32_t>(p.H);
+    push.Hg = static_cast<std::uint32_t>(p.Hg);
+    push.NT = static_cast<std::uint32_t>(NT);
+    push.total_groups = static_cast<std::uint32_t>(tiles);
+    push.scale = a.scale ? *a.scale : 1.0f / std::sqrt(float(Config::K));
+    push.stride = static_cast<std::uint32_t>(groups);
+    push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
+    push.batch = static_cast<std::uint32_t>(batch);
+    push.N = static_cast<std::uint32_t>(ch.N());
+    // Without cu_seqlens the index binding gets g, never read there.
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(v, p)), {a.q, a.k, a.v, a.h, a.g, a.o, a.index.value_or(a.g)},
+                            push, groups);
+  }
+
+  // Builds the pipelines of a plan chosen by hand (a variant the automatic
+  // choice would not take). Not thread-safe: call it before recording from
+  // several threads.
+  void prepare(const Plan& plan) {
+    for (const bool varlen : {false, true})
+      for (const bool slots : {true, false})
+        if (slots || envelope_.token_major)
+          pipelines_.add(*ctx_, key(*plan.variant, Problem{1, 1, 1, 1, varlen ? 1 : 0, slots}));
+  }
+
+  // Records into a fresh command buffer, submits and waits.
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
+  }
+
+ private:
+  PipelineKey key(const Variant<Problem>& v, const Problem& p) const {
     Spec spec;
-    spec.VARLEN = ch.varlen() ? 1u : 0u;
-    spec.SLOTS = slot_major(a) ? 1u : 0u;
+    spec.VARLEN = p.N > 0 ? 1u : 0u;
+    spec.SLOTS = p.slot_major ? 1u : 0u;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.VDIM = Config::V;
@@ -210,34 +263,10 @@ class ChunkO {
       bv = Config::portable_bv;
     }
     spec.BV = bv;
-    const std::uint64_t tiles = static_cast<std::uint64_t>(ch.chunks() * p.H) * (Config::V / bv);
-    std::uint64_t groups = tiles;
-    if (v.path == Path::tensor_core_bf16)
-      groups = std::min<std::uint64_t>(tiles, plan.workgroups ? plan.workgroups : ctx_->info().persistent_grid(264));
-    Push push;
-    push.T = static_cast<std::uint32_t>(p.T);
-    push.H = static_cast<std::uint32_t>(p.H);
-    push.Hg = static_cast<std::uint32_t>(p.Hg);
-    push.NT = static_cast<std::uint32_t>(NT);
-    push.total_groups = static_cast<std::uint32_t>(tiles);
-    push.scale = a.scale;
-    push.stride = static_cast<std::uint32_t>(groups);
-    push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
-    push.batch = static_cast<std::uint32_t>(batch);
-    push.N = static_cast<std::uint32_t>(ch.N());
-    // Without cu_seqlens the index binding gets g, never read there.
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 7),
-                            {a.q, a.k, a.v, a.h, a.g, a.o, a.index.value_or(a.g)}, push, groups);
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 7);
   }
-
-  // Records into a fresh command buffer, submits and waits.
-  void run(const Args& a) const {
-    check(a);
-    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
-  }
-
- private:
-  Context* ctx_;
 };
+
+static_assert(Kernel<ChunkO<ChunkOConfig<64, 128, 128>>>, "gdn.chunk_o must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::gdn

@@ -4,14 +4,21 @@
 //
 // Tokens: the [B, T] axis of q, k, v, g and beta, flattened (token b T + t).
 // Without cu_seqlens there are N = B sequences of T tokens; with cu_seqlens
-// (B = 1) sequence n is tokens [cu_seqlens[n], cu_seqlens[n + 1]), any
-// length including 0 and 1.
+// (B = 1, N + 1 offsets on the device) sequence n is tokens [cu_seqlens[n],
+// cu_seqlens[n + 1]), any length including 0 and 1. The device reads the
+// offsets clamped into [0, T] and made non-decreasing (each the largest of
+// it and those before it), so that garbage offsets give empty or shortened
+// sequences, never an access outside the tensors.
 //
 // Chunks: each sequence is cut into ceil(len / BT) chunks of BT tokens, the
 // last one short; chunks never straddle sequences. They are numbered
 // sequence by sequence (chunk c of sequence n has the global index
 // first_chunk(n) + c, FLA's chunk_offsets[n] + c), which is the row of h
-// [NT_total, H, V, K].
+// [chunks, H, V, K]. With cu_seqlens the host does not know the lengths:
+// the intermediates hold chunks() = min(T, (T + N (BT - 1)) / BT) chunks,
+// as many as any lengths summing to at most T can need, and the chunks
+// past the last are padding (0 rows) that every stage skips; a command
+// buffer recorded once serves any lengths.
 //
 // Slots: the intermediates of the forward (g cumsum, beta, A, w, u, v_new)
 // are stored per chunk in BT slots each, [slots = NT_total BT, H, ...]: row
@@ -23,9 +30,10 @@
 //
 // The index table (device, u32 words, cu_seqlens only): uvec4 per sequence
 // n at entry n (bos, len, first_chunk, 0), then uvec4 per global chunk c at
-// entry N + c (sequence, first token, rows, chunk within its sequence). The
-// shaders read it through shaders/common/gdn_chunks.glsl; fixed-length
-// batches need none (the shaders compute the same values).
+// entry N + c (sequence, first token, rows, chunk within its sequence; rows
+// 0 for the padding chunks). gdn::ChunkIndex builds it from cu_seqlens on
+// the device; the shaders read it through shaders/common/gdn_chunks.glsl.
+// Fixed-length batches need none (the shaders compute the same values).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +43,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tilekernels/core.hpp"
 #include "tilekernels/gdn/options_abi.h"
@@ -57,6 +66,23 @@ struct GdnOptions {
   StateLayout state_layout = StateLayout::kv;
 };
 
+// The shape of a call of one stage of the chunked forward (kkt_solve,
+// recompute_wu, state_recurrence, chunk_o).
+struct StageProblem {
+  std::int64_t B = 0, T = 0, Hg = 0, H = 0;
+  std::int64_t N = 0;       // sequences with cu_seqlens (B = 1); 0: B rows of T tokens
+  bool slot_major = true;   // intermediates in slots (below), else by token
+};
+
+// What the chunked kernels are built for: the options the calls will pass
+// (unset: every combination; a set with gate_in_kernel covers calls with
+// and without dt_bias), and whether a stage called on its own may get
+// token-major intermediates.
+struct GdnEnvelope {
+  std::optional<GdnOptions> options;
+  bool token_major = true;
+};
+
 namespace detail {
 using namespace tilekernels::detail;
 
@@ -65,6 +91,34 @@ inline std::uint32_t option_bits(const GdnOptions& o, bool dt_bias) {
   return (o.gate_in_kernel ? TK_GDN_OPT_GATE_IN_KERNEL : 0u) | (o.gate_in_kernel && dt_bias ? TK_GDN_OPT_DT_BIAS : 0u) |
          (o.beta_sigmoid ? TK_GDN_OPT_BETA_SIGMOID : 0u) | (o.allow_neg_eigval ? TK_GDN_OPT_NEG_EIGVAL : 0u) |
          (o.state_layout == StateLayout::vk ? TK_GDN_OPT_STATE_VK : 0u) | (o.qk_l2norm ? TK_GDN_OPT_L2NORM : 0u);
+}
+
+// The values the OPTIONS specialization constant takes under `mask` for
+// the calls inside `e` (a kernel builds one pipeline per value).
+inline std::vector<std::uint32_t> option_bit_sets(const GdnEnvelope& e, std::uint32_t mask) {
+  std::vector<GdnOptions> sets;
+  if (e.options) {
+    sets.push_back(*e.options);
+  } else {
+    for (const bool gate : {false, true})
+      for (const int beta : {0, 1, 2}) {
+        GdnOptions o;
+        o.gate_in_kernel = gate;
+        o.beta_sigmoid = beta > 0;
+        o.allow_neg_eigval = beta > 1;
+        for (const StateLayout layout : {StateLayout::kv, StateLayout::vk}) {
+          o.state_layout = layout;
+          sets.push_back(o);
+        }
+      }
+  }
+  std::vector<std::uint32_t> bits;
+  for (const GdnOptions& o : sets)
+    for (const bool dt_bias : {false, true}) {
+      const std::uint32_t b = option_bits(o, dt_bias) & mask;
+      if (std::find(bits.begin(), bits.end(), b) == bits.end()) bits.push_back(b);
+    }
+  return bits;
 }
 
 // The options' own rules and the gate's tensors A_log, dt_bias [H] f32, as
@@ -84,127 +138,102 @@ inline void expect_options(const Context& ctx, const char* kernel, const GdnOpti
 
 class Chunking {
  public:
-  // B, T: q's first two dimensions; cu_seqlens: the host copy (empty for
-  // fixed-length batches); bt: the chunk length.
-  Chunking(std::int64_t B, std::int64_t T, std::span<const std::int32_t> cu_seqlens, std::uint32_t bt)
-      : B_(B), T_(T), cu_(cu_seqlens), bt_(bt) {
-    if (varlen()) {
-      for (std::size_t n = 0; n + 1 < cu_.size(); ++n) {
-        const std::int64_t len = std::int64_t(cu_[n + 1]) - cu_[n];
-        if (len > 0) chunks_ += (len + bt - 1) / bt;
-      }
-    } else {
+  // B, T: q's first two dimensions; sequences: N with cu_seqlens (B = 1),
+  // 0 for fixed-length batches; bt: the chunk length.
+  Chunking(std::int64_t B, std::int64_t T, std::int64_t sequences, std::uint32_t bt)
+      : B_(B), T_(T), N_(sequences > 0 ? sequences : B), varlen_(sequences > 0), bt_(bt) {
+    if (varlen_)
+      chunks_ = std::min<std::int64_t>(T, (T + N_ * (bt - 1)) / bt);
+    else
       chunks_ = B * ((T + bt - 1) / bt);
-    }
+  }
+  // The same with the offsets known on the host (tests and tools):
+  // for_each_sequence() walks the device's layout.
+  Chunking(std::int64_t B, std::int64_t T, std::span<const std::int32_t> cu_seqlens, std::uint32_t bt)
+      : Chunking(B, T, cu_seqlens.empty() ? 0 : std::int64_t(cu_seqlens.size()) - 1, bt) {
+    cu_ = cu_seqlens;
   }
 
-  bool varlen() const noexcept { return !cu_.empty(); }
-  std::int64_t N() const noexcept { return varlen() ? std::int64_t(cu_.size()) - 1 : B_; }
+  bool varlen() const noexcept { return varlen_; }
+  std::int64_t N() const noexcept { return N_; }
   std::int64_t B() const noexcept { return B_; }
   std::int64_t T() const noexcept { return T_; }
   std::uint32_t bt() const noexcept { return bt_; }
-  std::int64_t chunks() const noexcept { return chunks_; }  // NT_total
+  std::int64_t chunks() const noexcept { return chunks_; }  // the chunk slots (an upper bound with cu_seqlens)
   std::int64_t slots() const noexcept { return chunks_ * bt_; }
   // Chunks of one fixed-length row (0 with cu_seqlens).
-  std::int64_t row_chunks() const noexcept { return varlen() ? 0 : (T_ + bt_ - 1) / bt_; }
+  std::int64_t row_chunks() const noexcept { return varlen_ ? 0 : (T_ + bt_ - 1) / bt_; }
 
-  // Calls f(n, bos, len, first_chunk) for every sequence, in order.
+  // Calls f(n, bos, len, first_chunk) for every sequence, in order, as the
+  // device lays them out (with cu_seqlens, from the host copy given).
   template <class F>
   void for_each_sequence(F&& f) const {
-    std::int64_t first = 0;
+    std::int64_t first = 0, bos = 0;
     for (std::int64_t n = 0; n < N(); ++n) {
-      const std::int64_t bos = varlen() ? cu_[std::size_t(n)] : n * T_;
-      const std::int64_t len = varlen() ? std::int64_t(cu_[std::size_t(n) + 1]) - bos : T_;
+      std::int64_t len = T_;
+      if (varlen_) {
+        const auto clamped = [&](std::size_t i) { return std::clamp<std::int64_t>(cu_[i], 0, T_); };
+        bos = std::max(bos, clamped(std::size_t(n)));
+        len = std::max(bos, clamped(std::size_t(n) + 1)) - bos;
+      } else {
+        bos = n * T_;
+      }
       f(n, bos, len, first);
       first += (len + bt_ - 1) / bt_;
     }
   }
 
-  // Throws unless the host cu_seqlens is a valid partition of the B T
-  // tokens (and, when given, the device copy has its shape and dtype).
-  void check(const Context& ctx, std::string_view kernel, const std::optional<TensorRef>& device_copy) const {
+  // Throws unless the device copy of cu_seqlens (given exactly when the
+  // call is variable-length) has N + 1 i32 entries with B = 1, and the host
+  // copy, where given, is a valid partition of the T tokens.
+  void check(const Context& ctx, std::string_view kernel, const std::optional<TensorRef>& device_copy,
+             std::span<const std::int32_t> host_copy = {}) const {
     const auto fail = [&](const std::string& why) {
       throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": cu_seqlens: " + why);
     };
-    if (!varlen()) {
-      if (device_copy) fail("the device copy was given without the host copy (Args::cu_seqlens_host)");
+    if (!device_copy) {
+      if (!host_copy.empty()) fail("the host copy was given without the device copy");
       return;
     }
     if (B_ != 1) fail("needs B = 1 (one row of concatenated sequences), got B = " + std::to_string(B_));
-    if (cu_.size() < 2) fail("needs at least 2 offsets (one sequence), got " + std::to_string(cu_.size()));
-    if (cu_.front() != 0) fail("must start at 0, got " + std::to_string(cu_.front()));
-    if (cu_.back() != T_)
-      fail("must end at T = " + std::to_string(T_) + " (the tokens of q), got " + std::to_string(cu_.back()));
-    for (std::size_t n = 0; n + 1 < cu_.size(); ++n)
-      if (cu_[n + 1] < cu_[n])
+    tilekernels::detail::expect_rank(kernel, "cu_seqlens", *device_copy, 1);
+    if (device_copy->shape[0] < 2)
+      fail("needs at least 2 offsets (one sequence), got shape " + shape_string(device_copy->shape));
+    tilekernels::detail::expect_tensor(ctx, kernel, "cu_seqlens", *device_copy, DType::i32, device_copy->shape);
+    if (host_copy.empty()) return;
+    const auto cu = host_copy;
+    if (cu.size() != static_cast<std::size_t>(device_copy->shape[0]))
+      fail("the host copy holds " + std::to_string(cu.size()) + " offsets, the device copy " +
+           std::to_string(device_copy->shape[0]));
+    if (cu.front() != 0) fail("must start at 0, got " + std::to_string(cu.front()));
+    if (cu.back() != T_)
+      fail("must end at T = " + std::to_string(T_) + " (the tokens of q), got " + std::to_string(cu.back()));
+    for (std::size_t n = 0; n + 1 < cu.size(); ++n)
+      if (cu[n + 1] < cu[n])
         fail("must not decrease; offsets " + std::to_string(n) + " and " + std::to_string(n + 1) + " are " +
-             std::to_string(cu_[n]) + ", " + std::to_string(cu_[n + 1]));
-    if (device_copy)
-      tilekernels::detail::expect_tensor(ctx, kernel, "cu_seqlens", *device_copy, DType::i32,
-                                         {static_cast<std::int64_t>(cu_.size())});
+             std::to_string(cu[n]) + ", " + std::to_string(cu[n + 1]));
   }
 
-  // Throws unless a call with cu_seqlens was given its index table
-  // (index_bytes() of u32, Chunking::record_index); without, nothing.
+  // Throws unless a variable-length call was given its index table
+  // (index_bytes() of u32, gdn::ChunkIndex); without, nothing.
   void check_index(const Context& ctx, std::string_view kernel, const std::optional<TensorRef>& index) const {
-    if (!varlen()) return;
-    if (!index) throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": index: cu_seqlens needs it");
+    if (!varlen_) return;
+    if (!index) throw Error(ErrorCode::invalid_argument, std::string(kernel) + ": index: cu_seqlens needs it (gdn::ChunkIndex)");
     tilekernels::detail::expect_tensor(ctx, kernel, "index", *index, DType::u32,
                                        {static_cast<std::int64_t>(index_bytes() / 4)});
   }
 
   // Bytes of the index table (0 without cu_seqlens).
   std::uint64_t index_bytes() const noexcept {
-    return varlen() ? static_cast<std::uint64_t>(N() + chunks_) * 16 : 0;
-  }
-
-  // Records the index table into `table` (index_bytes() bytes, u32) with
-  // vkCmdUpdateBuffer, between barriers that order it after earlier compute
-  // and transfer accesses and before later compute reads. Nothing is
-  // allocated: the table goes out in pieces from a fixed buffer.
-  void record_index(const Context& ctx, vk::CommandBuffer cmd, const TensorRef& table) const {
-    if (!varlen()) return;
-    const auto& d = ctx.dispatcher();
-    using A = vk::AccessFlagBits;
-    using S = vk::PipelineStageFlagBits;
-    const vk::DeviceSize bytes = index_bytes();
-    const vk::BufferMemoryBarrier before(A::eShaderRead | A::eShaderWrite | A::eTransferWrite, A::eTransferWrite,
-                                         VK_QUEUE_FAMILY_IGNORED, VK_QUEUE_FAMILY_IGNORED, table.buffer, table.offset,
-                                         bytes);
-    cmd.pipelineBarrier(S::eComputeShader | S::eTransfer, S::eTransfer, {}, {}, before, {}, d);
-    std::array<std::uint32_t, 4096> piece{};  // 16 KiB per vkCmdUpdateBuffer (the limit is 64 KiB)
-    std::size_t used = 0;
-    vk::DeviceSize at = table.offset;
-    const auto put = [&](std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32_t e) {
-      piece[used++] = a;
-      piece[used++] = b;
-      piece[used++] = c;
-      piece[used++] = e;
-      if (used == piece.size()) {
-        cmd.updateBuffer(table.buffer, at, used * 4, piece.data(), d);
-        at += used * 4;
-        used = 0;
-      }
-    };
-    const auto u32 = [](std::int64_t x) { return static_cast<std::uint32_t>(x); };
-    for_each_sequence([&](std::int64_t, std::int64_t bos, std::int64_t len, std::int64_t first) {
-      put(u32(bos), u32(len), u32(first), 0);
-    });
-    for_each_sequence([&](std::int64_t n, std::int64_t bos, std::int64_t len, std::int64_t) {
-      for (std::int64_t c = 0; c * bt_ < len; ++c)
-        put(u32(n), u32(bos + c * bt_), u32(std::min<std::int64_t>(bt_, len - c * bt_)), u32(c));
-    });
-    if (used) cmd.updateBuffer(table.buffer, at, used * 4, piece.data(), d);
-    const vk::BufferMemoryBarrier after(A::eTransferWrite, A::eShaderRead, VK_QUEUE_FAMILY_IGNORED,
-                                        VK_QUEUE_FAMILY_IGNORED, table.buffer, table.offset, bytes);
-    cmd.pipelineBarrier(S::eTransfer, S::eComputeShader, {}, {}, after, {}, d);
+    return varlen_ ? static_cast<std::uint64_t>(N_ + chunks_) * 16 : 0;
   }
 
  private:
-  std::int64_t B_, T_;
-  std::span<const std::int32_t> cu_;
+  std::int64_t B_, T_, N_;
+  bool varlen_;
   std::uint32_t bt_;
   std::int64_t chunks_ = 0;
+  std::span<const std::int32_t> cu_;
 };
 
 }  // namespace tilekernels::gdn

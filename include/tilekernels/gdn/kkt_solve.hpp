@@ -14,6 +14,8 @@
 //   beta_out [slots, H]    f32   out: beta as the later stages read it
 //   A        [slots, H, BT] bf16 out: unit lower triangular, zero above the
 //                               diagonal and in padding rows
+// Variable length: cu_seqlens [N + 1] (B = 1) and its index table (built by
+// gdn::ChunkIndex); the host copy cu_seqlens_host is only checked.
 // Rounding (FLA's points): g and beta in f32, M and the solve in f32, A
 // rounded to bf16 (nearest even).
 //
@@ -62,24 +64,30 @@ struct KKTSolveConfig {
 };
 
 template <class Config>
-class KKTSolve {
+class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
+  using Base = KernelBase<KKTSolve<Config>, GdnEnvelope>;
+  using Base::ctx_;
+  using Base::envelope_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "gdn.kkt_solve";
   TK_DECLARE_SPEC(TK_KKT_SOLVE_SPEC)
   TK_DECLARE_PUSH(TK_KKT_SOLVE_PUSH)
+  static constexpr std::uint32_t option_mask =
+      TK_GDN_OPT_GATE_IN_KERNEL | TK_GDN_OPT_DT_BIAS | TK_GDN_OPT_BETA_SIGMOID | TK_GDN_OPT_NEG_EIGVAL;
 
   struct Args {
     TensorRef k, g, beta;
     std::optional<TensorRef> A_log, dt_bias;
     TensorRef g_cumsum, beta_out, A;
     GdnOptions options;  // gate_in_kernel, beta_sigmoid, allow_neg_eigval
-    std::span<const std::int32_t> cu_seqlens_host;  // empty: fixed-length batches
-    std::optional<TensorRef> index;  // the index table (Chunking::record_index), with cu_seqlens
+    std::optional<TensorRef> cu_seqlens, index;     // variable length: the offsets and their index table
+    std::span<const std::int32_t> cu_seqlens_host;  // optional, checked
   };
 
-  struct Problem {
-    std::int64_t B = 0, T = 0, Hg = 0, H = 0, chunks = 0;
-  };
+  using Problem = StageProblem;
 
   static constexpr std::array<Variant<Problem>, 2> variants{{
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_kkt_solve_bf16,
@@ -92,21 +100,34 @@ class KKTSolve {
     const Variant<Problem>* variant = nullptr;
   };
 
-  explicit KKTSolve(Context& ctx) : ctx_(&ctx) {}
-
-  static Chunking chunking(const Args& a) {
-    return Chunking(a.k.shape.at(0), a.k.shape.at(1), a.cu_seqlens_host, Config::BT);
+  explicit KKTSolve(Context& ctx, GdnEnvelope envelope = {}) : Base(ctx, envelope) {
+    prepare(plan(Problem{1, 1, 1, 1}, 0));
   }
-  static Problem problem(const Args& a) {
-    return {a.k.shape[0], a.k.shape[1], a.k.shape[2], a.g.shape.at(2), chunking(a).chunks()};
+
+  static Chunking chunking(const Problem& p) { return Chunking(p.B, p.T, p.N, Config::BT); }
+  Problem problem(const Args& a) const {
+    return {a.k.shape.at(0), a.k.shape.at(1), a.k.shape.at(2), a.g.shape.at(2),
+            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, true};
+  }
+
+  void check(const Problem& p) const {
+    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1) ||
+        !p.slot_major)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, "
+                                                                   "B = 1 with sequences, intermediates slot-major");
+    const Chunking ch = chunking(p);
+    if (p.B * p.T * p.Hg * Config::K >= (std::int64_t(1) << 32) || ch.slots() * p.H * Config::BT >= (std::int64_t(1) << 32))
+      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
   }
 
   void check(const Args& a) const {
     detail::expect_rank(name, "k", a.k, 4);
     detail::expect_rank(name, "g", a.g, 3);
     const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.g.shape[2];
-    const Chunking ch = chunking(a);
-    ch.check(*ctx_, name, std::nullopt);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, Config::K});
     if (H % Hg != 0)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "g") + "H = " + std::to_string(H) +
@@ -119,33 +140,24 @@ class KKTSolve {
     detail::expect_tensor(*ctx_, name, "beta_out", a.beta_out, DType::f32, {S, H});
     detail::expect_tensor(*ctx_, name, "A", a.A, DType::bf16, {S, H, Config::BT});
     ch.check_index(*ctx_, name, a.index);
-    if (a.k.elements() >= (std::int64_t(1) << 32) || S * H * Config::BT >= (std::int64_t(1) << 32))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+    check(p);
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p)};
   }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    return {&select_variant(*ctx_, name, variants, problem(a))};
-  }
-
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
 
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
     const Problem p = problem(a);
-    if (p.chunks == 0) return;
-    const Chunking ch = chunking(a);
-    Spec spec;
-    spec.workgroup = plan.variant->invocations;
-    spec.BT = Config::BT;
-    spec.KDIM = Config::K;
-    spec.OPTIONS = detail::option_bits(a.options, a.dt_bias.has_value()) &
-                   (TK_GDN_OPT_GATE_IN_KERNEL | TK_GDN_OPT_DT_BIAS | TK_GDN_OPT_BETA_SIGMOID | TK_GDN_OPT_NEG_EIGVAL);
-    const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 9);
+    const Chunking ch = chunking(p);
+    if (ch.chunks() == 0) return;
+    const std::uint32_t bits = detail::option_bits(a.options, a.dt_bias.has_value()) & option_mask;
+    const Pipeline& pipeline = pipelines_.get(name, key(*plan.variant, bits));
     Push push;
     push.T = static_cast<std::uint32_t>(p.T);
     push.H = static_cast<std::uint32_t>(p.H);
@@ -160,7 +172,20 @@ class KKTSolve {
     detail::record_dispatch(*ctx_, cmd, pipeline,
                             {a.k, a.g, a.beta, a.A_log.value_or(spare), a.dt_bias.value_or(spare),
                              a.index.value_or(spare), a.g_cumsum, a.beta_out, a.A},
-                            push, static_cast<std::uint64_t>(p.chunks * p.H));
+                            push, static_cast<std::uint64_t>(ch.chunks() * p.H));
+  }
+
+  // Builds the pipelines of a plan chosen by hand (a variant the automatic
+  // choice would not take). Not thread-safe: call it before recording from
+  // several threads.
+  void prepare(const Plan& plan) {
+    for (const std::uint32_t bits : detail::option_bit_sets(envelope_, option_mask))
+      pipelines_.add(*ctx_, key(*plan.variant, bits));
+  }
+
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
 
   // Bytes every tensor moves once (k read once per value head) and the
@@ -173,7 +198,16 @@ class KKTSolve {
   }
 
  private:
-  Context* ctx_;
+  PipelineKey key(const Variant<Problem>& v, std::uint32_t option_bits) const {
+    Spec spec;
+    spec.workgroup = v.invocations;
+    spec.BT = Config::BT;
+    spec.KDIM = Config::K;
+    spec.OPTIONS = option_bits;
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 9);
+  }
 };
+
+static_assert(Kernel<KKTSolve<KKTSolveConfig<64, 128>>>, "gdn.kkt_solve must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::gdn

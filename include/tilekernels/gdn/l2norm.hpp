@@ -17,11 +17,18 @@
 
 namespace tilekernels::gdn {
 
+// The one pipeline does not depend on the shape: every call is inside.
+struct L2NormEnvelope {};
+
 template <std::uint32_t K>
-class L2Norm {
+class L2Norm : public KernelBase<L2Norm<K>, L2NormEnvelope> {
   static_assert(K == 64 || K == 128 || K == 256, "L2Norm: K must be 64, 128 or 256 (whole 16-byte pieces per lane)");
+  using Base = KernelBase<L2Norm<K>, L2NormEnvelope>;
+  using Base::ctx_;
+  using Base::pipelines_;
 
  public:
+  using Base::plan;
   static constexpr const char* name = "gdn.l2norm";
   TK_DECLARE_SPEC(TK_L2NORM_SPEC)
   TK_DECLARE_PUSH(TK_L2NORM_PUSH)
@@ -30,13 +37,26 @@ class L2Norm {
     TensorRef q, k, q_out, k_out;
   };
   struct Problem {
-    std::int64_t rows = 0;
+    std::int64_t rows = 0;  // B T Hg
+  };
+  struct Plan {
+    const Variant<Problem>* variant = nullptr;
   };
   static constexpr std::array<Variant<Problem>, 1> variants{{
       {"portable", Path::portable, spirv::gdn_l2norm, {}, 256, 1024},
   }};
 
-  explicit L2Norm(Context& ctx) : ctx_(&ctx) {}
+  explicit L2Norm(Context& ctx, L2NormEnvelope envelope = {}) : Base(ctx, envelope) {
+    pipelines_.add(ctx, key(select_variant(ctx, name, variants, Problem{1})));
+  }
+
+  Problem problem(const Args& a) const { return {element_count(a.q.shape) / K}; }
+
+  void check(const Problem& p) const {
+    if (p.rows <= 0 || p.rows * K >= (std::int64_t(1) << 32))
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": rows must be in [1, 2^32 / K)");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   void check(const Args& a) const {
     detail::expect_rank(name, "q", a.q, 4);
@@ -48,28 +68,38 @@ class L2Norm {
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, s);
     detail::expect_tensor(*ctx_, name, "q_out", a.q_out, DType::bf16, s);
     detail::expect_tensor(*ctx_, name, "k_out", a.k_out, DType::bf16, s);
-    if (a.q.elements() >= (std::int64_t(1) << 32))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+    check(problem(a));
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { check(a); });
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p)};
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const {
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
+  void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
-    const auto& v = select_variant(*ctx_, name, variants, Problem{a.q.elements() / K});
-    Spec spec;
-    spec.workgroup = 256;
-    spec.KDIM = K;
     Push push;
-    push.rows = static_cast<std::uint32_t>(a.q.elements() / K);
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 4), {a.q, a.k, a.q_out, a.k_out},
-                            push, (push.rows + 31) / 32, 2);
+    push.rows = static_cast<std::uint32_t>(problem(a).rows);
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant)), {a.q, a.k, a.q_out, a.k_out}, push,
+                            (push.rows + 31) / 32, 2);
+  }
+
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
 
  private:
-  Context* ctx_;
+  PipelineKey key(const Variant<Problem>& v) const {
+    Spec spec;
+    spec.workgroup = 256;
+    spec.KDIM = K;
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 4);
+  }
 };
+
+static_assert(Kernel<L2Norm<128>>, "gdn.l2norm must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::gdn

@@ -18,8 +18,8 @@
 // or, with beta, g, A, w and u slot-major as gdn::KKTSolve writes them
 // (gdn/chunking.hpp; chosen by g's rank): [slots, H], [slots, H, BT],
 // [slots, H, K], [slots, H, V]. Sequences: B rows of T tokens, or with
-// cu_seqlens_host (B = 1) any lengths, chunks never straddling them (the
-// device reads `index`, Chunking::record_index). A sequence's length need
+// cu_seqlens (B = 1) any lengths, chunks never straddling them (the device
+// reads their index table, gdn::ChunkIndex). A sequence's length need
 // not be a multiple of BT: in its last chunk, rows past its end are neither
 // read nor written, and the columns of A past the chunk's last row are
 // ignored (they may hold anything).
@@ -106,20 +106,24 @@ struct RecomputeWUConfig {
 };
 
 template <class Config>
-class RecomputeWU {
+class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
+  using Base = KernelBase<RecomputeWU<Config>, GdnEnvelope>;
+  using Base::ctx_;
+  using Base::envelope_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "gdn.recompute_wu";
   TK_DECLARE_SPEC(TK_RECOMPUTE_WU_SPEC)
   TK_DECLARE_PUSH(TK_RECOMPUTE_WU_PUSH)
 
   struct Args {
     TensorRef k, v, beta, g, A, w, u;
-    std::span<const std::int32_t> cu_seqlens_host;  // empty: fixed-length batches
-    std::optional<TensorRef> index;  // the index table (Chunking::record_index), with cu_seqlens
+    std::optional<TensorRef> cu_seqlens, index;     // variable length: the offsets and their index table
+    std::span<const std::int32_t> cu_seqlens_host;  // optional, checked
   };
-  struct Problem {
-    std::int64_t B = 0, T = 0, Hg = 0, H = 0;
-  };
+  using Problem = StageProblem;
 
   static constexpr std::array<Variant<Problem>, 4> variants{{
       {"tensor_core_bf16_joint", Path::tensor_core_bf16, spirv::gdn_recompute_wu_bf16_joint,
@@ -149,16 +153,29 @@ class RecomputeWU {
     std::uint32_t workgroups = 0;
   };
 
-  explicit RecomputeWU(Context& ctx) : ctx_(&ctx) {}
-
-  static constexpr std::uint64_t workspace_bytes() { return 0; }
-
-  static Problem problem(const Args& a) { return {a.k.shape.at(0), a.k.shape.at(1), a.k.shape.at(2), a.v.shape.at(2)}; }
-  static Chunking chunking(const Args& a) {
-    return Chunking(a.k.shape.at(0), a.k.shape.at(1), a.cu_seqlens_host, Config::bt);
+  explicit RecomputeWU(Context& ctx, GdnEnvelope envelope = {}) : Base(ctx, envelope) {
+    prepare(plan(Problem{1, 1, 1, 1}, 0));
   }
-  // Whether beta, g, A, w and u are slot-major (g [slots, H]).
-  static bool slot_major(const Args& a) { return a.g.shape.size() == 2; }
+
+  static Chunking chunking(const Problem& p) { return Chunking(p.B, p.T, p.N, Config::bt); }
+  Problem problem(const Args& a) const {
+    return {a.k.shape.at(0), a.k.shape.at(1), a.k.shape.at(2), a.v.shape.at(2),
+            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, a.g.shape.size() == 2};
+  }
+
+  void check(const Problem& p) const {
+    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1))
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, B = 1 with sequences");
+    if (!p.slot_major && !envelope_.token_major)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": token-major intermediates are outside the envelope");
+    const Chunking ch = chunking(p);
+    const std::int64_t rows = p.slot_major ? ch.slots() : p.B * p.T, limit = std::int64_t(1) << 32;
+    if (p.B * p.T * p.Hg * Config::k >= limit || p.B * p.T * p.H * Config::v >= limit ||
+        rows * p.H * std::max({Config::bt, Config::k, Config::v}) >= limit)
+      throw Error(ErrorCode::unsupported, std::string(name) + ": more than 2^32 elements: too many for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
+  }
 
   // Throws tilekernels::Error naming the first argument that is wrong.
   void check(const Args& a) const {
@@ -166,8 +183,9 @@ class RecomputeWU {
     detail::expect_rank(name, "v", a.v, 4);
     const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.v.shape[2];
     const std::int64_t K = Config::k, V = Config::v, BT = Config::bt;
-    const Chunking ch = chunking(a);
-    ch.check(*ctx_, name, std::nullopt);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
     detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
     if (H % Hg != 0)
@@ -175,7 +193,7 @@ class RecomputeWU {
                                                  " must be a multiple of the key heads Hg = " + std::to_string(Hg) +
                                                  " of k");
     // Rows of the intermediates: B, T token-major, or slots.
-    const Shape rows = slot_major(a) ? Shape{ch.slots()} : Shape{B, T};
+    const Shape rows = p.slot_major ? Shape{ch.slots()} : Shape{B, T};
     const auto with = [&](std::initializer_list<std::int64_t> inner) {
       Shape s = rows;
       s.insert(s.end(), inner);
@@ -187,48 +205,29 @@ class RecomputeWU {
     detail::expect_tensor(*ctx_, name, "w", a.w, DType::bf16, with({H, K}));
     detail::expect_tensor(*ctx_, name, "u", a.u, DType::bf16, with({H, V}));
     ch.check_index(*ctx_, name, a.index);
-    // The shaders index elements with 32-bit integers.
-    const auto index_limit = [&](const char* tensor, const TensorRef& t) {
-      if (t.elements() >= (std::int64_t(1) << 32))
-        throw Error(ErrorCode::unsupported,
-                    detail::where(name, tensor) + "more than 2^32 elements: too many for 32-bit indexing");
-    };
-    index_limit("k", a.k);
-    index_limit("v", a.v);
-    index_limit("A", a.A);
-    index_limit("w", a.w);
-    index_limit("u", a.u);
+    check(p);
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
+    return {&select_variant(*ctx_, name, variants, p), 0};
   }
 
-  Plan plan(const Args& a) const {
-    check(a);
-    return {&select_variant(*ctx_, name, variants, problem(a)), 0};
-  }
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
-
-  // Records `plan` (from plan(a), or a variant of `variants` eligible here).
+  // Records `plan` (from plan(), or a variant of `variants` eligible here,
+  // prepared).
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a);
     const Variant<Problem>& v = *plan.variant;
     const Problem p = problem(a);
-    const Chunking ch = chunking(a);
+    const Chunking ch = chunking(p);
     // The tile walk: B rows of `chunks` each, or one row of every chunk.
     const std::int64_t batch = ch.varlen() ? 1 : p.B, chunks = ch.varlen() ? ch.chunks() : ch.row_chunks();
     const auto tiles = static_cast<std::uint64_t>(ch.chunks() * p.H);
     if (tiles == 0) return;
     const std::uint32_t grid = plan.workgroups ? plan.workgroups : ctx_->info().persistent_grid(264);
-    Spec spec;
-    spec.VARLEN = ch.varlen() ? 1u : 0u;
-    spec.SLOTS = slot_major(a) ? 1u : 0u;
-    spec.BT = Config::bt;
-    spec.K = Config::k;
-    spec.V = Config::v;
-    spec.A_DTYPE = static_cast<std::uint32_t>(Config::a_dtype);
     Push push;
     push.batch = static_cast<std::uint32_t>(batch);
     push.T = static_cast<std::uint32_t>(p.T);
@@ -239,25 +238,30 @@ class RecomputeWU {
     push.N = static_cast<std::uint32_t>(ch.N());
     std::uint64_t groups = tiles;
     if (v.name == "tensor_core_bf16_joint") {
-      spec.workgroup = 512;
       groups = std::min<std::uint64_t>(tiles, grid);
       push.stride = static_cast<std::uint32_t>(groups);
     } else if (v.path == Path::tensor_core_bf16) {
       // Persistent pairs: each walks the tiles with a stride of `pairs`,
       // prefetching the next tile while it multiplies this one.
-      spec.workgroup = Config::bf16_workgroup;
       const std::uint64_t pairs = std::min<std::uint64_t>(tiles, std::max(1u, (grid + 1) / 2));
       push.stride = static_cast<std::uint32_t>(pairs);
       groups = 2 * pairs;
     } else if (v.path == Path::tensor_core_fp16) {
-      spec.workgroup = Config::fp16_workgroup;
       groups = 2 * tiles;  // one workgroup for u, one for w
-    } else {
-      spec.workgroup = Config::portable_workgroup;
     }
     // Without cu_seqlens the index binding gets g, never read there.
-    detail::record_dispatch(*ctx_, cmd, detail::pipeline_for<Push>(*ctx_, v, spec, 8),
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(v, p)),
                             {a.k, a.v, a.beta, a.g, a.A, a.w, a.u, a.index.value_or(a.g)}, push, groups);
+  }
+
+  // Builds the pipelines of a plan chosen by hand (a variant the automatic
+  // choice would not take). Not thread-safe: call it before recording from
+  // several threads.
+  void prepare(const Plan& plan) {
+    for (const bool varlen : {false, true})
+      for (const bool slots : {true, false})
+        if (slots || envelope_.token_major)
+          pipelines_.add(*ctx_, key(*plan.variant, Problem{1, 1, 1, 1, varlen ? 1 : 0, slots}));
   }
 
   // Records into a fresh command buffer, submits and waits.
@@ -278,7 +282,27 @@ class RecomputeWU {
   }
 
  private:
-  Context* ctx_;
+  PipelineKey key(const Variant<Problem>& v, const Problem& p) const {
+    Spec spec;
+    spec.VARLEN = p.N > 0 ? 1u : 0u;
+    spec.SLOTS = p.slot_major ? 1u : 0u;
+    spec.BT = Config::bt;
+    spec.K = Config::k;
+    spec.V = Config::v;
+    spec.A_DTYPE = static_cast<std::uint32_t>(Config::a_dtype);
+    if (v.name == "tensor_core_bf16_joint")
+      spec.workgroup = 512;
+    else if (v.path == Path::tensor_core_bf16)
+      spec.workgroup = Config::bf16_workgroup;
+    else if (v.path == Path::tensor_core_fp16)
+      spec.workgroup = Config::fp16_workgroup;
+    else
+      spec.workgroup = Config::portable_workgroup;
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 8);
+  }
 };
+
+static_assert(Kernel<RecomputeWU<RecomputeWUConfig<64, 128, 128, DType::bf16>>>,
+              "gdn.recompute_wu must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::gdn

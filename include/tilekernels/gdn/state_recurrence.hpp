@@ -15,6 +15,7 @@
 //   w, u          [slots, H, K|V]      bf16  (from gdn::RecomputeWU)
 //   g             [slots, H]           f32   cumulative log decay (gdn::KKTSolve)
 //   initial_state [N, H, K, V] f32 (or [N, H, V, K] with StateLayout::vk), optional
+//   cu_seqlens    [N + 1] i32 with its index table (gdn::ChunkIndex), optional
 //   h             [NT_total, H, V, K]  bf16 out, the layout gdn::ChunkO reads
 //   v_new         [slots, H, V]        bf16 out; may be u's memory (u is read
 //                                      before v_new is written over it)
@@ -103,8 +104,14 @@ inline bool state_rows_layout(const DeviceInfo& info) {
 }
 
 template <class Config>
-class StateRecurrence {
+class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> {
+  using Base = KernelBase<StateRecurrence<Config>, GdnEnvelope>;
+  using Base::ctx_;
+  using Base::envelope_;
+  using Base::pipelines_;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "gdn.state_recurrence";
   TK_DECLARE_SPEC(TK_STATE_RECURRENCE_SPEC)
   TK_DECLARE_PUSH(TK_STATE_RECURRENCE_PUSH)
@@ -115,13 +122,11 @@ class StateRecurrence {
     TensorRef h, v_new;
     std::optional<TensorRef> final_state;
     StateLayout state_layout = StateLayout::kv;
-    std::span<const std::int32_t> cu_seqlens_host;
-    std::optional<TensorRef> index;  // with cu_seqlens
+    std::optional<TensorRef> cu_seqlens, index;     // variable length: the offsets and their index table
+    std::span<const std::int32_t> cu_seqlens_host;  // optional, checked
   };
 
-  struct Problem {
-    std::int64_t N = 0, H = 0;
-  };
+  using Problem = StageProblem;
 
   static Status tc_applies(const DeviceInfo&, const Problem&) {
     if (!Config::tc_fits(16)) return Status::failure(ErrorCode::unsupported, "K = 256 or BT > K: no tiling fits");
@@ -132,13 +137,14 @@ class StateRecurrence {
   // faster once its workgroups fill the multiprocessors (B = 8 at the
   // headline shape), slower below that (B = 1: 64 workgroups on 132
   // multiprocessors; bench/NOTES-gdn-state-rows.md). Problems of unknown size
-  // (N = 0) may take it: tests force it so.
+  // (sequences 0) may take it: tests force it so.
   static Status rows_applies(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!Config::rows_fit) return no("K = 256: 16 state columns of K do not fit registers");
     if (!state_rows_layout(info)) return no("the device's operand and accumulator layouts may differ");
-    const std::int64_t workgroups = p.N * p.H * (Config::V / Config::rows_bv);
-    if (p.N > 0 && info.multiprocessors > 0 && workgroups < std::int64_t(info.multiprocessors))
+    const std::int64_t sequences = p.N > 0 ? p.N : p.B;
+    const std::int64_t workgroups = sequences * p.H * (Config::V / Config::rows_bv);
+    if (sequences > 0 && info.multiprocessors > 0 && workgroups < std::int64_t(info.multiprocessors))
       return no("fewer workgroups than multiprocessors: the 8-subgroup kernel is faster there");
     return Status::success();
   }
@@ -160,18 +166,36 @@ class StateRecurrence {
     std::uint32_t bv = 0;  // state columns per workgroup
   };
 
-  explicit StateRecurrence(Context& ctx) : ctx_(&ctx) {}
+  explicit StateRecurrence(Context& ctx, GdnEnvelope envelope = {}) : Base(ctx, envelope) {
+    // The variants plan() takes for few and for many (sequence, head) pairs.
+    for (const std::int64_t heads : {1, 4096}) prepare(plan(Problem{1, 1, 1, heads}, 0));
+  }
 
-  static Chunking chunking(const Args& a) {
-    return Chunking(a.k.shape.at(0), a.k.shape.at(1), a.cu_seqlens_host, Config::BT);
+  static Chunking chunking(const Problem& p) { return Chunking(p.B, p.T, p.N, Config::BT); }
+  Problem problem(const Args& a) const {
+    return {a.k.shape.at(0), a.k.shape.at(1), a.k.shape.at(2), a.g.shape.at(1),
+            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, true};
+  }
+
+  void check(const Problem& p) const {
+    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1) ||
+        !p.slot_major)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, "
+                                                                   "B = 1 with sequences, intermediates slot-major");
+    const Chunking ch = chunking(p);
+    const std::int64_t K = Config::K, V = Config::V, limit = std::int64_t(1) << 32;
+    if (ch.chunks() * p.H * K * V >= limit || p.B * p.T * p.Hg * K >= limit || ch.slots() * p.H * std::max(K, V) >= limit)
+      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+    select_variant(*ctx_, name, variants, p);
   }
 
   void check(const Args& a) const {
     detail::expect_rank(name, "k", a.k, 4);
     detail::expect_rank(name, "g", a.g, 2);
     const auto B = a.k.shape[0], T = a.k.shape[1], Hg = a.k.shape[2], H = a.g.shape[1];
-    const Chunking ch = chunking(a);
-    ch.check(*ctx_, name, std::nullopt);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
     const std::int64_t S = ch.slots(), N = ch.N(), K = Config::K, V = Config::V;
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
     if (H % Hg != 0)
@@ -185,19 +209,15 @@ class StateRecurrence {
     const Shape state = a.state_layout == StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
     if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
+    if (envelope_.options && a.state_layout != envelope_.options->state_layout)
+      throw Error(ErrorCode::invalid_argument, std::string(name) + ": the state layout differs from the envelope's");
     ch.check_index(*ctx_, name, a.index);
-    if (a.h.elements() >= (std::int64_t(1) << 32) || a.k.elements() >= (std::int64_t(1) << 32) ||
-        S * H * std::max(K, V) >= (std::int64_t(1) << 32))
-      throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
+    check(p);
   }
 
-  Status can_implement(const Args& a) const {
-    return detail::status_of([&] { plan(a); });
-  }
-
-  Plan plan(const Args& a) const {
-    check(a);
-    const Problem p{chunking(a).N(), a.g.shape[1]};
+  static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
+  Plan plan(const Problem& p, std::uint64_t) const {
+    check(p);
     Plan plan{&select_variant(*ctx_, name, variants, p), 0};
     plan.bv = default_bv(*plan.variant);
     return plan;
@@ -221,7 +241,7 @@ class StateRecurrence {
     return {Config::tc_fits(bv), Config::tc_workgroup(bv), Config::tc_shared_bytes(bv)};
   }
 
-  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(a)); }
+  void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
 
   // Throws unless `plan` (its bv possibly changed by hand) can run `a`.
   void check(const Args& a, const Plan& plan) const {
@@ -238,31 +258,38 @@ class StateRecurrence {
 
   void record(vk::CommandBuffer cmd, const Args& a, const Plan& plan) const {
     check(a, plan);
-    const Chunking ch = chunking(a);
-    const auto H = a.g.shape[1], Hg = a.k.shape[2];
-    Spec spec;
-    spec.workgroup = kernel_shape(*plan.variant, plan.bv).workgroup;
-    spec.BT = Config::BT;
-    spec.KDIM = Config::K;
-    spec.VDIM = Config::V;
-    spec.BV = plan.bv;
-    spec.OPTIONS = (a.state_layout == StateLayout::vk ? TK_GDN_OPT_STATE_VK : 0u) |
-                   (a.initial_state ? TK_GDN_OPT_H0 : 0u) | (a.final_state ? TK_GDN_OPT_HT : 0u);
-    const Pipeline& pipeline = detail::pipeline_for<Push>(*ctx_, *plan.variant, spec, 9);
+    const Problem p = problem(a);
+    const Chunking ch = chunking(p);
+    const std::uint32_t bits = (a.state_layout == StateLayout::vk ? TK_GDN_OPT_STATE_VK : 0u) |
+                               (a.initial_state ? TK_GDN_OPT_H0 : 0u) | (a.final_state ? TK_GDN_OPT_HT : 0u);
     Push push;
     push.T = static_cast<std::uint32_t>(ch.T());
-    push.H = static_cast<std::uint32_t>(H);
-    push.Hg = static_cast<std::uint32_t>(Hg);
-    push.ratio = static_cast<std::uint32_t>(H / Hg);
+    push.H = static_cast<std::uint32_t>(p.H);
+    push.Hg = static_cast<std::uint32_t>(p.Hg);
+    push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
     push.N = static_cast<std::uint32_t>(ch.N());
     push.row_chunks = static_cast<std::uint32_t>(ch.row_chunks());
     push.varlen = ch.varlen() ? 1u : 0u;
     // Optional tensors left out are bound to one the kernel already reads
     // (inputs) or writes (final_state: v_new), never touched.
-    detail::record_dispatch(*ctx_, cmd, pipeline,
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant, plan.bv, bits)),
                             {a.k, a.w, a.u, a.g, a.initial_state.value_or(a.g), a.index.value_or(a.g), a.h, a.v_new,
                              a.final_state.value_or(a.v_new)},
-                            push, static_cast<std::uint64_t>(ch.N() * H) * (Config::V / plan.bv));
+                            push, static_cast<std::uint64_t>(ch.N() * p.H) * (Config::V / plan.bv));
+  }
+
+  // Builds the pipelines of a plan chosen by hand (a variant or bv the
+  // automatic choice would not take). Not thread-safe: call it before
+  // recording from several threads.
+  void prepare(const Plan& plan) {
+    for (const std::uint32_t bits : detail::option_bit_sets(envelope_, TK_GDN_OPT_STATE_VK))
+      for (const std::uint32_t states : {0u, TK_GDN_OPT_H0, TK_GDN_OPT_HT, TK_GDN_OPT_H0 | TK_GDN_OPT_HT})
+        pipelines_.add(*ctx_, key(*plan.variant, plan.bv, bits | states));
+  }
+
+  void run(const Args& a) const {
+    check(a);
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, a); });
   }
 
   // Bytes moved when every tensor is read or written once.
@@ -277,7 +304,19 @@ class StateRecurrence {
  private:
   static bool is_rows(const Variant<Problem>& v) { return v.name == rows_name; }
 
-  Context* ctx_;
+  PipelineKey key(const Variant<Problem>& v, std::uint32_t bv, std::uint32_t option_bits) const {
+    Spec spec;
+    spec.workgroup = kernel_shape(v, bv).workgroup;
+    spec.BT = Config::BT;
+    spec.KDIM = Config::K;
+    spec.VDIM = Config::V;
+    spec.BV = bv;
+    spec.OPTIONS = option_bits;
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 9);
+  }
 };
+
+static_assert(Kernel<StateRecurrence<StateRecurrenceConfig<64, 128, 128>>>,
+              "gdn.state_recurrence must have the kernel interface (core/kernel.hpp)");
 
 }  // namespace tilekernels::gdn
