@@ -1,8 +1,10 @@
 #include "support.hpp"
 
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <limits>
 
 namespace tktest {
@@ -70,6 +72,88 @@ GuardedTensor::GuardedTensor(Context& ctx, DType dtype, Shape shape)
   ref_ = TensorRef{buffer_.handle(), guard_bytes, buffer_.size() - 2 * guard_bytes, dtype, std::move(shape)};
   payload_bytes_ = static_cast<std::size_t>(ref_.elements()) * dtype_size(dtype);
   poison();
+}
+
+FusedRows::FusedRows(Context& ctx, DType dtype, std::int64_t tokens, std::int64_t row, std::int64_t at)
+    : buffer_(ctx, 2 * GuardedTensor::guard_bytes +
+                       (static_cast<std::size_t>(tokens * row + at) * dtype_size(dtype) + 3) / 4 * 4),
+      dtype_(dtype), tokens_(tokens), row_(row), at_(at), esize_(dtype_size(dtype)),
+      payload_(static_cast<std::size_t>(tokens * row + at)) {
+  std::vector<std::uint32_t> words(buffer_.size() / 4, GuardedTensor::sentinel);
+  std::memset(reinterpret_cast<char*>(words.data()) + GuardedTensor::guard_bytes, 0xff, payload_ * esize_);
+  buffer_.upload(words.data(), buffer_.size());
+}
+
+TensorRef FusedRows::view(Shape shape, std::size_t token_dims, std::int64_t col) const {
+  Shape strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (d + 1 == shape.size()) continue;
+    strides[d] = d + 1 == token_dims ? row_ : strides[d + 1] * shape[d + 1];
+  }
+  const std::size_t offset = GuardedTensor::guard_bytes + static_cast<std::size_t>(at_ + col) * esize_;
+  return TensorRef{buffer_.handle(), offset, buffer_.size() - GuardedTensor::guard_bytes - offset, dtype_,
+                   std::move(shape), std::move(strides)};
+}
+
+std::vector<std::size_t> FusedRows::elements(const TensorRef& v) const {
+  const std::size_t first = (v.offset - GuardedTensor::guard_bytes) / esize_;
+  std::vector<std::size_t> out(static_cast<std::size_t>(v.elements()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::size_t rest = i, e = first;
+    for (std::size_t d = v.shape.size(); d-- > 0;) {
+      const auto n = static_cast<std::size_t>(v.shape[d]);
+      e += rest % n * static_cast<std::size_t>(v.stride(d));
+      rest /= n;
+    }
+    out[i] = e;
+  }
+  return out;
+}
+
+void FusedRows::upload(const TensorRef& view, const std::vector<float>& values) {
+  const auto at = elements(view);
+  if (values.size() != at.size()) throw std::invalid_argument("FusedRows: wrong value count");
+  std::vector<std::uint8_t> bytes(buffer_.size());
+  buffer_.download(bytes.data(), bytes.size());
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    const std::uint32_t bits = dtype_ == DType::f32 ? std::bit_cast<std::uint32_t>(values[i]) : narrow(dtype_, values[i]);
+    std::memcpy(bytes.data() + GuardedTensor::guard_bytes + at[i] * esize_, &bits, esize_);
+  }
+  buffer_.upload(bytes.data(), bytes.size());
+}
+
+std::vector<float> FusedRows::read(const TensorRef& view) const {
+  std::vector<std::uint8_t> bytes(buffer_.size());
+  buffer_.download(bytes.data(), bytes.size());
+  const auto at = elements(view);
+  std::vector<float> out(at.size());
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, bytes.data() + GuardedTensor::guard_bytes + at[i] * esize_, esize_);
+    out[i] = dtype_ == DType::f32 ? std::bit_cast<float>(bits) : widen(dtype_, bits);
+  }
+  return out;
+}
+
+void FusedRows::expect_untouched_outside(const std::vector<TensorRef>& views) const {
+  std::vector<std::uint8_t> bytes(buffer_.size());
+  buffer_.download(bytes.data(), bytes.size());
+  std::vector<bool> inside(payload_, false);
+  for (const auto& v : views)
+    for (auto e : elements(v)) inside[e] = true;
+  std::size_t touched = 0;
+  for (std::size_t e = 0; e < payload_; ++e)
+    for (std::size_t b = 0; !inside[e] && b < esize_; ++b) touched += bytes[GuardedTensor::guard_bytes + e * esize_ + b] != 0xff;
+  EXPECT_EQ(touched, 0u) << "bytes outside the views changed";
+  std::size_t guards = 0;
+  const std::size_t end = GuardedTensor::guard_bytes + (payload_ * esize_ + 3) / 4 * 4;
+  for (std::size_t w = 0; w < buffer_.size() / 4; ++w) {
+    if (w * 4 >= GuardedTensor::guard_bytes && w * 4 < end) continue;
+    std::uint32_t word = 0;
+    std::memcpy(&word, bytes.data() + w * 4, 4);
+    guards += word != GuardedTensor::sentinel;
+  }
+  EXPECT_EQ(guards, 0u) << "the guards around the fused rows changed";
 }
 
 void GuardedTensor::poison() {

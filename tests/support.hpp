@@ -101,6 +101,68 @@ class GuardedTensor {
   std::size_t payload_bytes_;
 };
 
+// Rows of a fused projection (e.g. [tokens, (q_heads + 2 kv_heads) * dim])
+// and views into them: each token row holds `row` elements, the first row
+// starts `at` elements into the buffer (an odd `at` is an offset no device
+// aligns bindings to), every element no upload wrote holds NaN (so a read
+// outside a view shows in its result) and the buffer sits between sentinel
+// guards.
+class FusedRows {
+ public:
+  FusedRows(Context& ctx, DType dtype, std::int64_t tokens, std::int64_t row, std::int64_t at);
+  // The view of `shape` whose first `token_dims` dimensions flatten into
+  // the token axis and whose remaining ones form a dense run starting `col`
+  // elements into each row.
+  TensorRef view(Shape shape, std::size_t token_dims, std::int64_t col) const;
+  // Writes `values` (dense, in the view's order, rounded to the dtype).
+  void upload(const TensorRef& view, const std::vector<float>& values);
+  // The view's elements, dense.
+  std::vector<float> read(const TensorRef& view) const;
+  // Fails the test unless every element outside `views` still holds NaN
+  // and the guards their sentinel.
+  void expect_untouched_outside(const std::vector<TensorRef>& views) const;
+
+ private:
+  std::vector<std::size_t> elements(const TensorRef& view) const;  // buffer elements, dense order
+  Buffer buffer_;
+  DType dtype_;
+  std::int64_t tokens_, row_, at_;
+  std::size_t esize_, payload_;
+};
+
+// A command pool and buffer of the test's own, submitted on the Context's
+// queue by the test itself (never through the Context).
+class OwnCommandBuffer {
+ public:
+  explicit OwnCommandBuffer(Context& ctx) : ctx_(&ctx) {
+    const auto& d = ctx.dispatcher();
+    pool_ = Owned<vk::CommandPool>(ctx.device(),
+                                   ctx.device().createCommandPool(vk::CommandPoolCreateInfo({}, ctx.queue_family()),
+                                                                  nullptr, d),
+                                   d.vkDestroyCommandPool, nullptr);
+    cmd_ = ctx.device().allocateCommandBuffers({*pool_, vk::CommandBufferLevel::ePrimary, 1}, d).front();
+    cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit), d);
+  }
+  vk::CommandBuffer get() const { return cmd_; }
+  void end() { cmd_.end(ctx_->dispatcher()); }
+
+  // Submits `buffers` (ended) in one vkQueueSubmit and waits.
+  static void submit(Context& ctx, const std::vector<OwnCommandBuffer*>& buffers) {
+    std::vector<vk::CommandBuffer> handles;
+    for (auto* b : buffers) handles.push_back(b->get());
+    const auto& d = ctx.dispatcher();
+    const Owned<vk::Fence> fence(ctx.device(), ctx.device().createFence(vk::FenceCreateInfo(), nullptr, d),
+                                 d.vkDestroyFence, nullptr);
+    ctx.queue().submit(vk::SubmitInfo({}, {}, handles), *fence, d);
+    ctx.wait(*fence);
+  }
+
+ private:
+  Context* ctx_;
+  Owned<vk::CommandPool> pool_;  // frees the command buffer with it
+  vk::CommandBuffer cmd_;
+};
+
 // Runs a test-only probe shader (binding 0: a u32 output; push constant:
 // the group offset; specialization constants `spec`) on `groups`
 // workgroups and returns the `words` it wrote, the output's guards checked.

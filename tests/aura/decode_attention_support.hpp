@@ -43,6 +43,11 @@ struct AttentionCase {
   bool step = false;
   bool reference = true;  // compute the double-precision reference
   bool lse = true;        // ask for lse
+  // >= 0 (with `step` and f32 queries): the step's q, k and v are views of
+  // one fused [new tokens, (q_heads + 2 kv_heads) * dim + 3] buffer starting
+  // this many elements in, and the output a view of [new tokens, q_heads *
+  // dim + 2] starting at the even number below it.
+  std::int64_t fused_at = -1;
 };
 
 // A case of the GQA / new-token sweeps: shape (q_heads, kv_heads, q_len),
@@ -130,7 +135,8 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
       a.slots.push_back(layout.slot(s, p, Cache::page_tokens));
     }
   GpuCache<Cache> cache(ctx, c.kv_heads, layout.num_pages);
-  Writer writer(ctx, k_seed, v_seed);
+  const Tensor tables = aura::CacheTables::make(ctx, Cache::format, k_seed, v_seed);
+  Writer writer(ctx);
   struct AppendTensors {
     std::optional<Tensor> k, v, slots;
   };
@@ -144,10 +150,28 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   AppendTensors first, second;
   if (!before.slots.empty()) {
     upload(before, first);
-    writer.run({*first.k, *first.v, *first.slots, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
-                before.slots});
+    writer.run({*first.k, *first.v, *first.slots, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
+                cache.v_norms_ref(), before.slots});
   }
-  if (!during.slots.empty()) upload(during, second);
+  // The fused rows of the step's new tokens (fused_at >= 0).
+  const bool fused = c.fused_at >= 0;
+  const std::int64_t new_tokens = static_cast<std::int64_t>(n) * c.q_len, qhd = c.q_heads * Cache::dim,
+                     kvd = c.kv_heads * Cache::dim;
+  std::optional<FusedRows> qkv, out_rows;
+  std::optional<TensorRef> k_view, v_view;
+  if (fused) {
+    EXPECT_TRUE(c.step && Config::q_dtype == DType::f32) << "fused views need step and f32 queries";
+    qkv.emplace(ctx, DType::f32, new_tokens, qhd + 2 * kvd + 3, c.fused_at);
+    out_rows.emplace(ctx, Config::out_dtype, new_tokens, qhd + 2, c.fused_at / 2 * 2);
+    k_view = qkv->view({new_tokens, c.kv_heads, Cache::dim}, 1, qhd);
+    v_view = qkv->view({new_tokens, c.kv_heads, Cache::dim}, 1, qhd + kvd);
+    qkv->upload(*k_view, during.k);
+    qkv->upload(*v_view, during.v);
+    second.slots.emplace(ctx, DType::i32, Shape{new_tokens});
+    second.slots->upload(std::span<const std::int32_t>(during.slots));
+  } else if (!during.slots.empty()) {
+    upload(during, second);
+  }
 
   if (c.sinks) {
     r.options.sinks.resize(static_cast<std::size_t>(c.q_heads));
@@ -159,7 +183,15 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   if (c.scale) r.options.scale = *c.scale;
 
   const auto S = [](auto... d) { return Shape{static_cast<std::int64_t>(d)...}; };
-  const auto q = Tensor::from_floats(ctx, Config::q_dtype, S(n, c.q_len, c.q_heads, D), r.q);
+  std::optional<Tensor> q_dense;
+  TensorRef q;
+  if (fused) {
+    q = qkv->view(S(n, c.q_len, c.q_heads, D), 2, 0);
+    qkv->upload(q, r.q);
+  } else {
+    q_dense.emplace(Tensor::from_floats(ctx, Config::q_dtype, S(n, c.q_len, c.q_heads, D), r.q));
+    q = *q_dense;
+  }
   Tensor block_table(ctx, DType::i32, S(n, layout.max_pages)), seq_lens(ctx, DType::i32, S(n));
   block_table.upload(std::span<const std::int32_t>(layout.block_table));
   seq_lens.upload(std::span<const std::int32_t>(layout.seq_lens));
@@ -167,16 +199,24 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   if (c.sinks) sinks.emplace(Tensor::from_floats(ctx, DType::f32, S(c.q_heads), r.options.sinks));
   GuardedTensor out(ctx, Config::out_dtype, S(n, c.q_len, c.q_heads, D)), lse(ctx, DType::f32, S(n, c.q_len, c.q_heads));
 
-  Kernel kernel(ctx, k_seed, v_seed);
-  typename Kernel::Args args{q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), block_table,
-                             seq_lens, out, lse.ref(), sinks ? std::optional<TensorRef>(sinks->ref()) : std::nullopt};
+  typename Kernel::Envelope envelope;
+  envelope.max_num_seqs = static_cast<std::int64_t>(n);
+  envelope.max_q_len = c.q_len;
+  envelope.q_heads = c.q_heads;
+  envelope.kv_heads = c.kv_heads;
+  envelope.lse = c.lse;
+  Kernel kernel(ctx, envelope);
+  const TensorRef out_ref = fused ? out_rows->view(S(n, c.q_len, c.q_heads, D), 2, 0) : out.ref();
+  typename Kernel::Args args{q,          cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
+                             block_table, seq_lens,     tables,              out_ref,       lse.ref(),
+                             sinks ? std::optional<TensorRef>(sinks->ref()) : std::nullopt};
   if (!c.lse) args.lse.reset();
   args.options.window = c.window;
   args.options.softcap = c.softcap;
   args.options.scale = c.scale;
   args.host_seq_lens = layout.seq_lens;
   args.host_block_table = layout.block_table;
-  auto plan = kernel.plan(args);
+  auto plan = kernel.plan(kernel.problem(args), 0);
   if (c.forced) {
     plan.variant = c.forced;
   } else if (c.variant >= 0) {
@@ -193,6 +233,7 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
     plan.geometry = kernel.geometry(kernel.problem(args), c.workspace, *plan.variant);
   }
   r.variant = std::string(plan.variant->name);
+  kernel.prepare(plan);  // the envelope's pipelines hold the automatic plans, not those chosen by hand
   std::optional<GuardedTensor> ws;
   const auto ws_bytes = kernel.workspace_bytes(kernel.problem(args), plan.geometry);
   if (ws_bytes) {
@@ -201,22 +242,28 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   }
   const auto record = [&] {
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
-      if (second.k) {
-        writer.record(cmd, {*second.k, *second.v, *second.slots, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
+      if (second.slots) {
+        writer.record(cmd, {fused ? *k_view : TensorRef(*second.k), fused ? *v_view : TensorRef(*second.v),
+                            *second.slots, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
                             cache.v_norms_ref()});
         compute_barrier(ctx, cmd);
       }
       kernel.record(cmd, args, plan);
     });
   };
+  const auto read_output = [&] { return fused ? out_rows->read(out_ref) : out.read_floats(); };
   record();
-  r.output = out.read_floats();
+  r.output = read_output();
   if (c.lse) r.lse = lse.read_floats();
   // Again, over the first run's workspace: bit for bit.
   out.poison();
   lse.poison();
   record();
-  const auto again = out.read_floats();
+  const auto again = read_output();
+  if (fused) {
+    qkv->expect_untouched_outside({q, *k_view, *v_view});
+    out_rows->expect_untouched_outside({out_ref});
+  }
   const auto lse_again = c.lse ? lse.read_floats() : std::vector<float>{};
   EXPECT_EQ(0, std::memcmp(again.data(), r.output.data(), again.size() * 4)) << "output moved between runs";
   EXPECT_EQ(0, std::memcmp(lse_again.data(), r.lse.data(), r.lse.size() * 4)) << "lse moved between runs";

@@ -25,9 +25,11 @@ class CacheWriteTest : public DeviceTest {
 
   // Writes num_tokens rows of kv_heads heads into a cache of num_pages pages
   // (about `padding` of them with a negative slot), twice, and compares the
-  // whole cache with the reference.
+  // whole cache with the reference. With `fused_at` >= 0, k and v are views
+  // of one fused [num_tokens, 2 kv_heads dim + 5] buffer starting that many
+  // elements in.
   void check_case(std::int64_t kv_heads, std::int64_t num_tokens, std::int64_t num_pages, double padding,
-                  std::uint64_t seed) {
+                  std::uint64_t seed, std::int64_t fused_at = -1) {
     SCOPED_TRACE("kv_heads=" + std::to_string(kv_heads) + " tokens=" + std::to_string(num_tokens) +
                  " pages=" + std::to_string(num_pages) + " seed=" + std::to_string(seed));
     Context& ctx = context();
@@ -53,14 +55,30 @@ class CacheWriteTest : public DeviceTest {
       if (rng.uniform() < padding) s = rng.uniform() < 0.5 ? -1 : -1000;
 
     const Shape in_shape{num_tokens, kv_heads, Cache::dim};
-    const auto k_gpu = Tensor::from_floats(ctx, Config::in_dtype, in_shape, k);
-    const auto v_gpu = Tensor::from_floats(ctx, Config::in_dtype, in_shape, v);
+    std::optional<Tensor> k_dense, v_dense;
+    std::optional<FusedRows> fused;
+    TensorRef k_gpu, v_gpu;
+    if (fused_at >= 0) {
+      const std::int64_t kvd = kv_heads * Cache::dim;
+      fused.emplace(ctx, Config::in_dtype, num_tokens, 2 * kvd + 5, fused_at);
+      k_gpu = fused->view(in_shape, 1, 0);
+      v_gpu = fused->view(in_shape, 1, kvd);
+      fused->upload(k_gpu, k);
+      fused->upload(v_gpu, v);
+    } else {
+      k_dense.emplace(Tensor::from_floats(ctx, Config::in_dtype, in_shape, k));
+      v_dense.emplace(Tensor::from_floats(ctx, Config::in_dtype, in_shape, v));
+      k_gpu = *k_dense;
+      v_gpu = *v_dense;
+    }
+    const Tensor tables = aura::CacheTables::make(ctx, Cache::format, kSeedK, kSeedV);
     Tensor slots_gpu(ctx, DType::i32, {num_tokens});
     slots_gpu.upload(std::span<const std::int32_t>(slots));
     GpuCache<Cache> cache(ctx, kv_heads, num_pages);
-    Kernel kernel(ctx, kSeedK, kSeedV);
-    const typename Kernel::Args args{k_gpu,      v_gpu, slots_gpu, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
-                                     cache.v_norms_ref(), slots};
+    Kernel kernel(ctx);
+    const typename Kernel::Args args{k_gpu,         v_gpu,         slots_gpu,           tables,
+                                     cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
+                                     slots};
     kernel.run(args);
 
     const auto format = reference_format<Cache>(static_cast<std::uint32_t>(kv_heads), static_cast<std::uint32_t>(num_pages),
@@ -150,20 +168,27 @@ TYPED_TEST(CacheWriteTest, MatchesReferenceWithPaddingSlots) {
   this->check_case(1, 3, 1, 0.0, 200 + TypeParam::cache::dim);
 }
 
+// k and v sliced out of one fused projection at an element offset no
+// device aligns a binding to: the same cache, nothing outside the views read.
+TYPED_TEST(CacheWriteTest, ReadsViewsOfAFusedBuffer) {
+  this->check_case(2, 37, 5, 0.15, 300 + TypeParam::cache::dim, 3);
+}
+
 class CacheWriteErrors : public DeviceTest {};
 
 TEST_F(CacheWriteErrors, NamesTheBadTensorAndSlot) {
   Context& ctx = context();
   using Cache = aura::PagedCacheConfig<64, 16, 4, 16>;
   using Kernel = aura::CacheWrite<aura::CacheWriteConfig<Cache>>;
-  Kernel kernel(ctx, 1, 2);
+  Kernel kernel(ctx);
+  const Tensor tables = aura::CacheTables::make(ctx, Cache::format, 1, 2);
   Tensor k(ctx, DType::bf16, {3, 2, 64}), v(ctx, DType::bf16, {3, 2, 64}), slots(ctx, DType::i32, {3});
   Tensor k_codes(ctx, DType::u32, {4, 2, 16, 8}), k_norms(ctx, DType::f32, {4, 2, 16});
   Tensor v_raw(ctx, DType::bf16, {4, 2, 16, 64});
   Tensor wrong(ctx, DType::f32, {3, 2, 64}), v_raw_small(ctx, DType::bf16, {3, 2, 16, 64});
   const std::vector<std::int32_t> good{0, -1, 63}, past{0, 1, 64}, twice{5, 6, 5};
   using Args = Kernel::Args;
-  const Args ok{k, v, slots, k_codes, k_norms.ref(), v_raw, {}, good};
+  const Args ok{k, v, slots, tables, k_codes, k_norms.ref(), v_raw, {}, good};
   EXPECT_TRUE(kernel.can_implement(ok)) << kernel.can_implement(ok).message;
   const auto expect_error = [&](Args a, ErrorCode code, const std::string& needle) {
     expect_check_error(kernel, a, code, needle);
@@ -184,6 +209,15 @@ TEST_F(CacheWriteErrors, NamesTheBadTensorAndSlot) {
   a.k_codes = v_raw;
   expect_error(a, ErrorCode::dtype_mismatch, "k_codes: expected dtype u32, got bf16");
   a = ok;
+  a.k.offset = 1;
+  expect_error(a, ErrorCode::invalid_argument, "k: offset 1 is not a multiple of the element size 2");
+  a.k.offset = 0;
+  a.k.strides = {128, 64, 2};
+  expect_error(a, ErrorCode::invalid_argument, "k: the innermost dimensions must be contiguous");
+  a = ok;
+  a.tables = k_norms;
+  expect_error(a, ErrorCode::shape_mismatch, "tables: expected shape");
+  a = ok;
   a.host_slot_mapping = past;
   expect_error(a, ErrorCode::invalid_argument, "slot_mapping: slot 64 of token 2 is past the cache (64 slots)");
   a = ok;
@@ -198,7 +232,8 @@ TEST_F(CacheWriteErrors, KernelSkipsSlotsPastTheCache) {
   Context& ctx = context();
   using Cache = aura::PagedCacheConfig<64, 16, 4, 4, aura::Rotation::hadamard, DType::f16>;
   using Kernel = aura::CacheWrite<aura::CacheWriteConfig<Cache, DType::f32>>;
-  Kernel kernel(ctx, 3, 4);
+  Kernel kernel(ctx);
+  const Tensor tables = aura::CacheTables::make(ctx, Cache::format, 3, 4);
   Rng rng(5);
   const auto x = rng.normals(4 * 64);
   const auto k = Tensor::from_floats(ctx, DType::f32, {4, 1, 64}, x);
@@ -206,7 +241,7 @@ TEST_F(CacheWriteErrors, KernelSkipsSlotsPastTheCache) {
   Tensor slots_gpu(ctx, DType::i32, {4});
   slots_gpu.upload(std::span<const std::int32_t>(slots));
   GpuCache<Cache> cache(ctx, 1, 2);
-  kernel.run({k, k, slots_gpu, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref()});
+  kernel.run({k, k, slots_gpu, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref()});
   const auto codes = cache.k_codes.read_words();  // checks the sentinels too
   const auto norms = cache.k_norms->read_floats();
   EXPECT_FALSE(std::isnan(norms[31]));

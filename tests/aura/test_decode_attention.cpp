@@ -77,6 +77,26 @@ TEST_F(DecodeAttentionTest, WindowSinksSoftcapScale) {
     }
 }
 
+// A decode step whose q, k and v are slices of one fused projection
+// starting at an element offset no device aligns a binding to (3), or at
+// one it may (8), and whose output is a view with a gap between rows:
+// cache_write and the attention read the views in place.
+TEST_F(DecodeAttentionTest, ViewsOfAFusedProjection) {
+  using Bf16Out = aura::DecodeAttentionConfig<K4V4, DType::f32, DType::bf16>;
+  using F32Out = aura::DecodeAttentionConfig<K4V4, DType::f32, DType::f32>;
+  for (const std::int64_t at : {3, 8}) {
+    SCOPED_TRACE("fused at " + std::to_string(at));
+    AttentionCase c;
+    c.lens = {37, 300, 5};
+    c.q_len = 2;
+    c.step = true;
+    c.fused_at = at;
+    c.seed = 700 + static_cast<std::uint64_t>(at);
+    expect_matches<Bf16Out>(run_attention<Bf16Out>(c));
+    expect_matches<F32Out>(run_attention<F32Out>(c));
+  }
+}
+
 TEST_F(DecodeAttentionTest, EmptyAttention) {
   // Inactive entries (seq_len 0) next to live ones: zeros and lse -inf, or
   // lse = sink with a sink; a split over nothing as well.
@@ -144,6 +164,7 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
   Rng rng(600);
   const Layout layout = make_layout(rng, capacity, Cache::page_tokens);
   GpuCache<Cache> cache(ctx, kKvHeads, layout.num_pages);
+  const Tensor tables = aura::CacheTables::make(ctx, Cache::format, 21, 22);
   {
     std::vector<std::int32_t> slots;
     for (std::size_t s = 0; s < capacity.size(); ++s)
@@ -154,12 +175,12 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
     const auto v = Tensor::from_floats(ctx, DType::f32, {n, kKvHeads, D}, rng.normals(slots.size() * D));
     Tensor st(ctx, DType::i32, {n});
     st.upload(std::span<const std::int32_t>(slots));
-    Writer(ctx, 21, 22).run({k, v, st, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), slots});
+    Writer(ctx).run({k, v, st, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), slots});
   }
   ref::PagedCache host(reference_format<Cache>(kKvHeads, static_cast<std::uint32_t>(layout.num_pages), 21, 22));
   cache.read_into(host);
   const std::vector<float> qs = rounded(DType::bf16, rng.normals(kSeqs * kQHeads * D));
-  Kernel kernel(ctx, 21, 22);
+  Kernel kernel(ctx, {.max_num_seqs = kSeqs, .max_q_len = 1, .q_heads = kQHeads, .kv_heads = kKvHeads, .lse = false});
 
   // The arguments for the first n sequences at the given lengths.
   struct Call {
@@ -179,13 +200,13 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
                                          lens});
     c->block_table.upload(std::span<const std::int32_t>(c->table));
     c->seq_lens.upload(std::span<const std::int32_t>(c->lens));
-    c->args = Kernel::Args{c->q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), c->block_table,
-                           c->seq_lens, c->out};
+    c->args = Kernel::Args{c->q,          cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
+                           c->block_table, c->seq_lens,   tables,              c->out};
     c->args.host_seq_lens = c->lens;
     c->args.host_block_table = c->table;
     return c;
   };
-  const std::uint64_t bytes = kernel.workspace_bytes(call(capacity)->args);
+  const std::uint64_t bytes = kernel.workspace_bytes(kernel.problem(call(capacity)->args));
   ASSERT_GT(bytes, 0u) << "the smaller batches split";
   GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
   const Workspace workspace{ws.ref()};
@@ -199,7 +220,7 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
     SCOPED_TRACE(std::to_string(lens.size()) + " sequences, the first " + std::to_string(lens[0]) + " long");
     const auto c = call(lens);
     c->args.workspace = workspace;
-    const auto plan = kernel.plan(c->args);
+    const auto plan = kernel.plan(kernel.problem(c->args), bytes);
     EXPECT_EQ(plan.geometry.splits, kernel.geometry(kernel.problem(c->args), true).splits)
         << "the workspace was too small for the fastest plan";
     splits_seen.insert(plan.geometry.splits);
@@ -231,7 +252,8 @@ class DecodeAttentionErrors : public DeviceTest {};
 
 TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
   Context& ctx = context();
-  Kernel kernel(ctx, 1, 2);
+  Kernel kernel(ctx, {.max_num_seqs = 2, .max_q_len = 4, .q_heads = 8, .kv_heads = 2, .lse = true});
+  const Tensor tables = aura::CacheTables::make(ctx, K4V4::format, 1, 2);
   Tensor q(ctx, DType::bf16, {2, 1, 8, 128}), k(ctx, DType::u32, {6, 2, 16, 16}), kn(ctx, DType::f32, {6, 2, 16});
   Tensor v(ctx, DType::u32, {6, 2, 16, 16}), vn(ctx, DType::f32, {6, 2, 16});
   Tensor table(ctx, DType::i32, {2, 3}), lens(ctx, DType::i32, {2}), out(ctx, DType::f32, {2, 1, 8, 128});
@@ -241,7 +263,7 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
   const std::vector<std::int32_t> host_lens{48, 5}, too_long{49, 5}, short_len{48, 0}, below_qlen{48, 3};
   const std::vector<std::int32_t> host_table{0, 1, 2, 3, -1, -1}, bad_table{0, 1, 6, 3, -1, -1};
   using Args = Kernel::Args;
-  Args ok{q, k, kn.ref(), v, vn.ref(), table, lens, out, lse.ref(), sinks.ref()};
+  Args ok{q, k, kn.ref(), v, vn.ref(), table, lens, tables, out, lse.ref(), sinks.ref()};
   ok.host_seq_lens = host_lens;
   ok.host_block_table = host_table;
   EXPECT_TRUE(kernel.can_implement(ok)) << kernel.can_implement(ok).message;
@@ -258,6 +280,27 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
   a = ok;
   a.q = q_odd;
   expect_error(a, ErrorCode::shape_mismatch, "q: q_heads (5) must be a multiple of kv_heads (2");
+  a = ok;
+  a.q.offset = 1;
+  expect_error(a, ErrorCode::invalid_argument, "q: offset 1 is not a multiple of the element size 2");
+  a = ok;
+  a.output.offset = 4;
+  a.output.size -= 4;
+  expect_error(a, ErrorCode::buffer_too_small, "output: shape [2, 1, 8, 128] of f32 needs 8192 bytes");
+  a = ok;
+  a.q.strides = {1024, 1024, 128, 2};
+  expect_error(a, ErrorCode::invalid_argument, "q: the innermost dimensions must be contiguous");
+  a = ok;
+  Tensor q_rows(ctx, DType::bf16, {2, 2, 8, 128});  // rows of 2048 elements: q's heads, then 1024 more
+  a.q = q_rows.ref();
+  a.q.shape = {2, 1, 8, 128};
+  a.q.strides = {2048, 2048, 128, 1};
+  EXPECT_TRUE(kernel.can_implement(a)) << kernel.can_implement(a).message;
+  a.q.strides = {4096, 1024, 128, 1};
+  expect_error(a, ErrorCode::invalid_argument, "q: dimensions 0..1 must form one token axis");
+  a = ok;
+  a.tables = sinks;
+  expect_error(a, ErrorCode::shape_mismatch, "tables: expected shape");
   a = ok;
   TensorRef empty = q.ref();
   empty.shape = {0, 1, 8, 128};
@@ -303,7 +346,7 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
 
   // Geometries changed by hand are checked before recording.
   const auto expect_geometry_error = [&](auto change, const std::string& needle) {
-    auto plan = kernel.plan(ok);
+    auto plan = kernel.plan(kernel.problem(ok), 0);
     change(plan.geometry);
     try {
       kernel.check(ok, plan);
@@ -331,7 +374,8 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
 // clamped): the call completes and writes only its output.
 TEST_F(DecodeAttentionErrors, GarbageLengthsAndPagesStayInside) {
   Context& ctx = context();
-  Kernel kernel(ctx, 1, 2);
+  Kernel kernel(ctx, {.max_num_seqs = 2, .max_q_len = 1, .q_heads = 8, .kv_heads = 2, .lse = false});
+  const Tensor tables = aura::CacheTables::make(ctx, K4V4::format, 1, 2);
   Rng rng(7);
   const auto qv = rng.normals(2 * 8 * 128);
   const auto q = Tensor::from_floats(ctx, DType::bf16, {2, 1, 8, 128}, qv);
@@ -341,7 +385,7 @@ TEST_F(DecodeAttentionErrors, GarbageLengthsAndPagesStayInside) {
   table.upload(std::span<const std::int32_t>(garbage_table));
   lens.upload(std::span<const std::int32_t>(garbage_lens));
   GuardedTensor out(ctx, DType::f32, {2, 1, 8, 128});
-  kernel.run({q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), table, lens, out});
+  kernel.run({q, cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(), table, lens, tables, out});
   EXPECT_TRUE(out.guards_intact());
   EXPECT_TRUE(cache.k_codes.guards_intact());
 }

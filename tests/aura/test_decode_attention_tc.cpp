@@ -60,11 +60,10 @@ std::vector<const Variant<Problem>*> tensor_cores() {
 
 template <class Config>
 const Variant<Problem>* emulated() {
-  using Kernel = aura::DecodeAttention<Config>;
   static const Variant<Problem> emu{"tensor_core_fp16_emulated", Path::tensor_core_fp16,
                                     spirv::test_aura_decode_attention_tc_emulated, {}, 64,
                                     aura::decode_attention_tc_shared_bytes(Config::cache::format, 64),
-                                    &Kernel::tensor_core_rule};
+                                    &aura::DecodeAttentionRules::tensor_core};
   return &emu;
 }
 

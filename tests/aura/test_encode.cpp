@@ -37,7 +37,7 @@ void check_encode(std::size_t rows, std::uint64_t seed) {
 
   const auto& rot = dense_rotation(Dim);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
-  const aura::Encode<Config> dense(ctx);
+  aura::Encode<Config> dense(ctx);
   const typename aura::Encode<Config>::Args dense_args{t.input, rotation, t.bounds, t.codes, packed, norms};
   on_every_variant(ctx, dense, dense_args, packed, norms,
                    [&](const EncodeRun& got, const std::string& label) { t.check(got, rot, label); });
@@ -47,7 +47,7 @@ void check_encode(std::size_t rows, std::uint64_t seed) {
     const auto hmat = aura::hadamard_matrix(signs);
     auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
     auto hrot = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, hmat);
-    const aura::HadamardEncode<Config> had(ctx);
+    aura::HadamardEncode<Config> had(ctx);
     const typename aura::HadamardEncode<Config>::Args had_args{t.input, sign_t, t.bounds, t.codes, packed, norms};
     on_every_variant(ctx, had, had_args, packed, norms,
                      [&](const EncodeRun& got, const std::string& label) { t.check(got, hmat, label); });
@@ -140,7 +140,7 @@ void check_ties() {
     // Three fp16 parts of R: exact (two keep 2^-20 of each entry, not
     // enough for values one float from a boundary: this test is about the
     // quantiser's tie rule, which three parts let it reach through R).
-    const Kernel kernel(ctx, aura::EncodeOptions{3});
+    Kernel kernel(ctx, aura::EncodeOptions{3});
     const auto got = reference::aura::unpack(
         run_twice(ctx, kernel, {input, rotation, bounds, codes, packed, norms}, packed, norms, v).packed, Dim, Dim, Bits);
     for (std::size_t j = 0; j < Dim; ++j)
@@ -182,7 +182,7 @@ void check_special_rows(bool hadamard) {
   auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
   GuardedTensor packed(ctx, DType::u32, {rows, Config::packed_words});
   GuardedTensor norms(ctx, DType::f32, {rows});
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   typename Kernel::Args args{input, rotation, bounds, codes, packed, norms};
   if constexpr (std::is_same_v<Kernel, aura::HadamardEncode<Config>>) args.signs = sign_t;
   for (const auto* v : eligible_variants<Kernel>(ctx, encode_problem<Kernel>(rows))) {
@@ -238,7 +238,7 @@ void check_hadamard(std::size_t rows, std::uint64_t seed, HadamardShape shape,
   RandomRows<Config> t(ctx, rows, seed, bounds_override);
   const auto signs = aura::hadamard_signs(Dim, seed);
   auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const typename Kernel::Args args{t.input, sign_t, t.bounds, t.codes, t.packed, t.norms};
   auto plan = kernel.plan(args);
   if (shape.values) plan.geometry.values = shape.values;
@@ -248,6 +248,7 @@ void check_hadamard(std::size_t rows, std::uint64_t seed, HadamardShape shape,
     SCOPED_TRACE("variant " + std::string(v->name));
     plan.variant = v;
     if (v->path == Path::subgroup && !ctx.info().whole_subgroups(plan.geometry.invocations)) continue;
+    kernel.prepare(plan);
     t.check(run_plan_twice(ctx, kernel, args, plan, t.packed, t.norms), aura::hadamard_matrix(signs),
             "hadamard " + std::string(v->name));
   }
@@ -295,7 +296,7 @@ TEST_F(AuraEncode, HadamardGeometryIsChecked) {
   using Kernel = aura::HadamardEncode<Config>;
   Tensor in(ctx, DType::bf16, {5, 64}), s(ctx, DType::f32, {64}), b(ctx, DType::f32, {15}), c(ctx, DType::f32, {16}),
       p(ctx, DType::u32, {5, 8}), n(ctx, DType::f32, {5});
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const Kernel::Args args{in, s, b, c, p, n};
   const auto geometry_error = [&](std::uint32_t values, std::uint32_t invocations) {
     auto plan = kernel.plan(args);
@@ -395,7 +396,7 @@ void check_tc(std::size_t rows, std::uint64_t seed, std::uint32_t parts = 2, std
   Context& ctx = context();
   RandomRows<Config> t(ctx, rows, seed);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
-  const Kernel kernel(ctx, aura::EncodeOptions{parts});
+  Kernel kernel(ctx, aura::EncodeOptions{parts});
   const typename Kernel::Args args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms};
   const typename Kernel::Plan plan{variant, workgroups};
   t.check(run_plan_twice(ctx, kernel, args, plan, t.packed, t.norms), dense_rotation(Dim), "tensor cores");

@@ -22,7 +22,7 @@ void check_dense(std::size_t rows, std::uint64_t seed) {
   Context& ctx = context();
   RandomRows<Config> t(ctx, rows, seed);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, dense_rotation(Dim));
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const typename Kernel::Args args{t.input, rotation, t.bounds, t.codes, t.packed, t.norms};
   std::size_t few = 0;
   for (const auto* v : eligible_variants<Kernel>(ctx, {static_cast<std::int64_t>(rows), true})) {
@@ -92,9 +92,9 @@ TEST_F(AuraEncodeFewRows, OneWorkspaceAcrossRowCounts) {
   using Config = aura::EncodeConfig<128, 4, DType::bf16>;
   using Kernel = aura::Encode<Config>;
   Context& ctx = context();
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const auto rotation = Tensor::from_floats(ctx, DType::f32, {128, 128}, dense_rotation(128));
-  GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(Kernel::workspace_bytes(Config::few_rows_max) / 4)});
+  GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(Kernel::workspace_bytes({Config::few_rows_max}) / 4)});
   std::uint64_t seed = 840;
   std::size_t few = 0;
   for (const auto* v : eligible_variants<Kernel>(ctx, {Config::few_rows_max, true})) {
@@ -109,6 +109,7 @@ TEST_F(AuraEncodeFewRows, OneWorkspaceAcrossRowCounts) {
       args.workspace = Workspace{ws.ref(), true};
       auto plan = kernel.plan(args);
       plan.variant = v;
+      kernel.prepare(plan);
       ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
       t.check({t.packed.read_words(), t.norms.read_floats()}, dense_rotation(128), label);
       EXPECT_TRUE(ws.guards_intact()) << "the kernel wrote outside its workspace";

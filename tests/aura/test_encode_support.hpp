@@ -114,17 +114,20 @@ EncodeRun run_plan_twice(Context& ctx, const Kernel& kernel, const typename Kern
 // sentinels: the first run zero-fills what must start zero, the second
 // declares it zero.
 template <class Kernel>
-EncodeRun run_twice(Context& ctx, const Kernel& kernel, typename Kernel::Args args, GuardedTensor& packed,
+EncodeRun run_twice(Context& ctx, Kernel& kernel, typename Kernel::Args args, GuardedTensor& packed,
                     GuardedTensor& norms, const Variant<typename Kernel::Problem>* variant = nullptr) {
   std::optional<GuardedTensor> ws;
   if constexpr (requires { args.workspace; }) {
-    if (const auto bytes = Kernel::workspace_bytes(args.input.shape[0])) {
+    if (const auto bytes = Kernel::workspace_bytes({args.input.shape[0]})) {
       ws.emplace(ctx, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)});
       args.workspace = Workspace{ws->ref()};
     }
   }
   auto plan = kernel.plan(args);
-  if (variant) plan.variant = variant;
+  if (variant) {
+    plan.variant = variant;
+    kernel.prepare(plan);
+  }
   const EncodeRun first = run_plan_twice(ctx, kernel, args, plan, packed, norms);
   if (ws) {
     EXPECT_TRUE(ws->guards_intact()) << "the kernel wrote outside its workspace";
@@ -146,7 +149,7 @@ typename Kernel::Problem encode_problem(std::size_t rows) {
 // `rows` rows, run being run_twice's result; of the few_rows variants only
 // the automatic one (test_encode_few_rows.cpp runs them all).
 template <class Kernel, class Check>
-void on_every_variant(Context& ctx, const Kernel& kernel, const typename Kernel::Args& args, GuardedTensor& packed,
+void on_every_variant(Context& ctx, Kernel& kernel, const typename Kernel::Args& args, GuardedTensor& packed,
                       GuardedTensor& norms, Check&& check) {
   const auto variants = eligible_variants<Kernel>(ctx, encode_problem<Kernel>(static_cast<std::size_t>(args.input.shape[0])));
   ASSERT_FALSE(variants.empty());

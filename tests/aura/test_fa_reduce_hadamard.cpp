@@ -86,7 +86,7 @@ void check_case(Context& ctx, std::size_t rows, std::size_t nwg, double empty_fr
   GuardedTensor out(ctx, Config::out_dtype, S(rows, dim));
   const auto expect = ref::fa_reduce_hadamard(p.o, p.m, p.l, signs, rows, nwg, dim);
 
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const typename Kernel::Args args{o, m, l, s, out};
   auto plan = kernel.plan(args);
   if (forced.lane_groups) {
@@ -100,6 +100,7 @@ void check_case(Context& ctx, std::size_t rows, std::size_t nwg, double empty_fr
     SCOPED_TRACE("variant " + std::string(v->name));
     plan.variant = v;
     if (v->path == Path::subgroup && !ctx.info().whole_subgroups(plan.geometry.invocations())) continue;
+    kernel.prepare(plan);
     const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
     out.poison();
     run();

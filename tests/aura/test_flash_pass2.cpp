@@ -81,14 +81,18 @@ class FlashPass2Test : public DeviceTest {
 
     Kernel kernel(ctx);
     typename Kernel::Args args{o, m, l, out, lse.ref(), {}};
-    const std::uint64_t ws_bytes = geometry ? Kernel::workspace_bytes(q, *geometry) : kernel.workspace_bytes(q, nb);
+    const typename Kernel::Problem problem{static_cast<std::int64_t>(q), static_cast<std::int64_t>(nb)};
+    const std::uint64_t ws_bytes = geometry ? Kernel::workspace_bytes(problem.q_heads, *geometry) : kernel.workspace_bytes(problem);
     std::optional<GuardedTensor> ws;
     if (ws_bytes) {
       ws.emplace(ctx, DType::u32, S(ws_bytes / 4));
       args.workspace = Workspace{ws->ref()};
     }
-    auto plan = kernel.plan(args);
-    if (geometry) plan.geometry = *geometry;
+    auto plan = kernel.plan(problem, ws_bytes);
+    if (geometry) {
+      plan.geometry = *geometry;
+      kernel.prepare(plan);
+    }
     const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
     run();
     const auto got = out.read_floats();
@@ -220,7 +224,7 @@ TEST_F(FlashPass2Errors, NamesTheBadTensor) {
   using Kernel = aura::FlashPass2<Config>;
   const Kernel::Args args{o, m, l, out, {}, {}};
   const auto expect_geometry_error = [&](auto change, const std::string& needle) {
-    auto plan = kernel.plan(args);
+    auto plan = kernel.plan(kernel.problem(args), 0);
     change(plan.geometry);
     try {
       kernel.check(args, plan);
@@ -232,7 +236,7 @@ TEST_F(FlashPass2Errors, NamesTheBadTensor) {
   };
   expect_geometry_error([](Kernel::Geometry& g) { g.unroll = 17; }, "unroll must be in [1, 16]");
   expect_geometry_error([](Kernel::Geometry& g) { g.lane_groups = 3; }, "lane_groups must be a power of two");
-  expect_geometry_error([](Kernel::Geometry& g) { g.splits = 65; }, "splits must be in [1, 64]");
+  expect_geometry_error([](Kernel::Geometry& g) { g.splits = 257; }, "splits must be in [1, 256]");
   expect_geometry_error([](Kernel::Geometry& g) { g.slices = 3; }, "slices must divide Dim / 4 = 16");
   expect_geometry_error([](Kernel::Geometry& g) { g.splits = 2; }, "workspace: splits need one");
   EXPECT_TRUE(kernel.can_implement(args));
@@ -270,7 +274,7 @@ TEST(FlashPass2Split, OneWorkspaceAcrossBlockCounts) {
   Context& ctx = context();
   constexpr std::int64_t q = 4, most = 4096;
   Kernel kernel(ctx);
-  const std::uint64_t bytes = kernel.workspace_bytes(q, most);
+  const std::uint64_t bytes = kernel.workspace_bytes({q, most});
   ASSERT_GT(bytes, 0u);
   GuardedTensor ws(ctx, DType::u32, {static_cast<std::int64_t>(bytes / 4)});
   ws.zero();  // zeroed once, as an engine does
@@ -284,7 +288,7 @@ TEST(FlashPass2Split, OneWorkspaceAcrossBlockCounts) {
     const auto l = Tensor::from_floats(ctx, DType::f32, {q, nb}, p.l);
     GuardedTensor out(ctx, DType::f32, {q, 128});
     Kernel::Args args{o, m, l, out, {}, Workspace{ws.ref(), true}};
-    const auto plan = kernel.plan(args);
+    const auto plan = kernel.plan(kernel.problem(args), bytes);
     EXPECT_EQ(plan.geometry.splits, kernel.geometry({q, nb}, true).splits)
         << "the workspace was too small for the fastest plan";
     splits_seen.insert(plan.geometry.splits);

@@ -21,32 +21,6 @@ namespace aura = tilekernels::aura;
 namespace gdn = tilekernels::gdn;
 namespace ref = tilekernels::reference::gdn;
 
-// A command pool and buffer of the test's own, submitted on the Context's
-// queue by the test itself (never through the Context).
-class OwnCommandBuffer {
- public:
-  explicit OwnCommandBuffer(Context& ctx) : pool_(nullptr), cmd_(nullptr) {
-    pool_ = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo({}, ctx.queue_family()));
-    cmd_ = std::move(ctx.device().allocateCommandBuffers({*pool_, vk::CommandBufferLevel::ePrimary, 1}).front());
-    cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-  }
-  vk::CommandBuffer get() const { return *cmd_; }
-  void end() { cmd_.end(); }
-
-  // Submits `buffers` (ended) in one vkQueueSubmit and waits.
-  static void submit(Context& ctx, const std::vector<OwnCommandBuffer*>& buffers) {
-    std::vector<vk::CommandBuffer> handles;
-    for (auto* b : buffers) handles.push_back(b->get());
-    vk::raii::Fence fence(ctx.device(), vk::FenceCreateInfo());
-    ctx.queue().submit(vk::SubmitInfo({}, {}, handles), *fence, ctx.dispatcher());
-    ctx.wait(*fence);
-  }
-
- private:
-  vk::raii::CommandPool pool_;
-  vk::raii::CommandBuffer cmd_;
-};
-
 using Merge = aura::FlashPass2<aura::FlashPass2Config<64, DType::f32, DType::f32>>;
 
 // A merge problem that takes the split path (few heads, many blocks) when
@@ -93,7 +67,7 @@ void record_every_kernel_without_submitting(Context& ctx) {
   // Split-K merge, split through a workspace.
   MergeCase merge(ctx, 11);
   const Merge merge_kernel(ctx);
-  const auto ws_bytes = merge_kernel.workspace_bytes(MergeCase::heads, MergeCase::blocks);
+  const auto ws_bytes = merge_kernel.workspace_bytes({MergeCase::heads, MergeCase::blocks});
   ASSERT_GT(ws_bytes, 0u) << "the case should take the split path";
   Tensor ws(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
 
@@ -107,7 +81,7 @@ void record_every_kernel_without_submitting(Context& ctx) {
   auto codes = Tensor::from_floats(ctx, DType::f32, {16}, cb.codebook);
   Tensor packed(ctx, DType::u32, {5, 8}), packed_h(ctx, DType::u32, {5, 8}), norms(ctx, DType::f32, {5}),
       norms_h(ctx, DType::f32, {5}), decoded(ctx, DType::f32, {5, 64}), reduced(ctx, DType::f32, {3, 64});
-  Tensor enc_ws(ctx, DType::u32, {static_cast<std::int64_t>(aura::Encode<EC>::workspace_bytes(5) / 4)});
+  Tensor enc_ws(ctx, DType::u32, {static_cast<std::int64_t>(aura::Encode<EC>::workspace_bytes({5}) / 4)});
   auto parts_o = Tensor::from_floats(ctx, DType::f32, {3, 4, 64}, rng.normals(3 * 4 * 64));
   auto parts_m = Tensor::from_floats(ctx, DType::f32, {3, 4}, rng.normals(12));
   auto parts_l = Tensor::from_floats(ctx, DType::f32, {3, 4}, std::vector<float>(12, 1.0f));
@@ -126,7 +100,7 @@ void record_every_kernel_without_submitting(Context& ctx) {
   // The whole chunked forward (its workspace the caller's) and the decode step.
   using CF = gdn::ChunkForward<gdn::ChunkForwardConfig<16, 64, 64>>;
   Tensor o_fwd(ctx, DType::bf16, {1, 20, 2, 64}), ht(ctx, DType::f32, {1, 2, 64, 64});
-  Tensor fwd_ws(ctx, DType::u32, {static_cast<std::int64_t>(CF::workspace_bytes(1, 20, 1, 2, {}, false) / 4)});
+  Tensor fwd_ws(ctx, DType::u32, {static_cast<std::int64_t>(CF::workspace_bytes({1, 20, 1, 2}) / 4)});
   CF::Args fwd;
   fwd.q = q, fwd.k = k, fwd.v = v, fwd.g = g, fwd.beta = beta, fwd.o = o_fwd;
   fwd.final_state = ht.ref();
@@ -154,33 +128,44 @@ void record_every_kernel_without_submitting(Context& ctx) {
       k_norms(ctx, DType::f32, {2, 2, 16}), v_norms(ctx, DType::f32, {2, 2, 16});
   auto aq = Tensor::from_floats(ctx, DType::bf16, {1, 1, 4, 64}, rng.normals(4 * 64));
   Tensor attended(ctx, DType::f32, {1, 1, 4, 64});
+  const Tensor tables = aura::CacheTables::make(ctx, PC::format, 1, 2);
   aura::CacheWriteArgs append;
-  append.k = k_in, append.v = v_in, append.slot_mapping = slot_t;
+  append.k = k_in, append.v = v_in, append.slot_mapping = slot_t, append.tables = tables;
   append.k_codes = k_codes, append.k_norms = k_norms.ref(), append.v_codes = v_codes, append.v_norms = v_norms.ref();
   aura::DecodeAttentionArgs attend;
   attend.q = aq, attend.k_codes = k_codes, attend.k_norms = k_norms.ref(), attend.v_codes = v_codes;
-  attend.v_norms = v_norms.ref(), attend.block_table = table_t, attend.seq_lens = lens_t, attend.output = attended;
-  // Built before recording: they upload their rotation and codebook tables,
-  // which the recorded work reads until it has run.
-  const aura::CacheWrite<aura::CacheWriteConfig<PC>> writer(ctx, 1, 2);
-  const aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::f32>> attention(ctx, 1, 2);
+  attend.v_norms = v_norms.ref(), attend.block_table = table_t, attend.seq_lens = lens_t, attend.tables = tables;
+  attend.output = attended;
+  // Every kernel built (its pipelines with it) before recording.
+  const aura::Encode<EC> encode(ctx);
+  const aura::HadamardEncode<EC> encode_hadamard(ctx);
+  const aura::Decode<aura::DecodeConfig<64, 4>> decode(ctx);
+  const aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>> reduce(ctx);
+  const gdn::ChunkO<CO> chunk_o(ctx);
+  const gdn::RecomputeWU<RW> recompute_wu(ctx);
+  const CF forward(ctx);
+  const gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>> recurrent_step(ctx, {DType::bf16, DType::bf16});
+  const aura::CacheWrite<aura::CacheWriteConfig<PC>> writer(ctx);
+  const aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::f32>> attention(
+      ctx, {.max_num_seqs = 1, .max_q_len = 1, .q_heads = 4, .kv_heads = 2, .lse = false});
 
   const std::uint64_t ready = ctx.submissions();  // uploads submit; recording must not
+  const std::uint64_t pipelines = ctx.pipelines_created();
   merge_kernel.record(cmd.get(), merge.args(Workspace{ws.ref()}));
-  aura::Encode<EC>(ctx).record(cmd.get(), {x, rot, bounds, codes, packed, norms, Workspace{enc_ws.ref()}});
-  aura::HadamardEncode<EC>(ctx).record(cmd.get(), {x, signs, bounds, codes, packed_h, norms_h});
+  encode.record(cmd.get(), {x, rot, bounds, codes, packed, norms, Workspace{enc_ws.ref()}});
+  encode_hadamard.record(cmd.get(), {x, signs, bounds, codes, packed_h, norms_h});
   compute_barrier(ctx, cmd.get());
-  aura::Decode<aura::DecodeConfig<64, 4>>(ctx).record(cmd.get(), {packed, norms, rot, codes, decoded});
-  aura::FaReduceHadamard<aura::FaReduceHadamardConfig<64>>(ctx).record(cmd.get(),
-                                                                      {parts_o, parts_m, parts_l, signs, reduced});
-  gdn::ChunkO<CO>(ctx).record(cmd.get(), {q, k, v, h, g, o, 0.125f, {}, {}});
-  gdn::RecomputeWU<RW>(ctx).record(cmd.get(), {k, v, beta, g, A, w, u, {}, {}});
-  CF(ctx).record(cmd.get(), fwd);
-  gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>(ctx).record(cmd.get(), step);
+  decode.record(cmd.get(), {packed, norms, rot, codes, decoded});
+  reduce.record(cmd.get(), {parts_o, parts_m, parts_l, signs, reduced});
+  chunk_o.record(cmd.get(), {q, k, v, h, g, o, 0.125f, {}, {}, {}});
+  recompute_wu.record(cmd.get(), {k, v, beta, g, A, w, u, {}, {}, {}});
+  forward.record(cmd.get(), fwd);
+  recurrent_step.record(cmd.get(), step);
   writer.record(cmd.get(), append);
   compute_barrier(ctx, cmd.get());
   attention.record(cmd.get(), attend);
   EXPECT_EQ(ctx.submissions(), ready) << "a record() submitted";
+  EXPECT_EQ(ctx.pipelines_created(), pipelines) << "a record() created a pipeline";
   cmd.end();
   OwnCommandBuffer::submit(ctx, {&cmd});
   EXPECT_EQ(ctx.submissions(), ready) << "the test's own submission went through the Context";
@@ -203,10 +188,14 @@ TEST_F(Recording, NoKernelSubmitsOnAnAdoptedDevice) {
   ContextOptions options;
   options.validation = false;
   Context owner(options);
-  AdoptedFeatures features;
-  features.push_descriptor = true;
-  features.int64_atomics = owner.info().int64_atomics;
-  Context adopted(owner.instance(), *owner.physical_device(), *owner.device(), owner.queue_family(), 0, features);
+  AdoptedDevice device;
+  device.get_instance_proc_addr = owner.instance_dispatcher().vkGetInstanceProcAddr;
+  device.instance = owner.instance();
+  device.physical_device = owner.physical_device();
+  device.device = owner.device();
+  device.queue_family = owner.queue_family();
+  device.features.int64_atomics = owner.info().int64_atomics;
+  Context adopted(device);
   record_every_kernel_without_submitting(adopted);
 }
 
@@ -219,7 +208,7 @@ TEST_F(Recording, OneObjectFromFourThreads) {
   std::vector<std::unique_ptr<MergeCase>> cases;
   std::vector<std::unique_ptr<Tensor>> workspaces;
   std::vector<std::unique_ptr<OwnCommandBuffer>> buffers;
-  const auto bytes = kernel.workspace_bytes(MergeCase::heads, MergeCase::blocks);
+  const auto bytes = kernel.workspace_bytes({MergeCase::heads, MergeCase::blocks});
   for (int t = 0; t < 4; ++t) {
     cases.push_back(std::make_unique<MergeCase>(ctx, 100 + 10 * t));
     workspaces.push_back(std::make_unique<Tensor>(ctx, DType::u32, Shape{static_cast<std::int64_t>(bytes / 4)}));
@@ -280,8 +269,9 @@ TEST(RecordingDevices, EveryDeviceAtOnce) {
         Tensor ot(ctx, DType::bf16, {1, I(s.T), I(s.H), 64});
         MergeCase merge(ctx, 500 + d);
         OwnCommandBuffer cmd(ctx);
-        gdn::ChunkO<Config>(ctx).record(cmd.get(), {qt, kt, vt, ht, gt, ot, 0.125f, {}, {}});
-        Merge(ctx).record(cmd.get(), merge.args(std::nullopt));
+        gdn::ChunkO<Config>(ctx).record(cmd.get(), {qt, kt, vt, ht, gt, ot, 0.125f, {}, {}, {}});
+        const Merge merge_kernel(ctx);
+        merge_kernel.record(cmd.get(), merge.args(std::nullopt), merge_kernel.plan({MergeCase::heads, MergeCase::blocks}, 0));
         cmd.end();
         OwnCommandBuffer::submit(ctx, {&cmd});
         const double e1 = relative_rms(ot.download_floats(), ref::chunk_o(q, k, v, h, g, 0.125, s));

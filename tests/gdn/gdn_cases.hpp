@@ -9,10 +9,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include <tilekernels/gdn/chunk_index.hpp>
 #include <tilekernels/gdn/chunking.hpp>
 #include <tilekernels/reference/gdn/chunk_forward.hpp>
 #include <tilekernels/reference/gdn/gated_delta_rule.hpp>
@@ -148,12 +150,31 @@ inline bool emulation_wanted() {
 
 inline std::vector<float> floats(std::span<const double> x) { return {x.begin(), x.end()}; }
 
-// An index table for `ch` (empty Tensor-less optional for fixed length).
-inline std::optional<Tensor> index_table(Context& ctx, const gdn::Chunking& ch) {
-  if (!ch.varlen()) return std::nullopt;
-  Tensor t(ctx, DType::u32, {static_cast<std::int64_t>(ch.index_bytes() / 4)});
-  ctx.submit_and_wait([&](vk::CommandBuffer cmd) { ch.record_index(ctx, cmd, t.ref()); });
-  return t;
+// The device copy of a variable-length case's cu_seqlens and the index
+// table gdn::ChunkIndex builds from it on the device (neither for fixed
+// length); set() puts both into a stage's Args.
+struct DeviceVarlen {
+  std::optional<Tensor> cu, index;
+  template <class Args>
+  void set(Args& a) const {
+    if (!cu) return;
+    a.cu_seqlens = cu->ref();
+    a.index = index->ref();
+  }
+};
+inline DeviceVarlen device_varlen(Context& ctx, const gdn::Chunking& ch, std::span<const std::int32_t> cu) {
+  DeviceVarlen d;
+  if (!ch.varlen()) return d;
+  d.cu.emplace(ctx, DType::i32, Shape{static_cast<std::int64_t>(cu.size())});
+  d.cu->upload(cu);
+  d.index.emplace(ctx, DType::u32, Shape{static_cast<std::int64_t>(ch.index_bytes() / 4)});
+  const auto build = [&](auto index_kernel) { index_kernel.run({*d.cu, *d.index, ch.T()}); };
+  switch (ch.bt()) {
+    case 16: build(gdn::ChunkIndex<16>(ctx)); break;
+    case 32: build(gdn::ChunkIndex<32>(ctx)); break;
+    default: build(gdn::ChunkIndex<64>(ctx)); break;
+  }
+  return d;
 }
 
 }  // namespace gdntest

@@ -52,7 +52,7 @@ struct ForwardCase {
     GuardedTensor o(ctx, DType::bf16, {B, T, H, V});
     GuardedTensor ht(ctx, DType::f32, state);
 
-    Kernel fwd(ctx);
+    Kernel fwd(ctx, gdn::GdnEnvelope{gdn_options(c.o)});
     typename Kernel::Args args;
     args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.o = o;
     if (h0) args.initial_state = h0->ref();
@@ -63,7 +63,7 @@ struct ForwardCase {
     args.cu_seqlens_host = p.cu_seqlens;
     args.options = gdn_options(c.o);
     args.scale = float(p.scale);
-    GuardedTensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4)});
+    GuardedTensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4)});
     args.workspace = Workspace{ws.ref()};
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) { fwd.record(cmd, args); });
     const auto got_o = o.read_floats(), got_ht = ht.read_floats();
@@ -147,7 +147,7 @@ TEST_F(ChunkForwardTest, WithoutFinalState) {
 // other devices run their own paths on the same case.
 TEST_F(ChunkForwardTest, ManyHeadsVariableLength) {
   using State = gdn::StateRecurrence<gdn::StateRecurrenceConfig<32, 64, 128>>;
-  const auto& chosen = select_variant(sync_context(), State::name, State::variants, State::Problem{3, 12});
+  const auto& chosen = select_variant(sync_context(), State::name, State::variants, State::Problem{3, 1, 1, 12});
   std::printf("[gdn forward] the state recurrence runs %s\n", std::string(chosen.name).c_str());
   if (sync_context().info().multiprocessors >= 132 && eligibility(sync_context(), State::variants[0], {})) {
     EXPECT_EQ(chosen.name, State::rows_name) << "the case no longer reaches the rows kernel";
@@ -164,7 +164,7 @@ TEST_F(ChunkForwardTest, ChecksArguments) {
   Kernel::Args args;
   args.q = q, args.k = q, args.v = v, args.g = g, args.beta = g, args.o = o;
   expect_check_error(fwd, args, ErrorCode::invalid_argument, "workspace");
-  Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4)});
+  Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4)});
   args.workspace = Workspace{ws.ref()};
   EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
   const Kernel::Args good = args;
@@ -208,18 +208,23 @@ TEST_F(ChunkForwardTest, ChecksArguments) {
   // cu_seqlens: a partition of the tokens of one row, host and device copies agreeing.
   args = good;
   const std::vector<std::int32_t> cu{0, 3, 10};
+  Tensor cu_dev(ctx, DType::i32, {3}), cu_short(ctx, DType::i32, {2}), cu_four(ctx, DType::i32, {4});
+  args.cu_seqlens = cu_dev.ref();
   args.cu_seqlens_host = cu;
   expect_check_error(fwd, args, ErrorCode::buffer_too_small, "workspace");
-  Tensor ws_varlen(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4)});
+  Tensor ws_varlen(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4)});
   args.workspace = Workspace{ws_varlen.ref()};
   EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
-  Tensor cu_dev(ctx, DType::i32, {2});
-  args.cu_seqlens = cu_dev.ref();
-  expect_check_error(fwd, args, ErrorCode::shape_mismatch, "cu_seqlens: expected shape [3]");
+  args.cu_seqlens = cu_short.ref();
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: the host copy holds 3 offsets, the device copy 2");
   args.cu_seqlens.reset();
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: the host copy was given without the device copy");
+  args.cu_seqlens = cu_dev.ref();
   const std::vector<std::int32_t> decreasing{0, 6, 4, 10}, short_end{0, 3, 9}, late_start{1, 3, 10};
+  args.cu_seqlens = cu_four.ref();
   args.cu_seqlens_host = decreasing;
   expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: must not decrease");
+  args.cu_seqlens = cu_dev.ref();
   args.cu_seqlens_host = short_end;
   expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: must end at T = 10");
   args.cu_seqlens_host = late_start;
@@ -227,6 +232,7 @@ TEST_F(ChunkForwardTest, ChecksArguments) {
   Tensor q2(ctx, DType::bf16, {2, 5, 1, 64}), v2(ctx, DType::bf16, {2, 5, 2, 64}), g2(ctx, DType::f32, {2, 5, 2});
   args = good, args.q = q2, args.k = q2, args.v = v2, args.o = v2, args.g = g2, args.beta = g2;
   const std::vector<std::int32_t> two_rows{0, 5};
+  args.cu_seqlens = cu_short.ref();
   args.cu_seqlens_host = two_rows;
   expect_check_error(fwd, args, ErrorCode::invalid_argument, "cu_seqlens: needs B = 1");
 

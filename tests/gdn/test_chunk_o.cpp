@@ -70,9 +70,12 @@ std::vector<float> run_kernel(Context& ctx, const Inputs& in, const ref::ChunkOS
   auto g = Tensor::from_floats(ctx, DType::f32, {I(s.B), I(s.T), I(s.H)}, in.g);
   GuardedTensor o(ctx, DType::bf16, {I(s.B), I(s.T), I(s.H), I(s.V)});
   gdn::ChunkO<Config> kernel(ctx);
-  const typename gdn::ChunkO<Config>::Args args{q, k, v, h, g, o, scale, {}, {}};
+  const typename gdn::ChunkO<Config>::Args args{q, k, v, h, g, o, scale, {}, {}, {}};
   auto plan = kernel.plan(args);
-  if (variant) plan.variant = variant;
+  if (variant) {
+    plan.variant = variant;
+    kernel.prepare(plan);
+  }
   plan.workgroups = workgroups;
   const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
   run();
@@ -227,24 +230,24 @@ TEST_F(ChunkOErrors, NamesTheBadTensor) {
   const auto expect_error = [&](const Args& args, ErrorCode code, const std::string& needle) {
     expect_check_error(kernel, args, code, needle);
   };
-  EXPECT_NO_THROW(kernel.check({q, k, v, h, g, o, 1.0f, {}, {}}));
-  expect_error({q, k, v, h, g_bf16, o, 1.0f, {}, {}}, ErrorCode::dtype_mismatch, "g: expected dtype f32, got bf16");
-  expect_error({q, k, v, h, g, o_f32, 1.0f, {}, {}}, ErrorCode::dtype_mismatch, "o: expected dtype bf16, got f32");
-  expect_error({q, k, v, h_one_chunk, g, o, 1.0f, {}, {}}, ErrorCode::shape_mismatch,
+  EXPECT_NO_THROW(kernel.check({q, k, v, h, g, o, 1.0f, {}, {}, {}}));
+  expect_error({q, k, v, h, g_bf16, o, 1.0f, {}, {}, {}}, ErrorCode::dtype_mismatch, "g: expected dtype f32, got bf16");
+  expect_error({q, k, v, h, g, o_f32, 1.0f, {}, {}, {}}, ErrorCode::dtype_mismatch, "o: expected dtype bf16, got f32");
+  expect_error({q, k, v, h_one_chunk, g, o, 1.0f, {}, {}, {}}, ErrorCode::shape_mismatch,
                "h: expected shape [1, 2, 4, 64, 64], got [1, 1, 4, 64, 64]");
-  expect_error({q_k128, k, v, h, g, o, 1.0f, {}, {}}, ErrorCode::shape_mismatch, "q: expected shape [1, 70, 2, 64]");
-  expect_error({q, k_short, v, h, g, o, 1.0f, {}, {}}, ErrorCode::shape_mismatch, "k: expected shape [1, 70, 2, 64]");
-  expect_error({q, k, v_three_heads, h, g, o, 1.0f, {}, {}}, ErrorCode::shape_mismatch,
+  expect_error({q_k128, k, v, h, g, o, 1.0f, {}, {}, {}}, ErrorCode::shape_mismatch, "q: expected shape [1, 70, 2, 64]");
+  expect_error({q, k_short, v, h, g, o, 1.0f, {}, {}, {}}, ErrorCode::shape_mismatch, "k: expected shape [1, 70, 2, 64]");
+  expect_error({q, k, v_three_heads, h, g, o, 1.0f, {}, {}, {}}, ErrorCode::shape_mismatch,
                "v: expected shape [1, 70, 4, 64], got [1, 70, 3, 64]");
   TensorRef empty = q.ref();
   empty.shape = {1, 0, 2, 64};
-  expect_error({empty, k, v, h, g, o, 1.0f, {}, {}}, ErrorCode::shape_mismatch, "q: every dimension must be > 0");
+  expect_error({empty, k, v, h, g, o, 1.0f, {}, {}, {}}, ErrorCode::shape_mismatch, "q: every dimension must be > 0");
   TensorRef small = o.ref();
   small.size = 1000;
-  expect_error({q, k, v, h, g, small, 1.0f, {}, {}}, ErrorCode::buffer_too_small, "o: shape [1, 70, 4, 64] of bf16 needs");
+  expect_error({q, k, v, h, g, small, 1.0f, {}, {}, {}}, ErrorCode::buffer_too_small, "o: shape [1, 70, 4, 64] of bf16 needs");
   TensorRef null_h = h.ref();
   null_h.buffer = nullptr;
-  expect_error({q, k, v, null_h, g, o, 1.0f, {}, {}}, ErrorCode::invalid_argument, "h: no buffer given");
+  expect_error({q, k, v, null_h, g, o, 1.0f, {}, {}, {}}, ErrorCode::invalid_argument, "h: no buffer given");
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.

@@ -91,7 +91,7 @@ void prefill_then_decode(const Opts& opts, std::uint64_t seed) {
   Tensor cu_prompt(ctx, DType::i32, {N + 1});
   cu_prompt.upload(std::span<const std::int32_t>(prompt_cu));
   GuardedTensor o_prompt(ctx, DType::bf16, {1, P, Hi, V});
-  Forward fwd(ctx);
+  Forward fwd(ctx, gdn::GdnEnvelope{gdn_options(o)});
   typename Forward::Args fa;
   fa.q = pin.q, fa.k = pin.k, fa.v = pin.v, fa.g = pin.g, fa.beta = pin.beta, fa.o = o_prompt;
   fa.initial_state = h0.ref(), fa.final_state = state.ref();
@@ -99,10 +99,10 @@ void prefill_then_decode(const Opts& opts, std::uint64_t seed) {
   if (dt_bias) fa.dt_bias = dt_bias->ref();
   fa.cu_seqlens = cu_prompt.ref(), fa.cu_seqlens_host = prompt_cu;
   fa.options = gdn_options(o);
-  Tensor ws(ctx, DType::u32, {std::int64_t(Forward::workspace_bytes(fa) / 4 + 1)});
+  Tensor ws(ctx, DType::u32, {std::int64_t(Forward::workspace_bytes(fwd.problem(fa)) / 4 + 1)});
   fa.workspace = Workspace{ws.ref()};
 
-  Step step(ctx);
+  Step step(ctx, {.qk_dtype = DType::bf16, .v_dtype = DType::bf16});
   std::vector<decltype(rows_tensor({}, 1, 1))> sin;
   std::vector<GuardedTensor> souts;
   std::vector<std::vector<std::int32_t>> step_cu(steps.size());

@@ -37,9 +37,9 @@ struct KKTCase {
     GuardedTensor g_out(ctx, DType::f32, {S, std::int64_t(p.H)});
     GuardedTensor beta_out(ctx, DType::f32, {S, std::int64_t(p.H)});
     GuardedTensor A(ctx, DType::bf16, {S, std::int64_t(p.H), BT});
-    const auto index = index_table(ctx, ch);
+    const DeviceVarlen varlen = device_varlen(ctx, ch, p.cu_seqlens);
 
-    Kernel kernel(ctx);
+    Kernel kernel(ctx, gdn::GdnEnvelope{gdn_options(c.o)});
     typename Kernel::Args args;
     args.k = k;
     args.g = g;
@@ -51,9 +51,12 @@ struct KKTCase {
     args.A = A;
     args.options = gdn_options(c.o);
     args.cu_seqlens_host = p.cu_seqlens;
-    if (index) args.index = index->ref();
+    varlen.set(args);
     auto plan = kernel.plan(args);
-    if (variant) plan.variant = variant;
+    if (variant) {
+      plan.variant = variant;
+      kernel.prepare(plan);
+    }
     SCOPED_TRACE(std::string("variant ") + std::string(plan.variant->name));
     const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
     run();
@@ -165,6 +168,8 @@ TEST_F(KKTSolveTest, ChecksArguments) {
   expect_check_error(kernel, args, ErrorCode::invalid_argument, "A_log");
   args.options = {};
   const std::vector<std::int32_t> cu{0, 4, 9};
+  Tensor cu_dev(ctx, DType::i32, {3});
+  args.cu_seqlens = cu_dev.ref();
   args.cu_seqlens_host = cu;
   expect_check_error(kernel, args, ErrorCode::invalid_argument, "must end at T = 10");
 }

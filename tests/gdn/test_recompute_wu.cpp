@@ -113,9 +113,10 @@ class RecomputeWUTest : public DeviceTest {
     EXPECT_EQ(cases.back().variant->path, Path::portable);
     for (const auto& pc : cases) {
       SCOPED_TRACE(pc.label);
-      const gdn::RecomputeWU<Config> kernel(ctx);
-      const typename gdn::RecomputeWU<Config>::Args args{k, v, beta, g, A, w, u, {}, {}};
+      gdn::RecomputeWU<Config> kernel(ctx);
+      const typename gdn::RecomputeWU<Config>::Args args{k, v, beta, g, A, w, u, {}, {}, {}};
       const typename gdn::RecomputeWU<Config>::Plan plan{pc.variant, pc.workgroups};
+      kernel.prepare(plan);
       const auto run = [&] {
         w.poison();
         u.poison();
@@ -245,24 +246,24 @@ TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
   const auto expect_error = [&](const Args& args, ErrorCode code, const std::string& needle) {
     expect_check_error(kernel, args, code, needle);
   };
-  EXPECT_NO_THROW(kernel.check({k, v, beta, g, A, w, u, {}, {}}));
-  expect_error({k_wide, v, beta, g, A, w, u, {}, {}}, ErrorCode::shape_mismatch, "k: expected shape [1, 10, 2, 64]");
-  expect_error({k, v3, beta, g, A, w, u, {}, {}}, ErrorCode::shape_mismatch, "must be a multiple of the key heads Hg = 2");
-  expect_error({k, v, beta_bf16, g, A, w, u, {}, {}}, ErrorCode::dtype_mismatch, "beta: expected dtype f32, got bf16");
-  expect_error({k, v, beta, g_short, A, w, u, {}, {}}, ErrorCode::shape_mismatch, "g: expected shape [1, 10, 4], got [1, 9, 4]");
-  expect_error({k, v, beta, g, A32, w, u, {}, {}}, ErrorCode::shape_mismatch, "A: expected shape [1, 10, 4, 64]");
+  EXPECT_NO_THROW(kernel.check({k, v, beta, g, A, w, u, {}, {}, {}}));
+  expect_error({k_wide, v, beta, g, A, w, u, {}, {}, {}}, ErrorCode::shape_mismatch, "k: expected shape [1, 10, 2, 64]");
+  expect_error({k, v3, beta, g, A, w, u, {}, {}, {}}, ErrorCode::shape_mismatch, "must be a multiple of the key heads Hg = 2");
+  expect_error({k, v, beta_bf16, g, A, w, u, {}, {}, {}}, ErrorCode::dtype_mismatch, "beta: expected dtype f32, got bf16");
+  expect_error({k, v, beta, g_short, A, w, u, {}, {}, {}}, ErrorCode::shape_mismatch, "g: expected shape [1, 10, 4], got [1, 9, 4]");
+  expect_error({k, v, beta, g, A32, w, u, {}, {}, {}}, ErrorCode::shape_mismatch, "A: expected shape [1, 10, 4, 64]");
   Tensor A_bf16(ctx, DType::bf16, {1, 10, 4, 64});
-  expect_error({k, v, beta, g, A_bf16, w, u, {}, {}}, ErrorCode::dtype_mismatch, "A: expected dtype f32, got bf16");
-  expect_error({k, v, beta, g, A, w_f32, u, {}, {}}, ErrorCode::dtype_mismatch, "w: expected dtype bf16, got f32");
+  expect_error({k, v, beta, g, A_bf16, w, u, {}, {}, {}}, ErrorCode::dtype_mismatch, "A: expected dtype f32, got bf16");
+  expect_error({k, v, beta, g, A, w_f32, u, {}, {}, {}}, ErrorCode::dtype_mismatch, "w: expected dtype bf16, got f32");
   TensorRef small = u.ref();
   small.size = 100;
-  expect_error({k, v, beta, g, A, w, small, {}, {}}, ErrorCode::buffer_too_small, "u: shape [1, 10, 4, 64] of bf16 needs");
+  expect_error({k, v, beta, g, A, w, small, {}, {}, {}}, ErrorCode::buffer_too_small, "u: shape [1, 10, 4, 64] of bf16 needs");
   TensorRef empty = k.ref();
   empty.shape = {1, 0, 2, 64};
-  expect_error({empty, v, beta, g, A, w, u, {}, {}}, ErrorCode::shape_mismatch, "k: every dimension must be > 0");
+  expect_error({empty, v, beta, g, A, w, u, {}, {}, {}}, ErrorCode::shape_mismatch, "k: every dimension must be > 0");
   TensorRef null_buffer = v.ref();
   null_buffer.buffer = nullptr;
-  expect_error({k, null_buffer, beta, g, A, w, u, {}, {}}, ErrorCode::invalid_argument, "v: no buffer given");
+  expect_error({k, null_buffer, beta, g, A, w, u, {}, {}, {}}, ErrorCode::invalid_argument, "v: no buffer given");
 }
 
 // The automatic choice is the first eligible variant of the table; a
@@ -287,7 +288,7 @@ TEST(RecomputeWUSplit, GridLargerThanOneDispatch) {
   auto g = Tensor::from_floats(ctx, DType::f32, {2, 70, 3}, in.g);
   auto A = Tensor::from_floats(ctx, DType::f32, {2, 70, 3, 32}, in.A);
   GuardedTensor w(ctx, DType::bf16, {2, 70, 3, 64}), u(ctx, DType::bf16, {2, 70, 3, 64});
-  gdn::RecomputeWU<Config>(ctx).run({k, v, beta, g, A, w, u, {}, {}});
+  gdn::RecomputeWU<Config>(ctx).run({k, v, beta, g, A, w, u, {}, {}, {}});
   const auto ref = tilekernels::reference::gdn::recompute_wu(in.k, in.v, in.beta, in.g, in.A, 2, 70, 1, 3, 64, 64, 32);
   EXPECT_LE(relative_rms(w.read_floats(), ref.w), kBudget);
   EXPECT_LE(relative_rms(u.read_floats(), ref.u), kBudget);

@@ -87,7 +87,7 @@ struct StepCase {
     std::optional<GuardedTensor> ts;
     if (token_states) ts.emplace(ctx, DType::f32, ts_shape);
 
-    Kernel step(ctx);
+    Kernel step(ctx, {.qk_dtype = dt, .v_dtype = dt});
     typename Kernel::Args args;
     args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.state = state, args.o = o;
     if (ts) args.token_states = ts->ref();
@@ -102,6 +102,7 @@ struct StepCase {
     if (bv) plan.bv = bv;
     if (kpi) plan.kpi = kpi;
     if (ql) plan.ql = ql;
+    step.prepare(plan);
     SCOPED_TRACE(std::string(c.o.name) + " " + std::string(dtype_name(dt)) + " variant " +
                  std::string(plan.variant->name) + " bv " + std::to_string(plan.bv) + " kpi " +
                  std::to_string(plan.kpi) + " ql " + std::to_string(plan.ql));
@@ -226,7 +227,7 @@ TEST_F(RecurrentStepTest, ChecksArguments) {
   using Kernel = gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>;
   Tensor q(ctx, DType::bf16, {1, 6, 1, 64}), v(ctx, DType::bf16, {1, 6, 2, 64}), g(ctx, DType::f32, {1, 6, 2});
   Tensor o(ctx, DType::bf16, {1, 6, 2, 64}), state(ctx, DType::f32, {1, 2, 64, 64});
-  Kernel step(ctx);
+  Kernel step(ctx, {.qk_dtype = DType::bf16, .v_dtype = DType::bf16});
   Kernel::Args args;
   args.q = q, args.k = q, args.v = v, args.g = g, args.beta = g, args.o = o, args.state = state;
   EXPECT_TRUE(step.can_implement(args)) << step.can_implement(args).message;

@@ -13,11 +13,13 @@
 #include <limits>
 #include <string>
 
-#include "../support.hpp"
+#include "gdn_cases.hpp"
 
 namespace {
 
 using namespace tktest;
+using gdntest::device_varlen;
+using gdntest::DeviceVarlen;
 namespace gdn = tilekernels::gdn;
 namespace ref = tilekernels::reference::gdn;
 
@@ -46,9 +48,10 @@ struct Tokens {
     }
     T = seq.size();
   }
-  // Token-major rows of `width` values into slot order (padding rows NaN), and back.
-  std::vector<float> to_slots(const std::vector<float>& x, std::size_t width) const {
-    std::vector<float> out(chunks * bt * width, kNaN);
+  // Token-major rows of `width` values into the slots of `capacity` chunks
+  // (padding rows NaN), and back.
+  std::vector<float> to_slots(const std::vector<float>& x, std::size_t width, std::size_t capacity) const {
+    std::vector<float> out(capacity * bt * width, kNaN);
     for (std::size_t t = 0; t < T; ++t) std::copy_n(&x[t * width], width, &out[slot[t] * width]);
     return out;
   }
@@ -79,15 +82,6 @@ std::vector<float> rows_of(const std::vector<float>& x, const std::vector<std::i
   return {x.begin() + std::ptrdiff_t(cu[n] * width), x.begin() + std::ptrdiff_t(cu[n + 1] * width)};
 }
 
-// The index table recorded into the command buffer ahead of `record`.
-template <class Record>
-void run_with_index(Context& ctx, const gdn::Chunking& ch, const Tensor& index, Record&& record) {
-  ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
-    ch.record_index(ctx, cmd, index.ref());
-    record(cmd);
-  });
-}
-
 Shape rows_shape(bool slots, std::size_t slot_rows, std::size_t T, std::initializer_list<std::size_t> inner) {
   Shape s = slots ? Shape{std::int64_t(slot_rows)} : Shape{1, std::int64_t(T)};
   for (auto d : inner) s.push_back(std::int64_t(d));
@@ -106,7 +100,7 @@ TYPED_TEST(RecomputeWUVarlen, MatchesReferencePerSequence) {
   constexpr std::size_t K = Config::k, V = Config::v, BT = Config::bt, Hg = 2, H = 4;
   Context& ctx = context();
   const Tokens tk(kCuSeqlens, BT);
-  const std::size_t T = tk.T, S = tk.chunks * BT;
+  const std::size_t T = tk.T;
   Rng rng(515 + BT + K);
   const auto k = rounded(DType::bf16, rng.normals(T * Hg * K));
   const auto v = rounded(DType::bf16, rng.normals(T * H * V));
@@ -134,21 +128,22 @@ TYPED_TEST(RecomputeWUVarlen, MatchesReferencePerSequence) {
   }
 
   const gdn::Chunking ch(1, std::int64_t(T), kCuSeqlens, BT);
-  Tensor index(ctx, DType::u32, {std::int64_t(ch.index_bytes() / 4)});
+  const std::size_t S = std::size_t(ch.slots()), NB = std::size_t(ch.chunks());
+  const DeviceVarlen dv = device_varlen(ctx, ch, kCuSeqlens);
   auto kt = Tensor::from_floats(ctx, DType::bf16, {1, std::int64_t(T), Hg, K}, k);
   auto vt = Tensor::from_floats(ctx, DType::bf16, {1, std::int64_t(T), H, V}, v);
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const typename Kernel::Problem problem{1, std::int64_t(T), Hg, H};
   for (const bool slots : {false, true}) {
     const auto in = [&](DType dt, const std::vector<float>& x, std::initializer_list<std::size_t> inner,
                         std::size_t width) {
-      return Tensor::from_floats(ctx, dt, rows_shape(slots, S, T, inner), slots ? tk.to_slots(x, width) : x);
+      return Tensor::from_floats(ctx, dt, rows_shape(slots, S, T, inner), slots ? tk.to_slots(x, width, NB) : x);
     };
     auto beta_t = in(DType::f32, beta, {H}, H), g_t = in(DType::f32, g, {H}, H);
     auto A_t = in(Config::a_dtype, A, {H, BT}, H * BT);
     GuardedTensor w(ctx, DType::bf16, rows_shape(slots, S, T, {H, K}));
     GuardedTensor u(ctx, DType::bf16, rows_shape(slots, S, T, {H, V}));
-    typename Kernel::Args args{kt, vt, beta_t, g_t, A_t, w, u, kCuSeqlens, index.ref()};
+    typename Kernel::Args args{kt, vt, beta_t, g_t, A_t, w, u, dv.cu->ref(), dv.index->ref(), kCuSeqlens};
     for (const auto* variant : eligible_variants<Kernel>(ctx, problem))
       for (std::uint32_t grid : {0u, 2u}) {
         if (grid && variant->path != Path::tensor_core_bf16) continue;
@@ -156,7 +151,8 @@ TYPED_TEST(RecomputeWUVarlen, MatchesReferencePerSequence) {
                      std::to_string(grid));
         w.poison();
         u.poison();
-        run_with_index(ctx, ch, index, [&](vk::CommandBuffer cmd) { kernel.record(cmd, args, {variant, grid}); });
+        kernel.prepare({variant, grid});
+        ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, {variant, grid}); });
         auto got_w = w.read_floats(), got_u = u.read_floats();
         EXPECT_TRUE(w.guards_intact());
         EXPECT_TRUE(u.guards_intact());
@@ -182,7 +178,9 @@ TYPED_TEST(ChunkOVarlen, MatchesReferencePerSequence) {
   constexpr std::size_t K = Config::K, V = Config::V, BT = Config::BT, Hg = 2, H = 4;
   Context& ctx = context();
   const Tokens tk(kCuSeqlens, BT);
-  const std::size_t T = tk.T, S = tk.chunks * BT, NC = tk.chunks;
+  const std::size_t T = tk.T;
+  const gdn::Chunking ch(1, std::int64_t(T), kCuSeqlens, BT);
+  const std::size_t S = std::size_t(ch.slots()), NB = std::size_t(ch.chunks()), NC = tk.chunks;
   Rng rng(616 + BT + K);
   const float qk_scale = 3.0f / std::sqrt(static_cast<float>(K));
   const auto q = rounded(DType::bf16, rng.normals(T * Hg * K, qk_scale));
@@ -206,26 +204,30 @@ TYPED_TEST(ChunkOVarlen, MatchesReferencePerSequence) {
     first_chunk += s.NT();
   }
 
-  const gdn::Chunking ch(1, std::int64_t(T), kCuSeqlens, BT);
-  Tensor index(ctx, DType::u32, {std::int64_t(ch.index_bytes() / 4)});
+  const DeviceVarlen dv = device_varlen(ctx, ch, kCuSeqlens);
   auto qt = Tensor::from_floats(ctx, DType::bf16, {1, std::int64_t(T), Hg, K}, q);
   auto kt = Tensor::from_floats(ctx, DType::bf16, {1, std::int64_t(T), Hg, K}, k);
   GuardedTensor o(ctx, DType::bf16, {1, std::int64_t(T), H, V});
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
+  // h for every chunk slot: the padding chunks' never read (NaN).
+  std::vector<float> h_all(h);
+  h_all.resize(NB * H * V * K, kNaN);
   const typename Kernel::Problem problem{1, std::int64_t(T), Hg, H};
   for (const bool slots : {false, true}) {
-    auto vt = Tensor::from_floats(ctx, DType::bf16, rows_shape(slots, S, T, {H, V}), slots ? tk.to_slots(v, H * V) : v);
-    auto gt = Tensor::from_floats(ctx, DType::f32, rows_shape(slots, S, T, {H}), slots ? tk.to_slots(g, H) : g);
-    const Shape h_shape = slots ? Shape{std::int64_t(NC), H, V, K} : Shape{1, std::int64_t(NC), H, V, K};
-    auto ht = Tensor::from_floats(ctx, DType::bf16, h_shape, h);
-    typename Kernel::Args args{qt, kt, vt, ht, gt, o, scale, kCuSeqlens, index.ref()};
+    auto vt = Tensor::from_floats(ctx, DType::bf16, rows_shape(slots, S, T, {H, V}),
+                                  slots ? tk.to_slots(v, H * V, NB) : v);
+    auto gt = Tensor::from_floats(ctx, DType::f32, rows_shape(slots, S, T, {H}), slots ? tk.to_slots(g, H, NB) : g);
+    const Shape h_shape = slots ? Shape{std::int64_t(NB), H, V, K} : Shape{1, std::int64_t(NB), H, V, K};
+    auto ht = Tensor::from_floats(ctx, DType::bf16, h_shape, h_all);
+    typename Kernel::Args args{qt, kt, vt, ht, gt, o, scale, dv.cu->ref(), dv.index->ref(), kCuSeqlens};
     for (const auto* variant : eligible_variants<Kernel>(ctx, problem))
       for (std::uint32_t grid : {0u, 1u}) {
         if (grid && variant->path != Path::tensor_core_bf16) continue;
         SCOPED_TRACE(std::string(variant->name) + (slots ? " slot-major" : " token-major") + " grid " +
                      std::to_string(grid));
         o.poison();
-        run_with_index(ctx, ch, index, [&](vk::CommandBuffer cmd) { kernel.record(cmd, args, {variant, grid}); });
+        kernel.prepare({variant, grid});
+        ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, {variant, grid}); });
         const auto got = o.read_floats();
         EXPECT_TRUE(o.guards_intact());
         const double e = relative_rms(got, want);
@@ -242,21 +244,23 @@ class StageVarlenErrors : public DeviceTest {};
 // size, fail before any GPU work and name the tensor.
 TEST_F(StageVarlenErrors, NamesTheBadTensor) {
   Context& ctx = context();
-  const std::vector<std::int32_t> cu{0, 10, 70};  // 1 + 1 + 1 chunks of 32 rows: 96 slots
+  // Two sequences of 70 tokens in chunks of 32: room for (70 + 2 x 31) / 32
+  // = 4 chunks, 128 slots, whatever the lengths.
+  const std::vector<std::int32_t> cu{0, 10, 70};
   using WU = gdn::RecomputeWU<gdn::RecomputeWUConfig<32, 64, 64>>;
   Tensor k(ctx, DType::bf16, {1, 70, 1, 64}), v(ctx, DType::bf16, {1, 70, 2, 64});
-  Tensor beta(ctx, DType::f32, {96, 2}), g(ctx, DType::f32, {96, 2}), A(ctx, DType::f32, {96, 2, 32});
-  Tensor w(ctx, DType::bf16, {96, 2, 64}), u(ctx, DType::bf16, {96, 2, 64}), w_short(ctx, DType::bf16, {70, 2, 64});
+  Tensor beta(ctx, DType::f32, {128, 2}), g(ctx, DType::f32, {128, 2}), A(ctx, DType::f32, {128, 2, 32});
+  Tensor w(ctx, DType::bf16, {128, 2, 64}), u(ctx, DType::bf16, {128, 2, 64}), w_short(ctx, DType::bf16, {96, 2, 64});
   const gdn::Chunking ch(1, 70, cu, 32);
-  Tensor index(ctx, DType::u32, {std::int64_t(ch.index_bytes() / 4)});
+  const DeviceVarlen dv = device_varlen(ctx, ch, cu);
   WU wu(ctx);
-  WU::Args wa{k, v, beta, g, A, w, u, cu, std::nullopt};
+  WU::Args wa{k, v, beta, g, A, w, u, dv.cu->ref(), std::nullopt, cu};
   expect_check_error(wu, wa, ErrorCode::invalid_argument, "index: cu_seqlens needs it");
-  wa.index = index.ref();
+  wa.index = dv.index->ref();
   EXPECT_NO_THROW(wu.check(wa));
   WU::Args bad = wa;
   bad.w = w_short;
-  expect_check_error(wu, bad, ErrorCode::shape_mismatch, "w: expected shape [96, 2, 64], got [70, 2, 64]");
+  expect_check_error(wu, bad, ErrorCode::shape_mismatch, "w: expected shape [128, 2, 64], got [96, 2, 64]");
   const std::vector<std::int32_t> cu_short{0, 10, 69};
   bad = wa;
   bad.cu_seqlens_host = cu_short;
@@ -264,15 +268,15 @@ TEST_F(StageVarlenErrors, NamesTheBadTensor) {
 
   using CO = gdn::ChunkO<gdn::ChunkOConfig<32, 64, 64>>;
   Tensor q(ctx, DType::bf16, {1, 70, 1, 64}), o(ctx, DType::bf16, {1, 70, 2, 64});
-  Tensor h(ctx, DType::bf16, {3, 2, 64, 64}), h_fixed(ctx, DType::bf16, {1, 3, 2, 64, 64});
+  Tensor h(ctx, DType::bf16, {4, 2, 64, 64}), h_fixed(ctx, DType::bf16, {1, 4, 2, 64, 64});
   CO co(ctx);
-  CO::Args oa{q, k, u, h, g, o, 0.125f, cu, std::nullopt};
+  CO::Args oa{q, k, u, h, g, o, 0.125f, dv.cu->ref(), std::nullopt, cu};
   expect_check_error(co, oa, ErrorCode::invalid_argument, "index: cu_seqlens needs it");
-  oa.index = index.ref();
+  oa.index = dv.index->ref();
   EXPECT_NO_THROW(co.check(oa));
   CO::Args bad_o = oa;
   bad_o.h = h_fixed;
-  expect_check_error(co, bad_o, ErrorCode::shape_mismatch, "h: expected shape [3, 2, 64, 64]");
+  expect_check_error(co, bad_o, ErrorCode::shape_mismatch, "h: expected shape [4, 2, 64, 64]");
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ struct StateCase {
     GuardedTensor h(ctx, DType::bf16, {ch.chunks(), H, V, K});
     GuardedTensor v_new(ctx, DType::bf16, {S, H, V});
     GuardedTensor ht(ctx, DType::f32, state);
-    const auto index = index_table(ctx, ch);
+    const DeviceVarlen varlen = device_varlen(ctx, ch, p.cu_seqlens);
 
     Kernel kernel(ctx);
     typename Kernel::Args args;
@@ -67,10 +67,11 @@ struct StateCase {
     args.final_state = ht.ref();
     args.state_layout = c.o.vk ? gdn::StateLayout::vk : gdn::StateLayout::kv;
     args.cu_seqlens_host = p.cu_seqlens;
-    if (index) args.index = index->ref();
+    varlen.set(args);
     Plan plan = kernel.plan(args);
     if (variant) plan.variant = variant;
     plan.bv = bv ? bv : Kernel::default_bv(*plan.variant);
+    kernel.prepare(plan);
     SCOPED_TRACE(std::string("variant ") + std::string(plan.variant->name) + " bv " + std::to_string(plan.bv) +
                  (alias ? " (v_new over u)" : ""));
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
