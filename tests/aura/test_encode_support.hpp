@@ -126,6 +126,8 @@ EncodeRun run_twice(Context& ctx, Kernel& kernel, typename Kernel::Args args, Gu
   auto plan = kernel.plan(args);
   if (variant) {
     plan.variant = variant;
+    if constexpr (requires { plan.tm; })
+      if (variant->name == "tiled" && plan.tm == 0) plan.tm = Kernel::rows_per_invocation(args.input.shape[0]);
     kernel.prepare(plan);
   }
   const EncodeRun first = run_plan_twice(ctx, kernel, args, plan, packed, norms);

@@ -360,6 +360,10 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
       groups = std::min<std::uint64_t>(blocks, plan.workgroups ? plan.workgroups : 528);
       push.groups = static_cast<std::uint32_t>(groups);
     } else if (v.name == "tiled") {
+      if (plan.tm == 0 || plan.tm > Config::max_rows_per_invocation || !std::has_single_bit(plan.tm))
+        throw Error(ErrorCode::invalid_argument,
+                    std::string(name) + ": plan: the tiled variant takes tm a power of two up to " +
+                        std::to_string(Config::max_rows_per_invocation) + ", got " + std::to_string(plan.tm));
       const std::uint32_t rows_per_group = plan.tm * Config::row_groups;
       groups = static_cast<std::uint64_t>((rows + rows_per_group - 1) / rows_per_group);
     } else {  // few_rows
