@@ -40,7 +40,10 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   const aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
   const std::int64_t batch = state.range(0), keys = state.range(1), q_len = state.range(2);
   const std::int64_t pages_per_seq = (keys + kPageTokens - 1) / kPageTokens, pages = batch * pages_per_seq;
-  aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16, 0, 1);
+  aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16,
+                                     {.max_num_seqs = batch, .max_q_len = q_len, .q_heads = q_heads, .kv_heads = kv_heads,
+                                      .lse = false});
+  const Tensor tables = aura::CacheTables::make(ctx, format, 0, 1);
 
   const double cache_bytes = double(batch) * keys * kv_heads * format.bytes_per_token();
   const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * q_heads * dim;
@@ -84,7 +87,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   const auto q = Tensor::from_floats(ctx, DType::bf16, {batch, q_len, q_heads, dim}, qv);
   Tensor out(ctx, DType::bf16, {batch, q_len, q_heads, dim});
 
-  aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, out};
+  aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, tables, out};
   args.max_seq_len = keys;
   const auto problem = kernel.problem(args);
   const auto* variant = &tilekernels::select_variant(ctx, kernel.name, kernel.variants, problem);
@@ -122,11 +125,12 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
     if (s.vn) a.v_norms = s.vn->ref();
     per_set.push_back(a);
   }
-  auto plan = kernel.plan(per_set[0]);
+  auto plan = kernel.plan(problem, ws_bytes);
   plan.variant = variant;
   plan.geometry = geometry;
   try {
     kernel.check(per_set[0], plan);
+    kernel.prepare(plan);
   } catch (const Error& e) {
     state.SkipWithError(e.what());
     return;

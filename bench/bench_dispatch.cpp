@@ -41,9 +41,11 @@ void BM_DispatchAnatomy(benchmark::State& state) {
   aura::FlashPass2<aura::FlashPass2Config<4, DType::f32, DType::f32>> kernel(ctx);
   const auto mode = state.range(0);
   const int reps = 2000;
-  std::vector<vk::raii::Event> events;
+  std::vector<Owned<vk::Event>> events;
+  const auto& d = ctx.dispatcher();
   if (mode == 8)
-    for (int i = 0; i < 2 * reps; ++i) events.emplace_back(ctx.device(), vk::EventCreateInfo{});
+    for (int i = 0; i < 2 * reps; ++i)
+      events.emplace_back(ctx.device(), ctx.device().createEvent(vk::EventCreateInfo{}, nullptr, d), d.vkDestroyEvent, nullptr);
   int next_event = 0;
   using A = vk::AccessFlagBits;
   const auto stage = vk::PipelineStageFlagBits::eComputeShader;

@@ -89,11 +89,11 @@ void BM_AuraEncode(benchmark::State& state) {
     return;
   }
   const Dense kernel(ctx, aura::EncodeOptions{kind == dense_tc_parts3 ? 3u : 2u});
-  const auto ws_bytes = std::max<std::uint64_t>(4, Dense::workspace_bytes(rows));
+  const auto ws_bytes = std::max<std::uint64_t>(4, Dense::workspace_bytes({rows}));
   Tensor ws(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
   ws.buffer().fill(0);
   const std::optional<Workspace> workspace =
-      Dense::workspace_bytes(rows) ? std::optional<Workspace>(Workspace{ws.ref(), kind != dense_fill}) : std::nullopt;
+      Dense::workspace_bytes({rows}) ? std::optional<Workspace>(Workspace{ws.ref(), kind != dense_fill}) : std::nullopt;
   auto plan = kernel.plan({inputs[0].input, rotation, bounds, codes, inputs[0].packed, inputs[0].norms, workspace});
   if (!choose_variant<Dense>(state, ctx, dense_variant(kind), {rows, workspace.has_value()}, plan.variant)) return;
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {

@@ -38,7 +38,7 @@ void BM_FlashPass2(benchmark::State& state) {
     inputs.push_back({Tensor::from_floats(ctx, DType::f32, {q, nb, Dim}, o), Tensor::from_floats(ctx, DType::f32, {q, nb}, m),
                       Tensor::from_floats(ctx, DType::f32, {q, nb}, l), Tensor(ctx, DType::bf16, {q, Dim}),
                       Tensor(ctx, DType::f32, {q})});
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx, {q, nb});
   typename Kernel::Geometry g = kernel.geometry({q, nb}, true);
   if (state.range(2)) g.lane_groups = static_cast<std::uint32_t>(state.range(2));
   if (state.range(3)) g.unroll = static_cast<std::uint32_t>(state.range(3));
@@ -49,8 +49,9 @@ void BM_FlashPass2(benchmark::State& state) {
   Tensor ws(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
   ws.buffer().fill(0);
   const Workspace workspace{ws.ref(), true};
-  typename Kernel::Plan plan = kernel.plan({inputs[0].o, inputs[0].m, inputs[0].l, inputs[0].out, inputs[0].lse.ref(), workspace});
+  typename Kernel::Plan plan = kernel.plan({q, nb}, ws_bytes);
   plan.geometry = g;
+  kernel.prepare(plan);
   run_timed(state, ctx, [&](vk::CommandBuffer cmd, int i) {
     const Set& s = inputs[static_cast<std::size_t>(i % sets)];
     kernel.record(cmd, {s.o, s.m, s.l, s.out, s.lse.ref(), workspace}, plan);

@@ -57,8 +57,11 @@ std::vector<float> noise(std::size_t n, std::uint32_t seed) {
 class StageTimer {
  public:
   static constexpr std::size_t slots = std::size_t(gdn::ChunkForwardStage::count) + 1;
-  explicit StageTimer(Context& ctx) : ctx_(&ctx), pool_(nullptr) {
-    pool_ = vk::raii::QueryPool(ctx.device(), vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, slots));
+  explicit StageTimer(Context& ctx) : ctx_(&ctx) {
+    const auto& d = ctx.dispatcher();
+    pool_ = Owned<vk::QueryPool>(
+        ctx.device(), ctx.device().createQueryPool(vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, slots), nullptr, d),
+        d.vkDestroyQueryPool, nullptr);
   }
   void start(vk::CommandBuffer cmd) {
     cmd.resetQueryPool(*pool_, 0, slots, ctx_->dispatcher());
@@ -78,7 +81,7 @@ class StageTimer {
       if (i > 0 && !recorded_[i]) continue;
       std::uint64_t t = 0;
       const auto r = static_cast<vk::Result>(ctx_->dispatcher().vkGetQueryPoolResults(
-          *ctx_->device(), *pool_, std::uint32_t(i), 1, sizeof(t), &t, sizeof(t),
+          static_cast<VkDevice>(ctx_->device()), static_cast<VkQueryPool>(*pool_), std::uint32_t(i), 1, sizeof(t), &t, sizeof(t),
           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
       if (r != vk::Result::eSuccess) throw detail::vulkan_error("reading timestamps", r);
       if (i > 0) out[i - 1] = double(t - last) * ctx_->info().timestamp_period_ns * 1e-9;
@@ -89,7 +92,7 @@ class StageTimer {
 
  private:
   Context* ctx_;
-  vk::raii::QueryPool pool_;
+  Owned<vk::QueryPool> pool_;
   std::array<bool, slots> recorded_{};
 };
 
@@ -158,7 +161,7 @@ void BM_GdnChunkForward(benchmark::State& state, ForwardShape shape) {
   }
   if (cu_dev) args.cu_seqlens = cu_dev->ref();
   args.cu_seqlens_host = cu;
-  Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(args) / 4 + 1)});
+  Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4 + 1)});
   args.workspace = Workspace{ws.ref()};
   if (const Status s = fwd.can_implement(args); !s) {
     state.SkipWithError(s.message.c_str());

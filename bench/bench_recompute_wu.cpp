@@ -66,7 +66,7 @@ void BM_RecomputeWU(benchmark::State& state, const char* variant, std::uint32_t 
       state, ctx,
       [&](vk::CommandBuffer cmd, int i) {
         const Set& s = inputs[static_cast<std::size_t>(i % sets)];
-        kernel.record(cmd, {s.k, s.v, s.beta, s.g, s.A, s.w, s.u, {}, {}}, plan);
+        kernel.record(cmd, {s.k, s.v, s.beta, s.g, s.A, s.w, s.u, {}, {}, {}}, plan);
       },
       bytes, flops, plan.variant->path != Path::portable ? 989e12 : 0.0);
   state.SetLabel(std::string(plan.variant->name) + (AType == DType::bf16 ? "+A_bf16" : ""));

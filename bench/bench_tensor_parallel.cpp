@@ -40,7 +40,7 @@ void BM_TensorParallelChunkO(benchmark::State& state) {
           for (Tensor* t : {&q, &k, &v, &h, &g}) t->buffer().fill(0x3c003c00u);  // small finite values
           const gdn::ChunkO<gdn::ChunkOConfig<64, 128, 128>> kernel(ctx);
           seconds[static_cast<std::size_t>(d)] = gpu_seconds_per_call(
-              ctx, [&](vk::CommandBuffer cmd, int) { kernel.record(cmd, {q, k, v, h, g, o, 0.088f, {}, {}}); }, 20, 5);
+              ctx, [&](vk::CommandBuffer cmd, int) { kernel.record(cmd, {q, k, v, h, g, o, 0.088f, {}, {}, {}}); }, 20, 5);
         } catch (const std::exception& e) {
           errors[static_cast<std::size_t>(d)] = e.what();
         }

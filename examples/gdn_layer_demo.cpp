@@ -75,7 +75,7 @@ int main(int argc, char** argv) try {
   Forward::Args fa;
   fa.q = pq, fa.k = pk, fa.v = pv, fa.g = pg, fa.beta = pb, fa.o = po;
   fa.final_state = state.ref(), fa.A_log = a_log_t.ref(), fa.dt_bias = dt_bias_t.ref(), fa.options = options;
-  tk::Tensor ws(ctx, DT::u32, {std::int64_t(Forward::workspace_bytes(fa) / 4 + 1)});
+  tk::Tensor ws(ctx, DT::u32, {std::int64_t(Forward::workspace_bytes(forward.problem(fa)) / 4 + 1)});
   fa.workspace = tk::Workspace{ws.ref()};
 
   // Decode: one token per step, the state updated in place.

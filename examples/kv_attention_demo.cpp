@@ -104,8 +104,11 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
   using Write = aura::CacheWrite<aura::CacheWriteConfig<Cache, tk::DType::bf16>>;
   using Attention = aura::DecodeAttention<aura::DecodeAttentionConfig<Cache, tk::DType::bf16, tk::DType::bf16>>;
   const std::int64_t total = context + kSteps, pages = (total + kPageTokens - 1) / kPageTokens;
-  Write write(ctx, 101, 102);
-  Attention attention(ctx, 101, 102);  // the same rotation seeds as the writer
+  // The format's codebooks and rotations, read by the writer and the
+  // attention alike; the kernels built for this layer's shapes.
+  const tk::Tensor tables = aura::CacheTables::make(ctx, Cache::format, 101, 102);
+  Write write(ctx);
+  Attention attention(ctx, {.max_num_seqs = 1, .max_q_len = 1, .q_heads = kQHeads, .kv_heads = kKvHeads, .lse = false});
 
   // The cache, and the sequence's pages in shuffled order.
   tk::Tensor k_codes(ctx, Cache::store_dtype(Cache::k_bits), Cache::store_shape(Cache::k_bits, pages, kKvHeads));
@@ -136,8 +139,8 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     keep.push_back(tk::Tensor::from_floats(ctx, tk::DType::bf16, {n, kKvHeads, kDim}, v));
     keep.emplace_back(ctx, tk::DType::i32, tk::Shape{n});
     keep.back().upload(std::span<const std::int32_t>(slots));
-    return typename Write::Args{keep[keep.size() - 3], keep[keep.size() - 2], keep.back(), k_codes, norms(k_norms),
-                                v_codes, norms(v_norms), slots};
+    return typename Write::Args{keep[keep.size() - 3], keep[keep.size() - 2], keep.back(), tables, k_codes,
+                                norms(k_norms), v_codes, norms(v_norms), slots};
   };
   for (std::int64_t first = 0; first < context; first += 512) {  // the prompt, in chunks
     std::vector<tk::Tensor> keep;
@@ -164,10 +167,10 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     seq_lens.upload(std::span<const std::int32_t>(lens));
     const std::vector<float> qs(layer.q.begin() + step * kQHeads * kDim, layer.q.begin() + (step + 1) * kQHeads * kDim);
     const auto q = tk::Tensor::from_floats(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim}, qs);
-    typename Attention::Args args{q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, output};
+    typename Attention::Args args{q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, tables, output};
     args.max_seq_len = len;  // the host knows the length: the split is sized for it
     if (step == 0) {
-      if (const std::uint64_t bytes = attention.workspace_bytes(args))
+      if (const std::uint64_t bytes = attention.workspace_bytes(attention.problem(args)))
         workspace.emplace(ctx, tk::DType::u32, tk::Shape{static_cast<std::int64_t>(bytes / 4)});
     }
     if (workspace) args.workspace = tk::Workspace{workspace->ref()};

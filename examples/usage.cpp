@@ -7,7 +7,7 @@
 namespace tk = tilekernels;
 
 int main() try {
-  tk::Context ctx;  // or adopt your own: tk::Context(instance, physical, device, family, index, features)
+  tk::Context ctx;  // or adopt your own: tk::Context(tk::AdoptedDevice{vkGetInstanceProcAddr, instance, ...})
 
   // Shapes are compile-time where they make the kernel fast: Dim 128, f32
   // partials, bf16 output. FlashPass2Config<100> would not compile.
@@ -21,7 +21,9 @@ int main() try {
   tk::Tensor output(ctx, tk::DType::bf16, {heads, 128});
   tk::Tensor lse(ctx, tk::DType::f32, {heads});
 
-  tk::aura::FlashPass2<Merge> merge(ctx);
+  // Built for the shapes it will see: every pipeline it may need is
+  // compiled here, none while recording.
+  tk::aura::FlashPass2<Merge> merge(ctx, {.max_q_heads = heads, .max_blocks = blocks});
   // Record into any command buffer of yours; Tensor converts to TensorRef,
   // which can also name your own VkBuffer, offset and size.
   ctx.submit_and_wait([&](vk::CommandBuffer cmd) {

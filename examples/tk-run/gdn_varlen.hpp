@@ -4,6 +4,7 @@
 // kernel in one submission.
 #pragma once
 
+#include <tilekernels/gdn/chunk_index.hpp>
 #include <tilekernels/gdn/chunking.hpp>
 
 #include <cmath>
@@ -74,22 +75,31 @@ inline double gdn_scale(const Invocation& inv, std::int64_t K) {
   return scale;
 }
 
-// Runs `kernel` on `args` (whose cu_seqlens_host is set), with the index
-// table its cu_seqlens needs recorded first.
-template <class Kernel>
+// Runs `kernel` on `args` (whose cu_seqlens_host is set): with cu_seqlens
+// its device copy and the index table gdn::ChunkIndex builds from it are
+// recorded first, in the same submission.
+template <std::uint32_t BT, class Kernel>
 void run_with_index(tilekernels::Context& ctx, Invocation& inv, const Kernel& kernel, typename Kernel::Args args,
-                    std::int64_t B, std::int64_t T, std::uint32_t bt) {
-  const tilekernels::gdn::Chunking ch(B, T, args.cu_seqlens_host, bt);
-  ch.check(ctx, Kernel::name, std::nullopt);
-  std::optional<tilekernels::Tensor> index;
+                    std::int64_t B, std::int64_t T) {
+  const std::span<const std::int32_t> cu = args.cu_seqlens_host;
+  const tilekernels::gdn::Chunking ch(B, T, cu, BT);
+  std::optional<tilekernels::Tensor> cu_device, index;
   if (ch.varlen()) {
+    cu_device.emplace(inv.alloc(ctx, tilekernels::DType::i32, Shape{static_cast<std::int64_t>(cu.size())},
+                                "input 'cu_seqlens'"));
+    cu_device->upload(cu);
     index.emplace(inv.alloc(ctx, tilekernels::DType::u32, Shape{static_cast<std::int64_t>(ch.index_bytes() / 4)},
                             "the index table of input 'cu_seqlens'"));
+    args.cu_seqlens = cu_device->ref();
     args.index = index->ref();
   }
   kernel.check(args);
+  const tilekernels::gdn::ChunkIndex<BT> index_kernel(ctx);
   ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
-    if (index) ch.record_index(ctx, cmd, index->ref());
+    if (index) {
+      index_kernel.record(cmd, {*cu_device, *index, T});
+      tilekernels::compute_barrier(ctx, cmd);
+    }
     kernel.record(cmd, args);
   });
 }

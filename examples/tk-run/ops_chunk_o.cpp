@@ -1,7 +1,9 @@
 // tk-run op gdn.chunk_o.
 #include <tilekernels/gdn/chunk_o.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "gdn_varlen.hpp"
 #include "op.hpp"
@@ -29,15 +31,26 @@ void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
   o_shape[1] = q_shape[1];
 
   const Tensor q = inv.tensor(ctx, "q", DType::bf16), k = inv.tensor(ctx, "k", DType::bf16);
-  const Tensor v = inv.tensor(ctx, "v", DType::bf16), h = inv.tensor(ctx, "h", DType::bf16);
+  const Tensor v = inv.tensor(ctx, "v", DType::bf16);
+  // With cu_seqlens the kernel takes h for every chunk slot of the call
+  // (gdn/chunking.hpp: as many as any lengths of T tokens can need); the
+  // input's chunks come first, the rest is never read.
+  const Shape h_shape = inv.input_shape("h");
+  Shape h_slots = h_shape;
+  if (!cu.empty() && h_shape.size() == 5)
+    h_slots[1] = std::max(h_shape[1], tilekernels::gdn::Chunking(1, q_shape[1], cu, static_cast<std::uint32_t>(bt)).chunks());
+  std::vector<float> h_values = inv.floats("h", h_shape);
+  h_values.resize(static_cast<std::size_t>(checked_elements(h_slots, "input 'h'")), 0.0f);
+  const Tensor h = inv.upload(ctx, DType::bf16, h_slots, h_values, "input 'h'");
   const Tensor g = inv.tensor(ctx, "g", DType::f32);
   Tensor o = inv.alloc(ctx, DType::bf16, o_shape, "output 'o'");
   with_value<16, 32, 64>("bt", bt, [&](auto bt_c) {
     with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
       with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
         using Config = tilekernels::gdn::ChunkOConfig<decltype(bt_c)::value, decltype(k_c)::value, decltype(v_c)::value>;
-        run_with_index(ctx, inv, tilekernels::gdn::ChunkO<Config>(ctx), {q, k, v, h, g, o, static_cast<float>(scale), cu, {}},
-                       q.shape()[0], q.shape()[1], Config::BT);
+        run_with_index<Config::BT>(ctx, inv, tilekernels::gdn::ChunkO<Config>(ctx),
+                                   {q, k, v, h, g, o, static_cast<float>(scale), {}, {}, cu}, q.shape()[0],
+                                   q.shape()[1]);
       });
     });
   });

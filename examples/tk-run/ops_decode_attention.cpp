@@ -5,6 +5,7 @@
 #include <tilekernels/aura/cache_write.hpp>
 #include <tilekernels/aura/decode_attention.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -159,8 +160,9 @@ void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
   slot_tensor.upload(std::span<const std::int32_t>(slots));
   const Side ks = load_side(ctx, inv, f, "k", f.k_bits, pages, heads, fresh);
   const Side vs = load_side(ctx, inv, f, "v", f.v_bits, pages, heads, fresh);
-  aura::CacheWriteKernel writer(ctx, f, DType::f32, inv.seed_param("k_seed"), inv.seed_param("v_seed"));
-  writer.run({k, v, slot_tensor, *ks.store, norms_ref(ks), *vs.store, norms_ref(vs), slots});
+  const Tensor tables = aura::CacheTables::make(ctx, f, inv.seed_param("k_seed"), inv.seed_param("v_seed"));
+  aura::CacheWriteKernel writer(ctx, f, DType::f32);
+  writer.run({k, v, slot_tensor, tables, *ks.store, norms_ref(ks), *vs.store, norms_ref(vs), slots});
   put_side(inv, "k", f.k_bits, ks);
   put_side(inv, "v", f.v_bits, vs);
 }
@@ -169,7 +171,7 @@ void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
 struct AttentionInputs {
   aura::CacheFormat format;
   std::int64_t num_seqs = 0, q_len = 0, q_heads = 0, kv_heads = 0, pages = 0, max_pages = 0;
-  std::optional<Tensor> q, block_table, seq_lens, sinks;
+  std::optional<Tensor> q, block_table, seq_lens, sinks, tables;
   Side k, v;
   std::vector<std::int32_t> host_lens, host_table;
   aura::DecodeAttentionOptions options;
@@ -210,6 +212,7 @@ AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
   a.host_lens = inv.ints("seq_lens", {a.num_seqs});
 
   a.q.emplace(inv.upload(ctx, DType::f32, q_shape, inv.floats("q", q_shape), "input 'q'"));
+  a.tables.emplace(aura::CacheTables::make(ctx, f, inv.seed_param("k_seed"), inv.seed_param("v_seed")));
   a.k = load_side(ctx, inv, f, "k", f.k_bits, a.pages, a.kv_heads, false);
   a.v = load_side(ctx, inv, f, "v", f.v_bits, a.pages, a.kv_heads, false);
   a.block_table.emplace(inv.alloc(ctx, DType::i32, table_shape, "input 'block_table'"));
@@ -222,8 +225,8 @@ AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
 }
 
 aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output, const Tensor& lse) {
-  aura::DecodeAttentionArgs args{*a.q, *a.k.store, norms_ref(a.k), *a.v.store, norms_ref(a.v), *a.block_table,
-                                 *a.seq_lens, output, lse.ref(),
+  aura::DecodeAttentionArgs args{*a.q,           *a.k.store,  norms_ref(a.k), *a.v.store, norms_ref(a.v),
+                                 *a.block_table, *a.seq_lens, *a.tables,      output,     lse.ref(),
                                  a.sinks ? std::optional<tilekernels::TensorRef>(a.sinks->ref()) : std::nullopt};
   args.options = a.options;
   args.host_seq_lens = a.host_lens;
@@ -231,17 +234,26 @@ aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output
   return args;
 }
 
+// The call's own shapes, so that tk-run builds the call's pipelines only
+// (shapes no envelope takes are left open: the kernel's check names them).
+aura::DecodeAttentionEnvelope envelope_of(const AttentionInputs& a) {
+  aura::DecodeAttentionEnvelope e;
+  e.max_num_seqs = std::max<std::int64_t>(a.num_seqs, 0);
+  e.max_q_len = std::clamp<std::int64_t>(a.q_len, 1, aura::DecodeAttentionKernel::max_q_len);
+  if (a.q_heads > 0 && a.kv_heads > 0 && a.q_heads % a.kv_heads == 0) e.q_heads = a.q_heads, e.kv_heads = a.kv_heads;
+  return e;
+}
+
 void run_decode_attention(tilekernels::Context& ctx, Invocation& inv) {
   const AttentionInputs a = load_attention(ctx, inv);
   const Shape out_shape{a.num_seqs, a.q_len, a.q_heads, a.format.dim}, lse_shape{a.num_seqs, a.q_len, a.q_heads};
   Tensor output = inv.alloc(ctx, DType::f32, out_shape, "output 'output'");
   Tensor lse = inv.alloc(ctx, DType::f32, lse_shape, "output 'lse'");
-  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, inv.seed_param("k_seed"),
-                                     inv.seed_param("v_seed"));
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, envelope_of(a));
   const auto args = args_of(a, output, lse);
   kernel.check(args);
   // The workspace the kernel allocates, through tk-run's budget first.
-  inv.reserve(ctx, kernel.workspace_bytes(args), "the workspace for inputs 'q' and 'block_table'");
+  inv.reserve(ctx, kernel.workspace_bytes(kernel.problem(args)), "the workspace for inputs 'q' and 'block_table'");
   kernel.run(args);
   inv.put("output", out_shape, output.download_floats());
   inv.put("lse", lse_shape, lse.download_floats());
@@ -260,8 +272,7 @@ void run_partials(tilekernels::Context& ctx, Invocation& inv) {
   checked_elements(o_shape, "output 'o_partials'");
   Tensor output = inv.alloc(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads, dim}, "the output for input 'q'");
   Tensor lse = inv.alloc(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads}, "the lse for input 'q'");
-  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, inv.seed_param("k_seed"),
-                                     inv.seed_param("v_seed"));
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, envelope_of(a));
   auto args = args_of(a, output, lse);
   kernel.check(args);
   const auto problem = kernel.problem(args);
@@ -271,8 +282,9 @@ void run_partials(tilekernels::Context& ctx, Invocation& inv) {
   Tensor work = inv.alloc(ctx, DType::u32, {static_cast<std::int64_t>(layout.bytes() / 4)},
                           "the workspace for inputs 'q' and 'block_table' with parameter 'splits'");
   args.workspace = tilekernels::Workspace{work.ref()};
-  auto plan = kernel.plan(args);
+  auto plan = kernel.plan(problem, layout.bytes());
   plan.geometry = geometry;
+  kernel.prepare(plan);
   ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); });
   const auto words = work.download<float>();
   const std::int64_t gqa = a.q_heads / a.kv_heads, rv = geometry.row_vecs, rows = 4 * rv;

@@ -63,10 +63,11 @@ void run_chunk_forward(tilekernels::Context& ctx, Invocation& inv) {
         a.cu_seqlens_host = cu_host;
         a.options = options;
         a.scale = static_cast<float>(scale);
-        const Kernel kernel(ctx);
+        const Kernel kernel(ctx, gdn::GdnEnvelope{options});
         kernel.check_problem(a);
         // The workspace through tk-run's size checks (the kernel would allocate it unchecked).
-        Tensor work = inv.alloc(ctx, DType::u32, {static_cast<std::int64_t>(Kernel::workspace_bytes(a) / 4 + 1)},
+        Tensor work = inv.alloc(ctx, DType::u32,
+                                {static_cast<std::int64_t>(Kernel::workspace_bytes(kernel.problem(a)) / 4 + 1)},
                                 "the workspace for inputs 'q' and 'v'");
         a.workspace = tilekernels::Workspace{work.ref()};
         kernel.run(a);

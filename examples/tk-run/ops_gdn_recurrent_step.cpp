@@ -1,6 +1,8 @@
 // tk-run op gdn.recurrent_step: the Gated DeltaNet decode step.
 #include <tilekernels/gdn/recurrent_step.hpp>
 
+#include <optional>
+
 #include "gdn_varlen.hpp"
 #include "op.hpp"
 
@@ -30,8 +32,9 @@ void run_recurrent_step(tilekernels::Context& ctx, Invocation& inv) {
   if (H % Hg != 0)
     throw UsageError("input 'v': its heads H = " + std::to_string(H) + " must be a multiple of q's heads Hg = " +
                      std::to_string(Hg));
-  const double checked_scale = gdn_scale(inv, K);  // auto: 0, the kernel's own 1/sqrt(K)
-  const float scale = inv.param("scale") == "auto" ? 0.0f : static_cast<float>(checked_scale);
+  const double checked_scale = gdn_scale(inv, K);
+  const std::optional<float> scale =
+      inv.param("scale") == "auto" ? std::nullopt : std::optional<float>(static_cast<float>(checked_scale));
   const std::vector<std::int32_t> cu_host = cu_seqlens_input(inv);
   const std::int64_t N = cu_host.empty() ? B : std::int64_t(cu_host.size()) - 1;
   const bool kv = options.state_layout == gdn::StateLayout::kv;
@@ -59,7 +62,7 @@ void run_recurrent_step(tilekernels::Context& ctx, Invocation& inv) {
   with_value<64, 128, 256>("K (last dimension of q)", K, [&](auto k_c) {
     with_value<64, 128, 256>("V (last dimension of v)", V, [&](auto v_c) {
       using Kernel = gdn::RecurrentStep<gdn::RecurrentStepConfig<decltype(k_c)::value, decltype(v_c)::value>>;
-      Kernel step(ctx);
+      Kernel step(ctx, {.qk_dtype = dtype, .v_dtype = dtype});
       typename Kernel::Args a;
       a.q = q, a.k = k, a.v = v, a.g = g, a.beta = beta, a.state = state, a.o = o;
       if (token_states) a.token_states = token_states->ref();
@@ -70,7 +73,10 @@ void run_recurrent_step(tilekernels::Context& ctx, Invocation& inv) {
       a.options = options;
       a.scale = scale;
       auto plan = step.plan(a);
-      if (path == "portable") plan.variant = &Kernel::variants.back();
+      if (path == "portable") {
+        plan.variant = &Kernel::variants.back();
+        step.prepare(plan);
+      }
       ctx.submit_and_wait([&](vk::CommandBuffer cmd) { step.record(cmd, a, plan); });
     });
   });

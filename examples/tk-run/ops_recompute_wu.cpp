@@ -37,8 +37,8 @@ void run_recompute_wu(tilekernels::Context& ctx, Invocation& inv) {
         const auto run = [&](auto a_c) {
           using Config = tilekernels::gdn::RecomputeWUConfig<decltype(bt_c)::value, decltype(k_c)::value,
                                                              decltype(v_c)::value, decltype(a_c)::value>;
-          run_with_index(ctx, inv, tilekernels::gdn::RecomputeWU<Config>(ctx), {k, v, beta, g, A, w, u, cu, {}},
-                         k.shape()[0], k.shape()[1], Config::bt);
+          run_with_index<Config::bt>(ctx, inv, tilekernels::gdn::RecomputeWU<Config>(ctx),
+                                     {k, v, beta, g, A, w, u, {}, {}, cu}, k.shape()[0], k.shape()[1]);
         };
         if (a_dtype == DType::bf16)
           run(std::integral_constant<DType, DType::bf16>{});
