@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 jobs=$(nproc)
 # TK_WERROR=1 (set by CI) turns compiler warnings into errors.
-cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DTK_LP_WIDTHS=256 "-DTK_LP_SUBGROUP_WIDTHS=128;512;1024;2048" \
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DTILEKERNELS_LP_WIDTHS=256 "-DTILEKERNELS_LP_SUBGROUP_WIDTHS=128;512;1024;2048" \
   ${TK_WERROR:+-DCMAKE_COMPILE_WARNING_AS_ERROR=ON} >/dev/null
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test --output-on-failure -j"$jobs"
