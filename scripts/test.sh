@@ -5,7 +5,8 @@
 # (LP_NATIVE_VECTOR_WIDTH 256), the tests of kernels with subgroup variants
 # also at subgroup sizes 4, 16, 32 and 64 (widths 128, 512, 1024, 2048; 64
 # is AMD's wave64), the compile-fail tests, tk-run end to end, and a
-# consumer project built against an installed package.
+# consumer project built against an installed package, as a subproject and
+# through FetchContent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
