@@ -78,7 +78,6 @@ inline DeviceInfo read_device_info(const vk::raii::PhysicalDevice& physical, con
   info.max_shared_memory = p.limits.maxComputeSharedMemorySize;
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
   info.min_storage_buffer_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
-  info.max_push_constants_size = p.limits.maxPushConstantsSize;
   info.timestamp_period_ns = p.limits.timestampPeriod;
 
   if (has_extension(extensions, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {

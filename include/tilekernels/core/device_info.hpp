@@ -41,7 +41,6 @@ struct DeviceInfo {
   std::uint32_t max_shared_memory = 0;
   std::uint64_t max_storage_buffer_range = 0;
   std::uint64_t min_storage_buffer_offset_alignment = 0;
-  std::uint32_t max_push_constants_size = 0;
 
   // Streaming multiprocessors (VK_NV_shader_sm_builtins) or compute units
   // (VK_AMD_shader_core_properties) where the driver reports them, else 0.

@@ -45,13 +45,6 @@ inline void expect_tensor(const Context& ctx, std::string_view kernel, std::stri
                                             std::to_string(ctx.info().max_storage_buffer_range));
 }
 
-// Dtype-only check, for when the shape is derived from the tensor itself.
-inline void expect_dtype(std::string_view kernel, std::string_view name, const TensorRef& t, DType dtype) {
-  if (t.dtype != dtype)
-    throw Error(ErrorCode::dtype_mismatch, where(kernel, name) + "expected dtype " + std::string(dtype_name(dtype)) +
-                                               ", got " + std::string(dtype_name(t.dtype)));
-}
-
 inline void expect_rank(std::string_view kernel, std::string_view name, const TensorRef& t, std::size_t rank) {
   if (t.shape.size() != rank)
     throw Error(ErrorCode::shape_mismatch, where(kernel, name) + "expected " + std::to_string(rank) +
