@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tilekernels/core.hpp"
+#include "tilekernels/core/splitmix.hpp"
 
 namespace tktest {
 
@@ -52,12 +53,7 @@ class DeviceTest : public ::testing::Test {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return tilekernels::splitmix64(state_); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   float uniform(float lo, float hi) { return static_cast<float>(lo + (hi - lo) * uniform()); }
   float normal() {  // Box-Muller

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <tilekernels/core/dtype.hpp>
+#include <tilekernels/core/splitmix.hpp>
 #include <tilekernels/reference/gdn/chunk_forward.hpp>
 #include <tilekernels/reference/gdn/gated_delta_rule.hpp>
 
@@ -49,12 +50,7 @@ class Rng {  // splitmix64: the same numbers on every machine
   }
 
  private:
-  std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return tilekernels::splitmix64(s_); }
   std::uint64_t s_;
 };
 
