@@ -20,7 +20,7 @@
 # whose extensions the glslc lacks (GL_KHR_cooperative_matrix and
 # GL_EXT_bfloat16 on Debian bookworm). It compiles only those shaders,
 # without SPIR-V optimisation (spirv-opt -O made them slower on the H100:
-# bench/NOTES.md); spirv-val checks them when it knows
+# bench/notes/2026-11-gdn-chunk-o-recompute-wu.md); spirv-val checks them when it knows
 # their extensions, and says so when it does not.
 #
 # Everything defined here that is not a TILEKERNELS_ cache variable starts

@@ -33,7 +33,7 @@
 // Geometry::splits workgroups per KV head, each publishing its softmax
 // state to the workspace; a second dispatch (decode_attention_merge.comp)
 // merges them and writes the output (in the first dispatch's pipelines the
-// merge's code slowed the tile loops: bench/NOTES-aura-attention-widths.md).
+// merge's code slowed the tile loops: bench/notes/2026-11-aura-decode-attention-formats.md).
 // Where the device has fp16 cooperative matrices (NVIDIA), the
 // tensor-core variant (shaders/aura/decode_attention_tc.glsl) computes
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
@@ -142,7 +142,7 @@ class DecodeAttentionKernel {
   // lane's code words of a tile of both sides within 32 registers. Taken
   // only with at least 16 query rows per KV head (GQA x new tokens, one
   // full tile): with 4 the CUDA-core variants are faster on the H100, with
-  // 16 it is (bench/NOTES-aura-attention-tc.md). Tests force it with fewer.
+  // 16 it is (bench/notes/2026-11-aura-decode-attention-tensor-cores.md). Tests force it with fewer.
   static Status tensor_core_rule(const DeviceInfo&, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (Status s = fp16_operands_rule(p); !s) return s;
@@ -158,7 +158,7 @@ class DecodeAttentionKernel {
   // half of the dims each) where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
   // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
-  // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
+  // 1K keys on (bench/notes/2026-11-aura-decode-attention-tensor-cores.md, Sweep_DecodeAttentionCrossover).
   static Status lanes_rule(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
@@ -308,7 +308,7 @@ class DecodeAttentionKernel {
   }
 
   // The geometry record() takes for `p`, with or without a workspace to
-  // split through. Automatic choice (measurements: bench/NOTES-aura-attention.md):
+  // split through. Automatic choice (measurements: bench/notes/2026-11-aura-decode-attention.md):
   // about 2 workgroups per multiprocessor in all (8 on a CPU device): the
   // largest blocks (128 invocations, as many keys each as registers allow,
   // then 1 key, then 64 invocations) that give at least 3/4 of that count
@@ -324,7 +324,7 @@ class DecodeAttentionKernel {
   // (16 keys per subgroup; the staged one 128 invocations and 16 rows) and
   // their own split rule at one workgroup per multiprocessor: their merge
   // reads 16-row states two at a time, and fewer splits won at every length
-  // measured (bench/NOTES-aura-attention-tc.md).
+  // measured (bench/notes/2026-11-aura-decode-attention-tensor-cores.md).
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
     if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace, is_lanes(v));
     Geometry g;

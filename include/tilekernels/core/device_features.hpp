@@ -96,7 +96,7 @@ inline DeviceInfo read_device_info(const vk::raii::PhysicalDevice& physical, con
   // each vector one subgroup, but reports (and gl_SubgroupSize returns)
   // width / 32, with LP_NATIVE_VECTOR_WIDTH = width; it ignores a required
   // subgroup size and REQUIRE_FULL_SUBGROUPS too. Above 16 the subgroups
-  // are not what the builtins say (bench/NOTES-lavapipe.md; the test
+  // are not what the builtins say (bench/notes/2026-11-lavapipe.md; the test
   // Subgroups.LavapipeWideVectorsRunSixteenLanes fails once that changes).
   info.subgroups_as_reported = !(info.driver_id == vk::DriverId::eMesaLlvmpipe && info.subgroup_size > 16);
   if (has_extension(extensions, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) || info.api_version >= VK_API_VERSION_1_3) {

@@ -32,7 +32,7 @@ struct DeviceInfo {
   // as gl_NumSubgroups says. False where a driver is known to break this:
   // lavapipe with LP_NATIVE_VECTOR_WIDTH above 512 reports subgroups of
   // width/32 invocations but runs compute shaders in subgroups of 16
-  // (bench/NOTES-lavapipe.md). Without it, no variant that depends on the
+  // (bench/notes/2026-11-lavapipe.md). Without it, no variant that depends on the
   // subgroup size or layout is used.
   bool subgroups_as_reported = true;
 
