@@ -1,5 +1,5 @@
 // Shared test machinery: the device, seeded inputs, NaN-filled outputs with
-// sentinels, and error measures. See DESIGN.md "Tests".
+// sentinels, and error measures. See docs/DESIGN.md "Tests".
 #pragma once
 
 #include <gtest/gtest.h>

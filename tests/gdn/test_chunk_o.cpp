@@ -16,7 +16,7 @@ using namespace tktest;
 namespace gdn = tilekernels::gdn;
 namespace ref = tilekernels::reference::gdn;
 
-constexpr double kBudget = 5e-3;  // relative RMS of a bf16 output (DESIGN.md)
+constexpr double kBudget = 5e-3;  // relative RMS of a bf16 output (docs/DESIGN.md)
 
 struct Case {
   std::size_t B, T, Hg, H;

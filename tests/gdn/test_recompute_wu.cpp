@@ -19,7 +19,7 @@ namespace {
 using namespace tktest;
 namespace gdn = tilekernels::gdn;
 
-constexpr double kBudget = 5e-3;  // bf16 outputs (DESIGN.md, FLA's bar)
+constexpr double kBudget = 5e-3;  // bf16 outputs (docs/DESIGN.md, FLA's bar)
 
 struct Shape5 {
   std::size_t B, T, Hg, H;
