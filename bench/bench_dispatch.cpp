@@ -1,5 +1,6 @@
 // What a dependent dispatch costs, measured on near-empty kernels: the
-// floor under every small shape (bench/NOTES.md, "Machine" and flash pass 2).
+// floor under every small shape (bench/notes/2026-11-method.md, "Machine",
+// and bench/notes/2026-11-aura-flash-pass2.md).
 #include <tilekernels/aura/flash_pass2.hpp>
 #include <tilekernels/spirv/bench/empty.hpp>
 

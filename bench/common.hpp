@@ -1,4 +1,4 @@
-// Benchmark machinery (DESIGN.md "Benchmarks"): GPU time from timestamps
+// Benchmark machinery (docs/DESIGN.md "Benchmarks"): GPU time from timestamps
 // around N back-to-back dispatches in one command buffer after a warm-up,
 // inputs rotated among copies when one set would sit in the cache, and the
 // floor measured in the same run: max(bytes / copy bandwidth, flops / peak).

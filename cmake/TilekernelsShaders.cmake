@@ -1,33 +1,41 @@
 # The shader step: every shaders/<family>/<name>.comp becomes
-#   <build>/generated/include/tilekernels/spirv/<family>/<name>.hpp
+#   <generated include dir>/tilekernels/spirv/<family>/<name>.hpp
 # holding tilekernels::spirv::<family>_<name>, compiled by glslc -O with a
 # DEPFILE (so editing an included .glsl rebuilds exactly its dependents),
-# checked by spirv-val, then embedded.
+# checked by spirv-val, then embedded. The library's families go into the
+# generated include dir that is installed; shaders/test and shaders/bench,
+# which only the tests and benchmarks use, into one of their own that is not.
 #
 # A shader may state, in lines of its own:
 #   //! requires GL_NV_cooperative_matrix      (skipped unless glslc accepts it)
 #   //! variant <suffix> -DNAME=VALUE ...       (one more module, <name>_<suffix>)
-# The probe results land in tilekernels/spirv/features.hpp as
-# TILEKERNELS_GLSLC_HAS_<EXTENSION> macros, so that C++ code only references
-# the variants the toolchain could build.
+# A shader with a `requires` line is optional: a build whose compilers lack
+# the extension writes an empty module in its place. The library's
+# tilekernels/spirv/features.hpp says what the build compiled:
+# TILEKERNELS_GLSLC_HAS_<EXTENSION> per probed extension and
+# TILEKERNELS_HAS_<FAMILY>_<MODULE> per optional module.
 #
-# TK_GLSLANG (optional): a newer glslang standalone compiler (`glslang`, e.g.
-# from the Vulkan SDK or a glslang build) for the shaders whose extensions
-# the glslc lacks (GL_KHR_cooperative_matrix and GL_EXT_bfloat16 on Debian
-# bookworm). It compiles only those shaders, without SPIR-V optimisation
-# (spirv-opt -O made them slower on the H100: bench/NOTES.md); spirv-val
-# checks them when it knows their extensions, and says so when it does not.
+# TILEKERNELS_GLSLANG (optional): a newer glslang standalone compiler
+# (`glslang`, e.g. from the Vulkan SDK or a glslang build) for the shaders
+# whose extensions the glslc lacks (GL_KHR_cooperative_matrix and
+# GL_EXT_bfloat16 on Debian bookworm). It compiles only those shaders,
+# without SPIR-V optimisation (spirv-opt -O made them slower on the H100:
+# bench/notes/2026-11-gdn-chunk-o-recompute-wu.md); spirv-val checks them when it knows
+# their extensions, and says so when it does not.
+#
+# Everything defined here that is not a TILEKERNELS_ cache variable starts
+# with _tilekernels_, so that it cannot collide with a parent project's names.
 
-set(TK_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
+set(TILEKERNELS_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
     "glslc --target-env (vulkan1.2: vulkan1.3 emits LocalSizeId, which needs maintenance4)")
-find_program(TK_SPIRV_VAL spirv-val)
-set(TK_GLSLANG "" CACHE FILEPATH
+find_program(TILEKERNELS_SPIRV_VAL spirv-val)
+set(TILEKERNELS_GLSLANG "" CACHE FILEPATH
     "Optional newer glslang standalone compiler for shaders needing extensions glslc lacks (see TilekernelsShaders.cmake)")
 
 # Sets <out> to whether <compiler> (glslc, or glslang when <kind> is
 # glslang) compiles a shader requiring <ext>, and <out>_VAL to whether
 # spirv-val accepts the result.
-function(tk_probe_extension kind compiler ext out)
+function(_tilekernels_probe_extension kind compiler ext out)
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/probe/${kind}")
   file(MAKE_DIRECTORY "${dir}")
   set(src "${dir}/${ext}.comp")
@@ -45,14 +53,14 @@ function(tk_probe_extension kind compiler ext out)
   endif()
   file(WRITE "${src}" "#version 460\n#extension ${ext} : require\nlayout(local_size_x = 32) in;\n${body}")
   if(kind STREQUAL "glslang")
-    set(cmd "${compiler}" -V --target-env ${TK_GLSLC_TARGET_ENV} -o "${spv}" "${src}")
+    set(cmd "${compiler}" -V --target-env ${TILEKERNELS_GLSLC_TARGET_ENV} -o "${spv}" "${src}")
   else()
-    set(cmd "${compiler}" --target-env=${TK_GLSLC_TARGET_ENV} -o "${spv}" "${src}")
+    set(cmd "${compiler}" --target-env=${TILEKERNELS_GLSLC_TARGET_ENV} -o "${spv}" "${src}")
   endif()
   execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
   set(val FALSE)
-  if(rc EQUAL 0 AND TK_SPIRV_VAL)
-    execute_process(COMMAND "${TK_SPIRV_VAL}" --target-env ${TK_GLSLC_TARGET_ENV} "${spv}"
+  if(rc EQUAL 0 AND TILEKERNELS_SPIRV_VAL)
+    execute_process(COMMAND "${TILEKERNELS_SPIRV_VAL}" --target-env ${TILEKERNELS_GLSLC_TARGET_ENV} "${spv}"
                     RESULT_VARIABLE vrc OUTPUT_QUIET ERROR_QUIET)
     if(vrc EQUAL 0)
       set(val TRUE)
@@ -66,75 +74,103 @@ function(tk_probe_extension kind compiler ext out)
   set(${out}_VAL ${val} PARENT_SCOPE)
 endfunction()
 
-set(TK_PROBED_EXTENSIONS GL_NV_cooperative_matrix GL_KHR_cooperative_matrix GL_EXT_bfloat16
-    GL_KHR_shader_subgroup_arithmetic GL_EXT_shader_explicit_arithmetic_types_float16)
-set(TK_FEATURE_LINES "")
-foreach(ext IN LISTS TK_PROBED_EXTENSIONS)
-  tk_probe_extension(glslc "${Vulkan_GLSLC_EXECUTABLE}" ${ext} ok)
-  set(TK_GLSLC_HAS_${ext} ${ok})
-  set(TK_GLSLANG_HAS_${ext} FALSE)
-  set(TK_GLSLANG_VAL_${ext} FALSE)
-  if(TK_GLSLANG)
-    tk_probe_extension(glslang "${TK_GLSLANG}" ${ext} ok2)
-    set(TK_GLSLANG_HAS_${ext} ${ok2})
-    set(TK_GLSLANG_VAL_${ext} ${ok2_VAL})
-    message(STATUS "tilekernels: ${TK_GLSLANG} accepts ${ext}: ${ok2} (spirv-val knows it: ${ok2_VAL})")
-  endif()
-  string(TOUPPER "${ext}" macro)
-  # The macro says whether the build compiled shaders needing the extension,
-  # whichever compiler did.
-  if(ok OR TK_GLSLANG_HAS_${ext})
-    string(APPEND TK_FEATURE_LINES "#define TILEKERNELS_GLSLC_HAS_${macro} 1\n")
-  else()
-    string(APPEND TK_FEATURE_LINES "#define TILEKERNELS_GLSLC_HAS_${macro} 0\n")
-  endif()
-  message(STATUS "tilekernels: glslc accepts ${ext}: ${ok}")
-endforeach()
+# Probes every extension a shader may require, with glslc and with
+# TILEKERNELS_GLSLANG, and sets in the caller's scope
+# _tilekernels_glslc_has_<ext>, _tilekernels_glslang_has_<ext> and
+# _tilekernels_glslang_val_<ext> (spirv-val knows the glslang module).
+function(_tilekernels_probe_extensions)
+  set(extensions GL_NV_cooperative_matrix GL_KHR_cooperative_matrix GL_EXT_bfloat16
+      GL_KHR_shader_subgroup_arithmetic GL_EXT_shader_explicit_arithmetic_types_float16)
+  foreach(ext IN LISTS extensions)
+    _tilekernels_probe_extension(glslc "${Vulkan_GLSLC_EXECUTABLE}" ${ext} ok)
+    set(glslang_ok FALSE)
+    set(glslang_val FALSE)
+    if(TILEKERNELS_GLSLANG)
+      _tilekernels_probe_extension(glslang "${TILEKERNELS_GLSLANG}" ${ext} ok2)
+      set(glslang_ok ${ok2})
+      set(glslang_val ${ok2_VAL})
+      message(STATUS "tilekernels: ${TILEKERNELS_GLSLANG} accepts ${ext}: ${ok2} (spirv-val knows it: ${ok2_VAL})")
+    endif()
+    message(STATUS "tilekernels: glslc accepts ${ext}: ${ok}")
+    set(_tilekernels_glslc_has_${ext} ${ok} PARENT_SCOPE)
+    set(_tilekernels_glslang_has_${ext} ${glslang_ok} PARENT_SCOPE)
+    set(_tilekernels_glslang_val_${ext} ${glslang_val} PARENT_SCOPE)
+  endforeach()
+  set(_tilekernels_probed_extensions ${extensions} PARENT_SCOPE)
+endfunction()
+_tilekernels_probe_extensions()
 
-set(TK_SHADER_FILTER "" CACHE STRING
+set(TILEKERNELS_SHADER_FILTER "" CACHE STRING
     "Regex on shader paths relative to shaders/ (e.g. ^gdn/): build only those; empty builds all")
 
-# tk_add_shaders(<target> <shader dir> <generated include dir>)
-function(tk_add_shaders target shader_dir gen_dir)
-  file(GLOB_RECURSE shaders CONFIGURE_DEPENDS "${shader_dir}/*.comp")
+# _tilekernels_add_shaders(<target> <shader dir> <generated include dir>
+#                          [FAMILIES <family>...] [EXCLUDE <family>...]
+#                          [FEATURES <header>])
+# Compiles shaders/<family>/*.comp of the FAMILIES named (default: every
+# family but those in EXCLUDE) into headers under <generated include dir>,
+# built by the custom target <target>. FEATURES: also write <header>, the
+# features.hpp described at the top of this file, for these families.
+function(_tilekernels_add_shaders target shader_dir gen_dir)
+  cmake_parse_arguments(PARSE_ARGV 3 arg "" "FEATURES" "FAMILIES;EXCLUDE")
+  set(shaders "")
+  if(arg_FAMILIES)
+    foreach(family IN LISTS arg_FAMILIES)
+      file(GLOB_RECURSE found CONFIGURE_DEPENDS "${shader_dir}/${family}/*.comp")
+      list(APPEND shaders ${found})
+    endforeach()
+  else()
+    file(GLOB_RECURSE shaders CONFIGURE_DEPENDS "${shader_dir}/*.comp")
+  endif()
+  list(SORT shaders)
+  foreach(family IN LISTS arg_EXCLUDE)
+    # A build directory from before the split held them here: not installed.
+    file(REMOVE_RECURSE "${gen_dir}/tilekernels/spirv/${family}")
+  endforeach()
   set(headers "")
+  set(module_lines "")  # TILEKERNELS_HAS_ lines for features.hpp
   foreach(src IN LISTS shaders)
     file(RELATIVE_PATH rel "${shader_dir}" "${src}")
-    if(TK_SHADER_FILTER AND NOT rel MATCHES "${TK_SHADER_FILTER}")
-      continue()
-    endif()
     get_filename_component(family "${rel}" DIRECTORY)
     get_filename_component(name "${rel}" NAME_WE)
+    if(family IN_LIST arg_EXCLUDE)
+      continue()
+    endif()
     file(STRINGS "${src}" directives REGEX "^//! (requires|variant) ")
+    set(optional FALSE)   # a `requires` line: the build may leave it out
     set(glslc_ok TRUE)    # glslc has every required extension
-    set(glslang_ok TRUE)  # TK_GLSLANG has every required extension
+    set(glslang_ok TRUE)  # TILEKERNELS_GLSLANG has every required extension
     set(validate_ok TRUE) # spirv-val knows every required extension (glslang modules)
     set(variants "|")  # the plain module: empty suffix, no defines
     foreach(line IN LISTS directives)
       if(line MATCHES "^//! requires ([A-Za-z0-9_]+)")
-        if(NOT TK_GLSLC_HAS_${CMAKE_MATCH_1})
+        set(optional TRUE)
+        if(NOT _tilekernels_glslc_has_${CMAKE_MATCH_1})
           set(glslc_ok FALSE)
         endif()
-        if(NOT TK_GLSLANG_HAS_${CMAKE_MATCH_1})
+        if(NOT _tilekernels_glslang_has_${CMAKE_MATCH_1})
           set(glslang_ok FALSE)
         endif()
-        if(NOT TK_GLSLANG_VAL_${CMAKE_MATCH_1} AND NOT TK_GLSLC_HAS_${CMAKE_MATCH_1})
+        if(NOT _tilekernels_glslang_val_${CMAKE_MATCH_1} AND NOT _tilekernels_glslc_has_${CMAKE_MATCH_1})
           set(validate_ok FALSE)
         endif()
       elseif(line MATCHES "^//! variant ([A-Za-z0-9_]+) (.*)$")
         list(APPEND variants "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
       endif()
     endforeach()
+    set(filtered FALSE)
+    if(TILEKERNELS_SHADER_FILTER AND NOT rel MATCHES "${TILEKERNELS_SHADER_FILTER}")
+      set(filtered TRUE)
+    endif()
     set(use_glslang FALSE)
     set(skip FALSE)
-    if(NOT glslc_ok)
+    if(NOT glslc_ok AND NOT filtered)
       if(NOT glslang_ok)
         message(STATUS "tilekernels: not compiling ${rel} (the shader compilers lack a required extension)")
         set(skip TRUE)
       endif()
       set(use_glslang TRUE)
-      if(NOT validate_ok)
-        message(STATUS "tilekernels: ${rel}: compiled by ${TK_GLSLANG}; spirv-val is too old to check it")
+      if(NOT validate_ok AND NOT skip)
+        message(STATUS "tilekernels: ${rel}: compiled by ${TILEKERNELS_GLSLANG}; spirv-val is too old to check it")
       endif()
     endif()
     foreach(variant IN LISTS variants)
@@ -152,27 +188,39 @@ function(tk_add_shaders target shader_dir gen_dir)
       endif()
       set(symbol "${family}_${stem}")
       string(REPLACE "/" "_" symbol "${symbol}")
+      if(optional)
+        string(TOUPPER "TILEKERNELS_HAS_${symbol}" macro)
+        if(skip OR filtered)
+          string(APPEND module_lines "#define ${macro} 0\n")
+        else()
+          string(APPEND module_lines "#define ${macro} 1\n")
+        endif()
+      endif()
+      if(filtered)
+        continue()
+      endif()
       set(spv "${CMAKE_CURRENT_BINARY_DIR}/spirv/${family}/${stem}.spv")
       set(hdr "${gen_dir}/tilekernels/spirv/${family}/${stem}.hpp")
       if(skip)
         # An empty module: the kernel's variant table reports it as not built.
         file(MAKE_DIRECTORY "${gen_dir}/tilekernels/spirv/${family}")
         file(WRITE "${hdr}.tmp" "// Generated by cmake/TilekernelsShaders.cmake: shaders/${rel} was not compiled by this build.\n#pragma once\n#include <cstdint>\n#include <span>\nnamespace tilekernels::spirv {\ninline constexpr std::span<const std::uint32_t> ${symbol}{};\n}  // namespace tilekernels::spirv\n")
-        configure_file("${hdr}.tmp" "${hdr}" COPYONLY)
+        file(COPY_FILE "${hdr}.tmp" "${hdr}" ONLY_IF_DIFFERENT)
+        file(REMOVE "${hdr}.tmp")
         continue()
       endif()
       set(validate "")
-      if(TK_SPIRV_VAL AND (NOT use_glslang OR validate_ok))
-        set(validate COMMAND "${TK_SPIRV_VAL}" --target-env ${TK_GLSLC_TARGET_ENV} "${spv}")
+      if(TILEKERNELS_SPIRV_VAL AND (NOT use_glslang OR validate_ok))
+        set(validate COMMAND "${TILEKERNELS_SPIRV_VAL}" --target-env ${TILEKERNELS_GLSLC_TARGET_ENV} "${spv}")
       endif()
       if(use_glslang)
         # glslang's depfile names the .spv; the rule's output is the header.
-        set(compile COMMAND "${TK_GLSLANG}" -V --target-env ${TK_GLSLC_TARGET_ENV} ${defines} -I${PROJECT_SOURCE_DIR}/include
+        set(compile COMMAND "${TILEKERNELS_GLSLANG}" -V --target-env ${TILEKERNELS_GLSLC_TARGET_ENV} ${defines} -I${PROJECT_SOURCE_DIR}/include
                             --depfile "${spv}.d" -o "${spv}" "${src}"
                     COMMAND "${CMAKE_COMMAND}" -DDEPFILE=${spv}.d -DTARGET=${hdr}
                             -P "${PROJECT_SOURCE_DIR}/cmake/retarget_depfile.cmake")
       else()
-        set(compile COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TK_GLSLC_TARGET_ENV} ${defines} -I${PROJECT_SOURCE_DIR}/include
+        set(compile COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TILEKERNELS_GLSLC_TARGET_ENV} ${defines} -I${PROJECT_SOURCE_DIR}/include
                             -MD -MF "${spv}.d" -MT "${hdr}" -o "${spv}" "${src}")
       endif()
       add_custom_command(
@@ -189,8 +237,38 @@ function(tk_add_shaders target shader_dir gen_dir)
       list(APPEND headers "${hdr}")
     endforeach()
   endforeach()
-  file(WRITE "${gen_dir}/tilekernels/spirv/features.hpp.in"
-       "// Generated by cmake/TilekernelsShaders.cmake: what the glslc that built the SPIR-V accepted.\n#pragma once\n${TK_FEATURE_LINES}")
-  configure_file("${gen_dir}/tilekernels/spirv/features.hpp.in" "${gen_dir}/tilekernels/spirv/features.hpp" COPYONLY)
+  if(arg_FEATURES)
+    set(glslc_lines "")
+    foreach(ext IN LISTS _tilekernels_probed_extensions)
+      string(TOUPPER "${ext}" macro)
+      if(_tilekernels_glslc_has_${ext} OR _tilekernels_glslang_has_${ext})
+        string(APPEND glslc_lines "#define TILEKERNELS_GLSLC_HAS_${macro} 1\n")
+      else()
+        string(APPEND glslc_lines "#define TILEKERNELS_GLSLC_HAS_${macro} 0\n")
+      endif()
+    endforeach()
+    get_filename_component(features_dir "${arg_FEATURES}" DIRECTORY)
+    file(MAKE_DIRECTORY "${features_dir}")
+    file(WRITE "${arg_FEATURES}.tmp"
+"// Generated by cmake/TilekernelsShaders.cmake: what the build of tilekernels
+// that these headers come from compiled.
+//
+// TILEKERNELS_GLSLC_HAS_<EXTENSION>: 1 when the build's shader compilers
+//   (glslc, or the glslang named by TILEKERNELS_GLSLANG) accepted shaders
+//   that require the GLSL extension, 0 when neither did.
+// TILEKERNELS_HAS_<FAMILY>_<MODULE>: one per optional SPIR-V module (a shader
+//   that requires such an extension, and each of its variants): 1 when this
+//   build compiled tilekernels::spirv::<family>_<module>, 0 when it did not
+//   (its header then holds an empty module and the kernel reports that
+//   variant as not built; a TILEKERNELS_SHADER_FILTER build also says 0 for
+//   the modules it left out). Whether a device can run a compiled module is
+//   decided at run time, by the kernel's variant table.
+#pragma once
+
+${glslc_lines}
+${module_lines}")
+    file(COPY_FILE "${arg_FEATURES}.tmp" "${arg_FEATURES}" ONLY_IF_DIFFERENT)
+    file(REMOVE "${arg_FEATURES}.tmp")
+  endif()
   add_custom_target(${target} ALL DEPENDS ${headers})
 endfunction()

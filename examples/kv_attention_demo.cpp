@@ -13,6 +13,7 @@
 // GPU.
 #include <tilekernels/aura/cache_write.hpp>
 #include <tilekernels/aura/decode_attention.hpp>
+#include <tilekernels/core/splitmix.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -36,12 +37,7 @@ constexpr int kCopies = 8;  // untimed copies of a step before the timed one (GP
 // splitmix64 with Box-Muller normals: the same inputs on every run.
 struct Rng {
   std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return tilekernels::splitmix64(s); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   float normal() {
     return static_cast<float>(std::sqrt(-2.0 * std::log(1.0 - uniform())) * std::cos(6.283185307179586 * uniform()));

@@ -2,7 +2,7 @@
 //
 // A GPU reaches full speed only after a fraction of a second of sustained
 // load (before that the same work takes several times longer) and slows
-// down again when it idles (bench/NOTES-aura-attention-widths.md). An
+// down again when it idles (bench/notes/2026-11-aura-decode-attention-formats.md). An
 // engine's decode loop keeps it busy, so the demos time their work after
 // warm_up() and without idle gaps between the timed runs.
 #pragma once

@@ -1,5 +1,5 @@
 // Shared test machinery: the device, seeded inputs, NaN-filled outputs with
-// sentinels, and error measures. See DESIGN.md "Tests".
+// sentinels, and error measures. See docs/DESIGN.md "Tests".
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,9 +10,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tilekernels/core.hpp"
+#include "tilekernels/core/splitmix.hpp"
 
 namespace tktest {
 
@@ -51,12 +53,7 @@ class DeviceTest : public ::testing::Test {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return tilekernels::splitmix64(state_); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   float uniform(float lo, float hi) { return static_cast<float>(lo + (hi - lo) * uniform()); }
   float normal() {  // Box-Muller
@@ -209,22 +206,32 @@ std::vector<const Variant<typename Kernel::Problem>*> eligible_variants(const Co
   return out;
 }
 
-// The automatic choice of `Kernel` for `problem` is the first eligible
-// variant of its table, and a Context that forces the portable path gets a
-// portable one; prints the choice.
+// The automatic choice of `Kernel` for `problem` is `want`: the variant the
+// caller worked out from the device's properties and from what the build
+// compiled (tilekernels/spirv/features.hpp), not from the variant table.
+// Also: every variant of the table before the chosen one says why it does
+// not apply (printed), and a Context that forces the portable path gets a
+// portable variant.
 template <class Kernel>
-void expect_first_eligible_or_portable(const typename Kernel::Problem& problem) {
+void expect_automatic_choice(const typename Kernel::Problem& problem, std::string_view want) {
   Context& ctx = context();
-  const auto eligible = eligible_variants<Kernel>(ctx, problem);
-  ASSERT_FALSE(eligible.empty());
-  EXPECT_EQ(&select_variant(ctx, Kernel::name, Kernel::variants, problem), eligible.front());
+  const auto& chosen = select_variant(ctx, Kernel::name, Kernel::variants, problem);
+  EXPECT_EQ(chosen.name, want) << "on " << ctx.info().name;
+  for (const auto& v : Kernel::variants) {
+    if (&v == &chosen) break;
+    const Status why = eligibility(ctx, v, problem);
+    EXPECT_FALSE(why.ok) << v.name << " comes before " << chosen.name << " and applies";
+    EXPECT_FALSE(why.message.empty()) << v.name << " was passed over without a reason";
+    std::printf("[%s] %s: not %s (%s)\n", Kernel::name, ctx.info().name.c_str(), std::string(v.name).c_str(),
+                why.message.c_str());
+  }
+  std::printf("[%s] %s: automatic variant %s\n", Kernel::name, ctx.info().name.c_str(),
+              std::string(chosen.name).c_str());
   ContextOptions options;
   options.validation = false;
   options.path = PathPreference::portable;
   Context portable(options);
   EXPECT_EQ(select_variant(portable, Kernel::name, Kernel::variants, problem).path, Path::portable);
-  std::printf("[%s] device %s: automatic variant %s\n", Kernel::name, ctx.info().name.c_str(),
-              std::string(eligible.front()->name).c_str());
 }
 
 // Widens values as if stored in `dtype` and read back.

@@ -4,7 +4,7 @@
 # (one per compiled pipeline) to $OUT/glcache, with the machine's nvdisasm,
 # for bench/gpu/sass.py to disassemble here. NVIDIA's Vulkan driver returns
 # no internal representation through VK_KHR_pipeline_executable_properties;
-# its cache entries hold the compiled SASS (bench/NOTES-gdn.md).
+# its cache entries hold the compiled SASS (bench/notes/2026-11-gdn-chunk-o-recompute-wu.md).
 # Usage (on the GPU machine): bash bench/gpu/shader_cache.sh DIR FILTER
 dir=$1; filter=$2
 cache=/tmp/tk-glcache

@@ -1,4 +1,4 @@
-// tk-run: every tilekernels kernel from the command line (DESIGN.md).
+// tk-run: every tilekernels kernel from the command line (docs/DESIGN.md).
 //   tk-run --list
 //   tk-run OP [key=value ...] --in NAME=FILE.npy ... --out NAME=FILE.npy ...
 // Exit codes: 0 success, 2 bad command line or input, 1 device/kernel error;

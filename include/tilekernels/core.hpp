@@ -1,5 +1,5 @@
 // tilekernels core: context, buffers, tensors, errors, dtypes, timing, the
-// variant tables and workspaces every kernel is built on.
+// variant tables and workspaces every kernel is built on, and the version.
 #pragma once
 
 #include "tilekernels/core/buffer.hpp"
@@ -14,3 +14,4 @@
 #include "tilekernels/core/timer.hpp"
 #include "tilekernels/core/variant.hpp"
 #include "tilekernels/core/workspace.hpp"
+#include "tilekernels/version.hpp"

@@ -4,7 +4,7 @@
 //   ((b * chunks + c) * Hg + kh) * (H / Hg) + r,   head h = kh * (H / Hg) + r,
 // so adding the stride digit by digit keeps divisions out of the walk's
 // loop (they were ~90 of ~690 instructions per subgroup and tile in
-// recompute_wu on the H100, bench/NOTES-gdn.md).
+// recompute_wu on the H100, bench/notes/2026-11-gdn-chunk-o-recompute-wu.md).
 #ifndef TK_TILE_WALK_GLSL
 #define TK_TILE_WALK_GLSL
 

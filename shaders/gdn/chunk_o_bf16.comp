@@ -47,7 +47,7 @@
 //   the next tile found by digit-wise addition, and the o gate read once
 //   for both of a subgroup's o tiles: fewer instructions per tile, which
 //   count because one 512-invocation workgroup per multiprocessor issues
-//   them all. (Measurements of each choice: bench/NOTES-gdn-scoreboard.md.)
+//   them all. (Measurements of each choice: bench/notes/2026-11-gdn-chunk-o-recompute-wu.md.)
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_bfloat16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -75,7 +75,7 @@ const uint OT = (RT * CT + NSG - 1) / NSG;  // o tiles per subgroup
 // the host's configurations), so the S tiles of row r go to subgroups of
 // row r, and a K step loads each q fragment once for all of a
 // subgroup's products. (The P v loop does not load P's fragment once for
-// all o tiles the same way: measured slower, bench/NOTES-gdn-scoreboard.md.)
+// all o tiles the same way: measured slower, bench/notes/2026-11-gdn-chunk-o-recompute-wu.md.)
 const uint WPR = CT / OT;             // subgroups per row tile
 // Shared memory, uvec4 units (8 bf16 or 4 f32 each); rows padded by one.
 const uint SK = KC / 8 + 1;           // K-step row stride
@@ -103,7 +103,7 @@ const uint MAX_RT = 4;
 // Every input is volatile so that the driver keeps each load where it is
 // issued, after the barrier that follows the previous staging. Without it
 // the H100 build moved loads across barriers, next to or ahead of the
-// staging of earlier loads (seen in the SASS, bench/NOTES-gdn-scoreboard.md).
+// staging of earlier loads (seen in the SASS, bench/notes/2026-11-gdn-chunk-o-recompute-wu.md).
 layout(std430, binding = 0) volatile readonly buffer Q4 { uvec4 q_4[]; };
 layout(std430, binding = 1) volatile readonly buffer K4 { uvec4 k_4[]; };
 layout(std430, binding = 2) volatile readonly buffer V4 { uvec4 v_4[]; };

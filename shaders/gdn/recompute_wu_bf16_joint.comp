@@ -12,7 +12,7 @@
 // the previous chunk, so more bytes are in flight per SM and A is read
 // once. Its time per tile is close to the memory floor's, and the rest is
 // instruction issue (one workgroup per SM at 123 registers): every
-// instruction per tile counts (bench/NOTES-gdn-scoreboard.md).
+// instruction per tile counts (bench/notes/2026-11-gdn-chunk-o-recompute-wu.md).
 //
 // Geometry (the host relies on it):
 // - 512 invocations (16 subgroups of 32), persistent: workgroup s walks the

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <tilekernels/aura/rotation.hpp>
+#include <tilekernels/core/splitmix.hpp>
 #include <tilekernels/reference/aura/decode.hpp>
 #include <tilekernels/reference/aura/decode_attention.hpp>
 #include <tilekernels/reference/aura/encode.hpp>
@@ -34,12 +35,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class TestRng {
  public:
   explicit TestRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return tilekernels::splitmix64(state_); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   float normal() {
     const double u1 = 1.0 - uniform(), u2 = uniform();

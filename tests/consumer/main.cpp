@@ -1,12 +1,26 @@
-// Runs aura::FlashPass2 through an installed tilekernels package and checks
-// one head by hand: two blocks with maxima 0 and ln 2 weigh 1 : 2.
+// Runs aura::FlashPass2 through tilekernels as a consumer project gets it
+// (an installed package, add_subdirectory or FetchContent) and checks one
+// head by hand: two blocks with maxima 0 and ln 2 weigh 1 : 2.
+#ifdef TILEKERNELS_CONSUMER_UMBRELLA
+// An installed package: every header of the library compiles on its own.
 #include <tilekernels/aura.hpp>
+#include <tilekernels/gdn.hpp>
+#include <tilekernels/spirv/features.hpp>
+#endif
+// A subproject build compiles only this kernel's shaders (see cmake/consumer_test.cmake).
+#include <tilekernels/aura/flash_pass2.hpp>
+#include <tilekernels/core.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 int main() try {
   namespace tk = tilekernels;
+  if (std::strcmp(tk::version_string, TILEKERNELS_VERSION_STRING) != 0) {
+    std::printf("consumer: version.hpp disagrees with itself\n");
+    return 1;
+  }
   tk::Context ctx;
   std::vector<float> o(2 * 64), m{0.0f, std::log(2.0f)}, l{1.0f, 3.0f};
   for (int d = 0; d < 64; ++d) {
@@ -27,7 +41,7 @@ int main() try {
       return 1;
     }
   }
-  std::printf("consumer: installed tilekernels ran on %s\n", ctx.info().name.c_str());
+  std::printf("consumer: tilekernels %s ran on %s\n", tk::version_string, ctx.info().name.c_str());
   return 0;
 } catch (const std::exception& e) {
   std::printf("consumer: %s\n", e.what());

@@ -1,6 +1,6 @@
 // The subgroup layout that the subgroup variants rely on where
 // DeviceInfo::whole_subgroups holds, and the one known driver where it does
-// not: lavapipe above LP_NATIVE_VECTOR_WIDTH=512 (bench/NOTES-lavapipe.md).
+// not: lavapipe above LP_NATIVE_VECTOR_WIDTH=512 (bench/notes/2026-11-lavapipe.md).
 #include <tilekernels/core.hpp>
 #include <tilekernels/spirv/test/subgroup_layout.hpp>
 

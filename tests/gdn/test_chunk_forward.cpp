@@ -2,7 +2,7 @@
 // chunked reference at FLA's rounding points (Rounding::fla: o and the
 // final state within 5e-3) and against the exact token-by-token recurrence
 // (within the 1e-2 that FLA's rounding points alone come near, see
-// bench/NOTES-gdn-forward.md). Recorded on the synchronization-validation
+// bench/notes/2026-11-gdn-forward.md). Recorded on the synchronization-validation
 // Context; the workspace starts as NaN, and each case runs twice (bit for
 // bit the same).
 #include <tilekernels/gdn/chunk_forward.hpp>

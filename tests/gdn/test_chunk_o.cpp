@@ -2,6 +2,7 @@
 // device has (portable everywhere; the tensor-core ones where available).
 #include <tilekernels/gdn/chunk_o.hpp>
 #include <tilekernels/reference/gdn/chunk_o.hpp>
+#include <tilekernels/spirv/features.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -15,7 +16,7 @@ using namespace tktest;
 namespace gdn = tilekernels::gdn;
 namespace ref = tilekernels::reference::gdn;
 
-constexpr double kBudget = 5e-3;  // relative RMS of a bf16 output (DESIGN.md)
+constexpr double kBudget = 5e-3;  // relative RMS of a bf16 output (docs/DESIGN.md)
 
 struct Case {
   std::size_t B, T, Hg, H;
@@ -207,10 +208,19 @@ TEST_F(ChunkORange, InfiniteInputStaysContained) {
   }
 }
 
-// The automatic choice is the first eligible variant of the table; a
-// Context that forces the portable path gets the portable variant.
-TEST(ChunkOVariantChoice, FirstEligibleOrPortable) {
-  expect_first_eligible_or_portable<gdn::ChunkO<gdn::ChunkOConfig<>>>({1, 64, 1, 1});
+// The automatic choice is the fastest path the device and the build have:
+// bf16 tensor cores, else NV fp16 tensor cores (both in subgroups of 32),
+// else portable (lavapipe); a Context that forces the portable path gets
+// the portable variant.
+TEST(ChunkOVariantChoice, FastestPathTheDeviceHas) {
+  const auto& info = context().info();
+  const bool sg32 = info.allows_subgroup_size(32);
+  const char* want = "portable";
+  if (info.cooperative_matrix_bf16 && sg32 && TILEKERNELS_HAS_GDN_CHUNK_O_BF16)
+    want = "tensor_core_bf16";
+  else if (info.cooperative_matrix_nv && sg32 && TILEKERNELS_HAS_GDN_CHUNK_O_FP16)
+    want = "tensor_core_fp16";
+  expect_automatic_choice<gdn::ChunkO<gdn::ChunkOConfig<>>>({1, 64, 1, 1}, want);
 }
 
 class ChunkOErrors : public DeviceTest {};

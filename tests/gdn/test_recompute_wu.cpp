@@ -3,6 +3,7 @@
 // A in one fp16 part and split in hi + lo).
 #include <tilekernels/gdn/recompute_wu.hpp>
 #include <tilekernels/reference/gdn/recompute_wu.hpp>
+#include <tilekernels/spirv/features.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -18,7 +19,7 @@ namespace {
 using namespace tktest;
 namespace gdn = tilekernels::gdn;
 
-constexpr double kBudget = 5e-3;  // bf16 outputs (DESIGN.md, FLA's bar)
+constexpr double kBudget = 5e-3;  // bf16 outputs (docs/DESIGN.md, FLA's bar)
 
 struct Shape5 {
   std::size_t B, T, Hg, H;
@@ -266,10 +267,22 @@ TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
   expect_error({k, null_buffer, beta, g, A, w, u, {}, {}, {}}, ErrorCode::invalid_argument, "v: no buffer given");
 }
 
-// The automatic choice is the first eligible variant of the table; a
-// Context that forces the portable path gets the portable variant.
-TEST(RecomputeWUVariantChoice, FirstEligibleOrPortable) {
-  expect_first_eligible_or_portable<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>({1, 64, 1, 1});
+// The automatic choice is the fastest path the device and the build have:
+// for A in bf16 at BT 64, K = V = 128, bf16 tensor cores with u and w in one
+// workgroup, else NV fp16 tensor cores (both in subgroups of 32), else
+// portable (lavapipe); a Context that forces the portable path gets the
+// portable variant.
+TEST(RecomputeWUVariantChoice, FastestPathTheDeviceHas) {
+  const auto& info = context().info();
+  const bool sg32 = info.allows_subgroup_size(32);
+  const char* want = "portable";
+  if (info.cooperative_matrix_bf16 && sg32 && TILEKERNELS_HAS_GDN_RECOMPUTE_WU_BF16_JOINT)
+    want = "tensor_core_bf16_joint";
+  else if (info.cooperative_matrix_bf16 && sg32 && TILEKERNELS_HAS_GDN_RECOMPUTE_WU_BF16)
+    want = "tensor_core_bf16";
+  else if (info.cooperative_matrix_nv && sg32 && TILEKERNELS_HAS_GDN_RECOMPUTE_WU_FP16)
+    want = "tensor_core_fp16";
+  expect_automatic_choice<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>({1, 64, 1, 1}, want);
 }
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.

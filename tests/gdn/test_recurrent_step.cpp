@@ -7,7 +7,7 @@
 // twice, bit for bit the same, on the synchronization-validation Context.
 //
 // Budgets (relative RMS): the f32 state, per-token states and f32 o 1e-5
-// (DESIGN.md's f32 bar). A step's error is a few f32 roundings per
+// (docs/DESIGN.md's f32 bar). A step's error is a few f32 roundings per
 // element (sums of K products, the exp of the gate, the L2 norms); seen
 // values are ~1e-7 to 1e-6, so 1e-5 leaves room for the GPU's exp and
 // division (a few ulp) but not for a wrong term. o stored in bf16 or f16

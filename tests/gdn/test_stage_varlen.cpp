@@ -23,7 +23,7 @@ using gdntest::DeviceVarlen;
 namespace gdn = tilekernels::gdn;
 namespace ref = tilekernels::reference::gdn;
 
-constexpr double kBudget = 5e-3;  // relative RMS of a bf16 output (DESIGN.md)
+constexpr double kBudget = 5e-3;  // relative RMS of a bf16 output (docs/DESIGN.md)
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Sequences of every kind: short, empty, exactly one chunk, length 1, long.

@@ -34,7 +34,7 @@
 // Geometry::splits workgroups per KV head, each publishing its softmax
 // state to the workspace; a second dispatch (decode_attention_merge.comp)
 // merges them and writes the output (in the first dispatch's pipelines the
-// merge's code slowed the tile loops: bench/NOTES-aura-attention-widths.md).
+// merge's code slowed the tile loops: bench/notes/2026-11-aura-decode-attention-formats.md).
 // Where the device has fp16 cooperative matrices (NVIDIA), the
 // tensor-core variant (shaders/aura/decode_attention_tc.glsl) computes
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
@@ -266,7 +266,7 @@ class DecodeAttentionKernel {
   }
 
   // The geometry record() takes for `p`, with or without a workspace to
-  // split through. Automatic choice (measurements: bench/NOTES-aura-attention.md):
+  // split through. Automatic choice (measurements: bench/notes/2026-11-aura-decode-attention.md):
   // about 2 workgroups per multiprocessor in all (8 on a CPU device): the
   // largest blocks (128 invocations, as many keys each as registers allow,
   // then 1 key, then 64 invocations) that give at least 3/4 of that count
@@ -282,7 +282,7 @@ class DecodeAttentionKernel {
   // (16 keys per subgroup; the staged one 128 invocations and 16 rows) and
   // their own split rule at one workgroup per multiprocessor: their merge
   // reads 16-row states two at a time, and fewer splits won at every length
-  // measured (bench/NOTES-aura-attention-tc.md).
+  // measured (bench/notes/2026-11-aura-decode-attention-tensor-cores.md).
   Geometry geometry(const Problem& p, bool workspace, const Variant<Problem>& v) const {
     if (v.path == Path::tensor_core_fp16) return tensor_core_geometry(p, workspace, is_lanes(v));
     Geometry g;

@@ -189,7 +189,7 @@ struct DecodeAttentionRules {
   // lane's code words of a tile of both sides within 32 registers. Taken
   // only with at least 16 query rows per KV head (GQA x new tokens, one
   // full tile): with 4 the CUDA-core variants are faster on the H100, with
-  // 16 it is (bench/NOTES-aura-attention-tc.md). Tests force it with fewer.
+  // 16 it is (bench/notes/2026-11-aura-decode-attention-tensor-cores.md). Tests force it with fewer.
   static Status tensor_core(const DeviceInfo&, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (Status s = fp16_operands_rule(p); !s) return s;
@@ -205,7 +205,7 @@ struct DecodeAttentionRules {
   // half of the dims each) where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
   // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
-  // 1K keys on (bench/NOTES-aura-attention-tc.md, Sweep_DecodeAttentionCrossover).
+  // 1K keys on (bench/notes/2026-11-aura-decode-attention-tensor-cores.md, Sweep_DecodeAttentionCrossover).
   static Status lanes(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");

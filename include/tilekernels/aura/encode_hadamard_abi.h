@@ -11,7 +11,7 @@
 // passes) b and k from two 32-bit arrays and the squared centroid by index,
 // three conflict-free 32-bit reads; 1 one 16-byte entry. The second form
 // stays in the shader because the driver compiles the first one faster
-// with it present (bench/NOTES-encode.md).
+// with it present (bench/notes/2026-11-aura-encode.md).
 #define TK_ENCODE_HADAMARD_SPEC(F) \
   F(1, DIM, 128)                   \
   F(2, BITS, 4)                    \

@@ -167,7 +167,7 @@ class FlashPass2 {
   }
 
   // The geometry record() takes for `p`, with or without a workspace to
-  // split heads through. Automatic choice (measurements: bench/NOTES.md,
+  // split heads through. Automatic choice (measurements: bench/notes/2026-11-aura-flash-pass2.md,
   // aura.flash_pass2):
   // - slices: double the slices (down to 4 vec4 slots, 64 bytes of each
   //   block row) while that leaves at most 256 workgroups, about two per

@@ -29,6 +29,7 @@
 
 #include "tilekernels/aura/codebook.hpp"
 #include "tilekernels/core/error.hpp"
+#include "tilekernels/core/splitmix.hpp"
 
 namespace tilekernels::aura {
 
@@ -36,12 +37,7 @@ namespace tilekernels::aura {
 class RotationRng {
  public:
   explicit RotationRng(std::uint64_t seed) {
-    for (auto& word : s_) {
-      std::uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      word = z ^ (z >> 31);
-    }
+    for (auto& word : s_) word = splitmix64(seed);
   }
   std::uint64_t next() {
     const std::uint64_t result = std::rotl(s_[1] * 5, 7) * 9;

@@ -79,7 +79,6 @@ inline DeviceInfo read_device_info(vk::PhysicalDevice physical, const InstanceDi
   info.max_shared_memory = p.limits.maxComputeSharedMemorySize;
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
   info.min_storage_buffer_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
-  info.max_push_constants_size = p.limits.maxPushConstantsSize;
   info.timestamp_period_ns = p.limits.timestampPeriod;
 
   if (has_extension(extensions, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
@@ -100,7 +99,7 @@ inline DeviceInfo read_device_info(vk::PhysicalDevice physical, const InstanceDi
   // each vector one subgroup, but reports (and gl_SubgroupSize returns)
   // width / 32, with LP_NATIVE_VECTOR_WIDTH = width; it ignores a required
   // subgroup size and REQUIRE_FULL_SUBGROUPS too. Above 16 the subgroups
-  // are not what the builtins say (bench/NOTES-lavapipe.md; the test
+  // are not what the builtins say (bench/notes/2026-11-lavapipe.md; the test
   // Subgroups.LavapipeWideVectorsRunSixteenLanes fails once that changes).
   info.subgroups_as_reported = !(info.driver_id == vk::DriverId::eMesaLlvmpipe && info.subgroup_size > 16);
   if (has_extension(extensions, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) || info.api_version >= VK_API_VERSION_1_3) {

@@ -32,7 +32,7 @@ struct DeviceInfo {
   // as gl_NumSubgroups says. False where a driver is known to break this:
   // lavapipe with LP_NATIVE_VECTOR_WIDTH above 512 reports subgroups of
   // width/32 invocations but runs compute shaders in subgroups of 16
-  // (bench/NOTES-lavapipe.md). Without it, no variant that depends on the
+  // (bench/notes/2026-11-lavapipe.md). Without it, no variant that depends on the
   // subgroup size or layout is used.
   bool subgroups_as_reported = true;
 
@@ -41,7 +41,6 @@ struct DeviceInfo {
   std::uint32_t max_shared_memory = 0;
   std::uint64_t max_storage_buffer_range = 0;
   std::uint64_t min_storage_buffer_offset_alignment = 0;
-  std::uint32_t max_push_constants_size = 0;
 
   // Streaming multiprocessors (VK_NV_shader_sm_builtins) or compute units
   // (VK_AMD_shader_core_properties) where the driver reports them, else 0.

@@ -2,7 +2,7 @@
 // forward only) recorded by one call: with S the per-sequence state,
 //   o_t = S_t^T (scale q_t),  S_t = exp(g_t) S_{t-1} + k_t beta_t (v_t - (exp(g_t) S_{t-1})^T k_t)^T,
 // computed by chunks of BT tokens with FLA's rounding points
-// (bench/NOTES-gdn-forward.md), stage by stage:
+// (bench/notes/2026-11-gdn-forward.md), stage by stage:
 //   [cu_seqlens: gdn::ChunkIndex, the index table from the device's offsets]
 //   [qk_l2norm: gdn::L2Norm, q and k into the workspace]
 //   gdn::KKTSolve        gate, cumsum, beta, A = (I + M)^-1

@@ -26,7 +26,7 @@
 // Variants, fastest first (ChunkO::variants):
 // - tensor_core_bf16: bf16 tensor cores (VK_KHR_cooperative_matrix with
 //   VK_KHR_shader_bfloat16, where the build's shader compiler knows
-//   GL_EXT_bfloat16: TK_GLSLANG in CMake), V <= 128: q, k, h and v enter the
+//   GL_EXT_bfloat16: TILEKERNELS_GLSLANG in CMake), V <= 128: q, k, h and v enter the
 //   products as they are, in persistent workgroups (one per multiprocessor
 //   by default) that load each step while the previous one computes. Its
 //   roundings to bf16 (A and o) are three float operations

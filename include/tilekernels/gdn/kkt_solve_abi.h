@@ -26,7 +26,7 @@
 
 // Shared memory of the tensor-core kernel (chunk_kkt_solve_tc.glsl), in
 // uvec4 units, kept under 12 KiB at BT = 64 so that four workgroups share a
-// multiprocessor on NVIDIA's driver (bench/NOTES-gdn-kkt-solve.md). bf16
+// multiprocessor on NVIDIA's driver (bench/notes/2026-11-gdn-kkt-solve.md). bf16
 // tiles are 16 rows of TS uvec4. From 0: the X_IJ that later blocks read
 // (rows 0 .. RT - 2, J <= I, then the last diagonal block) as hi/lo tile
 // pairs; M_IJ (J < I), likewise in pairs, lie over them (each subgroup takes

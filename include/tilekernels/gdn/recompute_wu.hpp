@@ -27,7 +27,7 @@
 // Variants, fastest first (RecomputeWU::variants):
 // - tensor_core_bf16_joint (A in bf16, BT = 64, K and V <= 128): bf16
 //   tensor cores (VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16, where
-//   the build's shader compiler knows GL_EXT_bfloat16: TK_GLSLANG in CMake);
+//   the build's shader compiler knows GL_EXT_bfloat16: TILEKERNELS_GLSLANG in CMake);
 //   u and w of a chunk in one 512-invocation persistent workgroup (one per
 //   multiprocessor), A read once, the next chunk's loads in flight;
 // - tensor_core_bf16: the same products in pairs of persistent workgroups,

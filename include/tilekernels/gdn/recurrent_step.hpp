@@ -335,7 +335,7 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     // Where the state is large enough for 32-column slices, 4 column quads
     // on adjacent lanes: a subgroup then reads 64 contiguous bytes of a row
     // instead of 16, which is what brings the step near the copy rate
-    // (bench/NOTES-gdn-decode.md).
+    // (bench/notes/2026-11-gdn-recurrent-step.md).
     plan.ql = plan.bv >= 32 ? 4 : 1;
     std::string why;
     for (const auto& v : variants) {

@@ -30,7 +30,7 @@
 // 128) and portable (scalar f32, no subgroup operation). One workgroup
 // per (sequence, head, BV columns of V): BV trades parallelism at small
 // batches against reloading w and k per column slice
-// (bench/NOTES-gdn-forward.md).
+// (bench/notes/2026-11-gdn-forward.md).
 #pragma once
 
 #include <array>
@@ -136,7 +136,7 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
   // The rows kernel runs 4 warps per workgroup against the other's 8:
   // faster once its workgroups fill the multiprocessors (B = 8 at the
   // headline shape), slower below that (B = 1: 64 workgroups on 132
-  // multiprocessors; bench/NOTES-gdn-state-rows.md). Problems of unknown size
+  // multiprocessors; bench/notes/2026-11-gdn-state-recurrence.md). Problems of unknown size
   // (sequences 0) may take it: tests force it so.
   static Status rows_applies(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };

@@ -2,7 +2,7 @@
 // chunk_gated_delta_rule and fused_recurrent_gated_delta_rule), shared by
 // the double-precision references: gated_delta_rule.hpp (token by token)
 // and chunk_forward.hpp (the chunked stages). Semantics and FLA's rounding
-// points: bench/NOTES-gdn-forward.md.
+// points: bench/notes/2026-11-gdn-forward.md.
 //
 // Every tensor is a flat row-major vector, last index innermost. A "token"
 // is a flat index into the [B, T] axis (B = 1 with cu_seqlens), so that
