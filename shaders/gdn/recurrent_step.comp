@@ -85,11 +85,15 @@ uint narrow(float x, uint dtype) { return dtype == TK_BF16 ? tk_f32_to_bf16(x) :
 
 // KPI consecutive elements of q or k from element e on: by pairs of a
 // word where e is even (every view whose offset and strides are), else
-// one element at a time.
-#define TK_LOAD_ROW(buf, e, out_)                                                      \
+// one element at a time. With ALIGNED, e is a multiple of KPI (the host
+// checks): masking its low bits says so to the compiler, which then loads
+// the row as whole vectors.
+#define TK_LOAD_ROW(buf, e_in, out_)                                                    \
+  {                                                                                    \
+  const uint e = ALIGNED != 0u ? (e_in) & ~(KPI - 1u) : (e_in);                          \
   if (QK_DTYPE == TK_F32) {                                                            \
     [[unroll]] for (uint i = 0; i < KPI; ++i) out_[i] = uintBitsToFloat(buf[(e) + i]);    \
-  } else if (((e) & 1u) == 0u) {                                                       \
+  } else if (ALIGNED != 0u || ((e) & 1u) == 0u) {                                      \
     [[unroll]] for (uint i = 0; i < KPI; i += 2) {                                     \
       const vec2 p = widen_pair(buf[((e) + i) >> 1], QK_DTYPE);                        \
       out_[i] = p.x;                                                                   \
@@ -97,6 +101,7 @@ uint narrow(float x, uint dtype) { return dtype == TK_BF16 ? tk_f32_to_bf16(x) :
     }                                                                                  \
   } else {                                                                             \
     [[unroll]] for (uint i = 0; i < KPI; ++i) out_[i] = tk_load16(QK_DTYPE, buf[((e) + i) >> 1], (e) + i); \
+  }                                                                                    \
   }
 
 // vec4 index of state row kk, column quad vq of head block nh ([K, V]), or
@@ -156,11 +161,12 @@ void main() {
     TK_LOAD_ROW(k_w, k_row, kx)
     TK_LOAD_ROW(q_w, q_row, qx)
     vec4 vx;
-    const uint ve = pc.v_at + tok * pc.v_token + h * pc.v_head + 4 * vq;
+    const uint ve_in = pc.v_at + tok * pc.v_token + h * pc.v_head + 4 * vq;
+    const uint ve = ALIGNED != 0u ? ve_in & ~3u : ve_in;
     if (V_DTYPE == TK_F32) {
       vx = vec4(uintBitsToFloat(v_w[ve]), uintBitsToFloat(v_w[ve + 1]), uintBitsToFloat(v_w[ve + 2]),
                 uintBitsToFloat(v_w[ve + 3]));
-    } else if ((ve & 1u) == 0u) {
+    } else if (ALIGNED != 0u || (ve & 1u) == 0u) {
       vx = vec4(widen_pair(v_w[ve / 2], V_DTYPE), widen_pair(v_w[ve / 2 + 1], V_DTYPE));
     } else {
       [[unroll]] for (uint c = 0; c < 4; ++c) vx[c] = tk_load16(V_DTYPE, v_w[(ve + c) >> 1], ve + c);
@@ -210,7 +216,9 @@ void main() {
     const vec4 o = (pq + vn * (ps.z * ik)) * (pc.scale * iq);
 
     if (rg == 0u) {
-      const uint oe = pc.o_at + tok * pc.o_token + h * pc.o_head + 4 * vq;  // even for 16-bit o (the host checks)
+      // Even for 16-bit o, a multiple of 4 with ALIGNED (the host checks).
+      const uint oe_in = pc.o_at + tok * pc.o_token + h * pc.o_head + 4 * vq;
+      const uint oe = ALIGNED != 0u ? oe_in & ~3u : oe_in;
       if (V_DTYPE == TK_F32) {
         [[unroll]] for (uint c = 0; c < 4; ++c) o_w[oe + c] = floatBitsToUint(o[c]);
       } else {

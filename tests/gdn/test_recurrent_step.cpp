@@ -62,10 +62,13 @@ struct StepCase {
   using Var = Variant<typename Kernel::Problem>;
 
   // Runs `c` with q, k, v in `dt`; `variant`, `bv`, `kpi` replace the plan's where given.
-  // `fused`: q, k and v are views of one fused row per token (starting at
-  // an odd element), g and beta of another, and o a view into wider rows.
+  // `fused`: q, k and v are views of one fused row per token, g and beta
+  // of another, and o a view into wider rows: starting at an odd element
+  // (Fused::odd: the kernel's pipelines for any view) or with every offset
+  // and stride a multiple of 16 elements (Fused::aligned: the vector loads).
+  enum class Fused { no, odd, aligned };
   static void run(const Case& c, DType dt, bool token_states, const Var* variant = nullptr, std::uint32_t bv = 0,
-                  std::uint32_t kpi = 0, std::uint32_t ql = 0, bool fused = false) {
+                  std::uint32_t kpi = 0, std::uint32_t ql = 0, Fused fused = Fused::no) {
     Context& ctx = sync_context();  // the state's copy and the step depend on each other
     const ref::GatedDeltaRuleProblem& p = c.p;
     const std::int64_t B = std::int64_t(p.B), T = std::int64_t(p.T), Hg = std::int64_t(p.Hg), H = std::int64_t(p.H);
@@ -93,16 +96,18 @@ struct StepCase {
     typename Kernel::Args args;
     args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.state = state, args.o = o;
     std::optional<FusedRows> qkv_rows, gate_rows, o_rows;
-    if (fused) {
-      qkv_rows.emplace(ctx, dt, B * T, 2 * Hg * K + H * V + 3, 5);
+    if (fused != Fused::no) {
+      const bool odd = fused == Fused::odd;
+      qkv_rows.emplace(ctx, dt, B * T, 2 * Hg * K + H * V + (odd ? 3 : 16), odd ? 5 : 16);
       gate_rows.emplace(ctx, DType::f32, B * T, 2 * H + 1, 3);
-      o_rows.emplace(ctx, dt, B * T, H * V + 2, 2);  // a 16-bit o starts at an even element
+      o_rows.emplace(ctx, dt, B * T, H * V + (odd ? 2 : 4), odd ? 2 : 4);  // a 16-bit o starts at an even element
       args.q = qkv_rows->view({B, T, Hg, K}, 2, 0);
       args.k = qkv_rows->view({B, T, Hg, K}, 2, Hg * K);
-      args.v = qkv_rows->view({B, T, H, V}, 2, 2 * Hg * K + 1);
+      args.v = qkv_rows->view({B, T, H, V}, 2, 2 * Hg * K + (odd ? 1 : 0));
       args.g = gate_rows->view({B, T, H}, 2, 0);
       args.beta = gate_rows->view({B, T, H}, 2, H + 1);
-      args.o = o_rows->view({B, T, H, V}, 2, 2);
+      args.o = o_rows->view({B, T, H, V}, 2, odd ? 2 : 4);
+      EXPECT_EQ(step.problem(args).aligned, !odd);
       qkv_rows->upload(args.q, c.q), qkv_rows->upload(args.k, c.k), qkv_rows->upload(args.v, c.v);
       gate_rows->upload(args.g, c.g), gate_rows->upload(args.beta, c.beta);
     }
@@ -112,14 +117,14 @@ struct StepCase {
     if (cu) args.cu_seqlens = cu->ref();
     args.cu_seqlens_host = p.cu_seqlens;
     args.options = gdn_options(c.o);
-    args.scale = float(p.scale);
+    if (p.scale != 0) args.scale = float(p.scale);  // 0: the default, 1 / sqrt(K)
     Plan plan = step.plan(args);
     if (variant) plan.variant = variant;
     if (bv) plan.bv = bv;
     if (kpi) plan.kpi = kpi;
     if (ql) plan.ql = ql;
     step.prepare(plan);
-    SCOPED_TRACE(std::string(c.o.name) + (fused ? " fused" : "") + " " + std::string(dtype_name(dt)) + " variant " +
+    SCOPED_TRACE(std::string(c.o.name) + (fused == Fused::odd ? " fused, odd" : fused == Fused::aligned ? " fused, aligned" : "") + " " + std::string(dtype_name(dt)) + " variant " +
                  std::string(plan.variant->name) + " bv " + std::to_string(plan.bv) + " kpi " +
                  std::to_string(plan.kpi) + " ql " + std::to_string(plan.ql));
     const auto record = [&](vk::CommandBuffer cmd) {
@@ -127,8 +132,8 @@ struct StepCase {
       step.record(cmd, args, plan);
     };
     ctx.submit_and_wait(record);
-    const auto got_o = fused ? o_rows->read(args.o) : o.read_floats(), got_s = state.read_floats();
-    if (fused) o_rows->expect_untouched_outside({args.o});
+    const auto got_o = o_rows ? o_rows->read(args.o) : o.read_floats(), got_s = state.read_floats();
+    if (o_rows) o_rows->expect_untouched_outside({args.o});
     const auto got_ts = ts ? ts->read_floats() : std::vector<float>{};
 
     const auto r = ref::gated_delta_rule(p, c.in(), token_states);
@@ -149,7 +154,7 @@ struct StepCase {
     state.poison();
     if (ts) ts->poison();
     ctx.submit_and_wait(record);
-    const auto again_o = fused ? o_rows->read(args.o) : o.read_floats();
+    const auto again_o = o_rows ? o_rows->read(args.o) : o.read_floats();
     EXPECT_EQ(0, std::memcmp(got_o.data(), again_o.data(), got_o.size() * 4)) << "o moved between runs";
     EXPECT_EQ(0, std::memcmp(got_s.data(), state.read_floats().data(), got_s.size() * 4)) << "state moved";
     if (ts) {
@@ -184,10 +189,11 @@ TEST_F(RecurrentStepTest, TokensAndSequences) {
 TEST_F(RecurrentStepTest, ViewsOfAFusedProjection) {
   using C = StepCase<64, 64>;
   std::uint64_t seed = 2600;
-  for (const DType dt : {DType::bf16, DType::f16, DType::f32}) {
-    C::run(step_case(3, 1, 2, 4, 64, 64, {}, kPlain, seed++, dt), dt, false, nullptr, 0, 0, 0, true);
-    C::run(step_case(1, 7, 1, 2, 64, 64, {0, 2, 7}, kPlain, seed++, dt), dt, true, nullptr, 0, 0, 0, true);
-  }
+  for (const DType dt : {DType::bf16, DType::f16, DType::f32})
+    for (const auto fused : {C::Fused::odd, C::Fused::aligned}) {
+      C::run(step_case(3, 1, 2, 4, 64, 64, {}, kPlain, seed++, dt), dt, false, nullptr, 0, 0, 0, fused);
+      C::run(step_case(1, 7, 1, 2, 64, 64, {0, 2, 7}, kPlain, seed++, dt), dt, true, nullptr, 0, 0, 0, fused);
+    }
 }
 
 TEST_F(RecurrentStepTest, GroupedHeads) {

@@ -83,10 +83,14 @@ struct RecurrentStepConfig {
                 "RecurrentStepConfig: the default geometry must fit 256 invocations and 32 KiB");
 };
 
-// The dtypes a RecurrentStep object is built for (unset: any of bf16, f16
-// and f32; a pipeline per pair).
+// The calls a RecurrentStep object is built for: the dtypes (unset: any of
+// bf16, f16 and f32; pipelines per pair), and whether q, k, v and o may be
+// views that do not start and stride at multiples of 16 elements (q, k) or
+// of 4 (v, o), which take a second, slower set of pipelines (dense tensors
+// and fused rows of usual head sizes never do).
 struct RecurrentStepEnvelope {
   std::optional<DType> qk_dtype, v_dtype;
+  bool unaligned_views = true;
 };
 
 template <class Config>
@@ -120,6 +124,7 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
   struct Problem {
     std::int64_t N = 0, H = 0, tokens = 0;
     DType qk_dtype = DType::bf16, v_dtype = DType::bf16;
+    bool aligned = true;  // the views' offsets and strides (RecurrentStepEnvelope)
   };
 
   static constexpr std::array<Variant<Problem>, 2> variants{{
@@ -146,6 +151,8 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
       for (const DType v : all) {
         if ((envelope_.qk_dtype && qk != *envelope_.qk_dtype) || (envelope_.v_dtype && v != *envelope_.v_dtype)) continue;
         // Few and many (sequence, head) pairs: every slice width plan() takes.
+        // (prepare() builds the aligned and, where the envelope has them,
+        // the unaligned pipelines of a plan.)
         for (const std::int64_t heads : {1, 64, 128, 4096}) {
           const Problem p{1, heads, 1, qk, v};
           if (!this->can_implement(p)) continue;
@@ -159,7 +166,21 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     return a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : a.q.shape.at(0);
   }
   Problem problem(const Args& a) const {
-    return {sequences(a), a.v.shape.at(2), a.q.shape.at(0) * a.q.shape.at(1), a.q.dtype, a.v.dtype};
+    return {sequences(a), a.v.shape.at(2), a.q.shape.at(0) * a.q.shape.at(1), a.q.dtype, a.v.dtype, aligned(a)};
+  }
+
+  // Whether q and k start and stride (token and head) at multiples of 16
+  // elements within their bindings, v and o at multiples of 4.
+  bool aligned(const Args& a) const noexcept {
+    const auto align = ctx_->info().min_storage_buffer_offset_alignment;
+    const auto ok = [&](const TensorRef& t, std::uint64_t n) {
+      const std::uint64_t es = dtype_size(t.dtype);
+      if (es == 0 || t.offset % es != 0 || ((align ? t.offset % align : t.offset) / es) % n != 0) return false;
+      for (std::size_t d = 0; d + 1 < t.strides.size(); ++d)
+        if (t.strides[d] < 0 || static_cast<std::uint64_t>(t.strides[d]) % n != 0) return false;
+      return true;
+    };
+    return ok(a.q, 16) && ok(a.k, 16) && ok(a.v, 4) && ok(a.o, 4);
   }
 
   void check(const Problem& p) const {
@@ -172,6 +193,10 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": the dtypes of q, k (" +
                                                    std::string(dtype_name(p.qk_dtype)) + ") and v (" +
                                                    std::string(dtype_name(p.v_dtype)) + ") are outside the envelope");
+    if (!p.aligned && !envelope_.unaligned_views)
+      throw Error(ErrorCode::invalid_argument,
+                  std::string(name) + ": q, k, v or o is a view whose offset or strides are not multiples of 16 "
+                                      "(q, k) or 4 (v, o) elements: outside the envelope (unaligned_views = false)");
     const std::int64_t limit = std::int64_t(1) << 32;
     if (p.N * p.H * K * V >= limit)
       throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");
@@ -189,10 +214,10 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     if (!is_float(a.v.dtype))
       throw Error(ErrorCode::dtype_mismatch, detail::where(name, "v") + "expected bf16, f16 or f32, got " +
                                                  std::string(dtype_name(a.v.dtype)));
-    views(a);
-    if (H % Hg != 0)
+    if (Hg > 0 && H % Hg != 0)  // (views() names a dimension that is not positive)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "H = " + std::to_string(H) +
                                                  " heads is not a multiple of Hg = " + std::to_string(Hg));
+    views(a);
     if (a.cu_seqlens) {
       detail::expect_rank(name, "cu_seqlens", *a.cu_seqlens, 1);
       if (B != 1)
@@ -289,7 +314,8 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     for (const DType qk : all)
       for (const DType v : all)
         if ((!envelope_.qk_dtype || qk == *envelope_.qk_dtype) && (!envelope_.v_dtype || v == *envelope_.v_dtype))
-          pipelines_.add(*ctx_, key(plan, Problem{1, 1, 1, qk, v}));
+          for (const bool aligned : {true, false})
+            if (aligned || envelope_.unaligned_views) pipelines_.add(*ctx_, key(plan, Problem{1, 1, 1, qk, v, aligned}));
   }
 
   // Convenience for tests and tools: records into a fresh command buffer,
@@ -380,6 +406,7 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     spec.QL = plan.ql;
     spec.QK_DTYPE = static_cast<std::uint32_t>(p.qk_dtype);
     spec.V_DTYPE = static_cast<std::uint32_t>(p.v_dtype);
+    spec.ALIGNED = p.aligned ? 1u : 0u;
     return detail::pipeline_key<Push>(*ctx_, *plan.variant, spec, 11);
   }
 };

@@ -6,7 +6,10 @@
 
 // KDIM, VDIM: head sizes; BV: state columns per workgroup; KPI: state rows
 // per invocation; QL: column quads on adjacent lanes; QK_DTYPE, V_DTYPE:
-// storage dtypes of q/k and of v/o (tilekernels::DType codes).
+// storage dtypes of q/k and of v/o (tilekernels::DType codes); ALIGNED: 1
+// where the views of q and k start and stride at multiples of 16 elements
+// and those of v and o at multiples of 4 (the loads and stores are then
+// whole vectors), 0 for any view.
 #define TK_RECURRENT_STEP_SPEC(F) \
   F(1, KDIM, 128)                 \
   F(2, VDIM, 128)                 \
@@ -14,7 +17,8 @@
   F(4, KPI, 8)                    \
   F(5, QL, 1)                     \
   F(6, QK_DTYPE, 2)               \
-  F(7, V_DTYPE, 2)
+  F(7, V_DTYPE, 2)                \
+  F(8, ALIGNED, 1)
 
 // T: tokens per batch row (all tokens with cu_seqlens); H, Hg: value and
 // key heads, ratio = H / Hg; varlen: 1 to read cu_seqlens; scale: the
