@@ -4,6 +4,7 @@
 #include <tilekernels/spirv/bench/fma.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -131,9 +132,26 @@ double gpu_seconds_per_item(Context& ctx, const std::function<void(vk::CommandBu
   return timer.seconds() / items;
 }
 
+// Clocks rise only after a fraction of a second of sustained load and fall
+// while the GPU idles (as it does while a kernel's constructor builds its
+// pipelines): the work runs in bursts of about 20 ms for at least half a
+// second, then until two bursts agree within 3% (at most about 5 s).
+void warm_gpu(Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record) {
+  if (ctx.info().is_cpu()) return;
+  const int burst = static_cast<int>(std::clamp(0.02 / std::max(gpu_seconds_per_call(ctx, record, 1, 1), 1e-7), 10.0, 2000.0));
+  double spent = 0, last = 0;
+  for (int i = 0; i < 500 && spent < 5; ++i) {
+    const double now = gpu_seconds_per_call(ctx, record, burst, 0);
+    spent += now * burst;
+    if (spent > 0.5 && std::abs(now - last) < 0.03 * last) return;
+    last = now;
+  }
+}
+
 void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
                double bytes, double flops, double flops_per_s, int reps) {
   const Ceilings& c = ceilings();
+  warm_gpu(ctx, record);
   // Each timed batch keeps the GPU busy for a few milliseconds after an
   // equally long warm-up in the same command buffer: short bursts with idle
   // gaps let the clocks drop and inflate small kernels several times over.
