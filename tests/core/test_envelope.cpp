@@ -239,4 +239,107 @@ TEST_F(Envelope, RecurrentStepRecordsEveryCallWithoutBuildingAPipeline) {
   });
 }
 
+// What each engine-facing kernel's constructor costs on a Context of its
+// own (nothing built before it, no pipeline cache given): every pipeline it
+// holds is one it built, and the time is reported.
+TEST(EnvelopePrepare, EachKernelOnAFreshContext) {
+  const auto fresh = [](const char* what, auto make) {
+    ContextOptions options;
+    options.validation = false;
+    Context ctx(options);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto kernel = make(ctx);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(ctx.pipelines_created(), kernel.pipelines()) << what;
+    std::printf("[prepare] %s: %zu pipelines in %.0f ms (%s)\n", what, kernel.pipelines(), ms, ctx.info().name.c_str());
+  };
+  using PC = aura::PagedCacheConfig<128, 16, 4, 4>;
+  fresh("aura::DecodeAttention K4V4 D128, bf16 q, f32 out, 4 sequences, q_len <= 16, 32/8 heads, lse", [](Context& c) {
+    return aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::f32>>(
+        c, {.max_num_seqs = 4, .max_q_len = 16, .q_heads = 32, .kv_heads = 8});
+  });
+  fresh("aura::DecodeAttention K4V4 D128, bf16 q and out, 1 sequence, q_len 1, 32/8 heads, no lse", [](Context& c) {
+    return aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::bf16>>(
+        c, {.max_num_seqs = 1, .max_q_len = 1, .q_heads = 32, .kv_heads = 8, .lse = false});
+  });
+  fresh("aura::CacheWrite K4V4 D128", [](Context& c) { return aura::CacheWrite<aura::CacheWriteConfig<PC>>(c); });
+  fresh("aura::FlashPass2 D128 (any heads and blocks)", [](Context& c) {
+    return aura::FlashPass2<aura::FlashPass2Config<128, DType::f32, DType::bf16>>(c);
+  });
+  fresh("gdn::ChunkForward BT 64, K = V = 128, every option", [](Context& c) {
+    return gdn::ChunkForward<gdn::ChunkForwardConfig<64, 128, 128>>(c);
+  });
+  fresh("gdn::ChunkForward BT 64, K = V = 128, Qwen3-Next's options only", [](Context& c) {
+    gdn::GdnOptions o;
+    o.qk_l2norm = o.gate_in_kernel = o.beta_sigmoid = true;
+    return gdn::ChunkForward<gdn::ChunkForwardConfig<64, 128, 128>>(c, gdn::GdnEnvelope{.options = o});
+  });
+  fresh("gdn::RecurrentStep K = V = 128, every dtype", [](Context& c) {
+    return gdn::RecurrentStep<gdn::RecurrentStepConfig<128, 128>>(c);
+  });
+  fresh("gdn::RecurrentStep K = V = 128, bf16", [](Context& c) {
+    return gdn::RecurrentStep<gdn::RecurrentStepConfig<128, 128>>(c, {.qk_dtype = DType::bf16, .v_dtype = DType::bf16});
+  });
+}
+
+// A call outside the envelope is refused by can_implement() and by
+// record() with an Error, before anything is recorded or built.
+TEST_F(Envelope, CallsOutsideItAreRefused) {
+  Context& ctx = context();
+  const auto expect_refused = [&](const auto& kernel, const auto& args, const char* what) {
+    SCOPED_TRACE(what);
+    const std::uint64_t pipelines = ctx.pipelines_created();
+    const Status s = kernel.can_implement(args);
+    EXPECT_FALSE(s);
+    EXPECT_NE(s.message.find("envelope"), std::string::npos) << s.message;
+    OwnCommandBuffer cmd(ctx);
+    EXPECT_THROW(kernel.record(cmd.get(), args), Error);
+    cmd.end();
+    EXPECT_EQ(ctx.pipelines_created(), pipelines);
+  };
+
+  using PC = aura::PagedCacheConfig<64, 16, 4, 4>;
+  using Attention = aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::f32>>;
+  const Attention attention(ctx, {.max_num_seqs = 1, .max_q_len = 1, .q_heads = 4, .kv_heads = 2, .lse = false});
+  Tensor q(ctx, DType::bf16, {2, 2, 4, 64}), out(ctx, DType::f32, {2, 2, 4, 64}), lse(ctx, DType::f32, {2, 2, 4});
+  Tensor codes(ctx, PC::store_dtype(4), PC::store_shape(4, 2, 2)), norms(ctx, PC::norm_dtype, PC::norm_shape(2, 2));
+  Tensor table(ctx, DType::i32, {2, 2}), lens(ctx, DType::i32, {2});
+  const Tensor tables = aura::CacheTables::make(ctx, PC::format, 1, 2);
+  aura::DecodeAttentionArgs a;
+  a.q = shaped(q, {1, 1, 4, 64}), a.output = shaped(out, {1, 1, 4, 64});
+  a.k_codes = codes, a.v_codes = codes, a.k_norms = norms.ref(), a.v_norms = norms.ref();
+  a.block_table = shaped(table, {1, 2}), a.seq_lens = shaped(lens, {1}), a.tables = tables;
+  EXPECT_TRUE(attention.can_implement(a)) << attention.can_implement(a).message;
+  auto more = a;
+  more.block_table = table, more.seq_lens = lens;
+  more.q = shaped(q, {2, 1, 4, 64}), more.output = shaped(out, {2, 1, 4, 64});
+  expect_refused(attention, more, "two sequences");
+  auto rows = a;
+  rows.q = shaped(q, {1, 2, 4, 64}), rows.output = shaped(out, {1, 2, 4, 64});
+  expect_refused(attention, rows, "two new tokens");
+  auto with_lse = a;
+  with_lse.lse = shaped(lse, {1, 1, 4});
+  expect_refused(attention, with_lse, "lse");
+
+  using Step = gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>;
+  const Step step(ctx, {.qk_dtype = DType::bf16, .v_dtype = DType::bf16});
+  Tensor sq(ctx, DType::f32, {1, 1, 1, 64}), sv(ctx, DType::bf16, {1, 1, 2, 64}), sg(ctx, DType::f32, {1, 1, 2}),
+      state(ctx, DType::f32, {1, 2, 64, 64});
+  Step::Args s;
+  s.q = sq, s.k = sq, s.v = sv, s.g = sg, s.beta = sg, s.state = state, s.o = sv;
+  expect_refused(step, s, "f32 q and k");
+
+  using Forward = gdn::ChunkForward<gdn::ChunkForwardConfig<16, 64, 64>>;
+  const Forward forward(ctx, gdn::GdnEnvelope{.options = gdn::GdnOptions{}});
+  Tensor fq(ctx, DType::bf16, {1, 20, 1, 64}), fv(ctx, DType::bf16, {1, 20, 2, 64}), fg(ctx, DType::f32, {1, 20, 2}),
+      fo(ctx, DType::bf16, {1, 20, 2, 64}), a_log(ctx, DType::f32, {2});
+  Forward::Args f;
+  f.q = fq, f.k = fq, f.v = fv, f.g = fg, f.beta = fg, f.o = fo;
+  Tensor ws(ctx, DType::u32, {static_cast<std::int64_t>(Forward::workspace_bytes(forward.problem(f)) / 4 + 1)});
+  f.workspace = Workspace{ws.ref()};
+  EXPECT_TRUE(forward.can_implement(f)) << forward.can_implement(f).message;
+  f.options.gate_in_kernel = true, f.A_log = a_log.ref();
+  expect_refused(forward, f, "the gate in the kernel");
+}
+
 }  // namespace

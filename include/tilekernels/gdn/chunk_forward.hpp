@@ -194,6 +194,8 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
     if (a.final_state) detail::expect_tensor(*ctx_, name, "final_state", *a.final_state, DType::f32, state);
     detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
+    detail::expect_options_in(name, envelope_, a.options, a.dt_bias.has_value(),
+                              KKTSolve<typename Config::KKT>::option_mask | TK_GDN_OPT_STATE_VK);
     if (a.scale && !std::isfinite(*a.scale))
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": scale must be finite, got " + std::to_string(*a.scale));
     check(p);

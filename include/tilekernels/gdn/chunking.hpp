@@ -121,6 +121,17 @@ inline std::vector<std::uint32_t> option_bit_sets(const GdnEnvelope& e, std::uin
   return bits;
 }
 
+// Throws unless options `o` (dt_bias given or not), under `mask`, are among
+// the sets a kernel built for envelope `e` has pipelines for.
+inline void expect_options_in(std::string_view kernel, const GdnEnvelope& e, const GdnOptions& o, bool dt_bias,
+                              std::uint32_t mask) {
+  const auto sets = option_bit_sets(e, mask);
+  if (std::find(sets.begin(), sets.end(), option_bits(o, dt_bias) & mask) == sets.end())
+    throw Error(ErrorCode::invalid_argument,
+                std::string(kernel) + ": options: outside the envelope the kernel was constructed for "
+                                      "(GdnEnvelope::options fixes them; leave it unset for every option)");
+}
+
 // The options' own rules and the gate's tensors A_log, dt_bias [H] f32, as
 // every kernel that takes GdnOptions checks them.
 inline void expect_options(const Context& ctx, const char* kernel, const GdnOptions& o,

@@ -135,6 +135,7 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
     detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
     detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
     detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
+    detail::expect_options_in(name, envelope_, a.options, a.dt_bias.has_value(), option_mask);
     const std::int64_t S = ch.slots();
     detail::expect_tensor(*ctx_, name, "g_cumsum", a.g_cumsum, DType::f32, {S, H});
     detail::expect_tensor(*ctx_, name, "beta_out", a.beta_out, DType::f32, {S, H});
