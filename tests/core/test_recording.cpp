@@ -9,6 +9,7 @@
 #include <tilekernels/reference/aura/flash_pass2.hpp>
 #include <tilekernels/reference/gdn/chunk_o.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -66,8 +67,8 @@ void expect_submissions_counted(Context& ctx) {
 }
 
 // Every kernel of the library, recorded into the test's own command
-// buffer: the Context's submission count does not move while recording
-// (pipelines may be built, nothing is submitted or waited for).
+// buffer: the Context's submission count and pipeline count do not move
+// while recording (every kernel built its pipelines when constructed).
 void record_every_kernel_without_submitting(Context& ctx) {
   Rng rng(5);
   expect_submissions_counted(ctx);
@@ -158,6 +159,9 @@ void record_every_kernel_without_submitting(Context& ctx) {
   const aura::CacheWrite<aura::CacheWriteConfig<PC>> writer(ctx);
   const aura::DecodeAttention<aura::DecodeAttentionConfig<PC, DType::bf16, DType::f32>> attention(
       ctx, {.max_num_seqs = 1, .max_q_len = 1, .q_heads = 4, .kv_heads = 2, .lse = false});
+  const auto attend_ws_bytes = attention.workspace_bytes(attention.problem(attend));
+  Tensor attend_ws(ctx, DType::u32, {std::max<std::int64_t>(1, static_cast<std::int64_t>(attend_ws_bytes / 4))});
+  if (attend_ws_bytes) attend.workspace = Workspace{attend_ws.ref()};
 
   const std::uint64_t ready = ctx.submissions();  // uploads submit; recording must not
   const std::uint64_t pipelines = ctx.pipelines_created();

@@ -338,10 +338,13 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
     return {&v, 0, v.name == "tiled" ? rows_per_invocation(p.rows) : 0};
   }
 
-  // Records plan(problem(a), the workspace's size): with a workspace of
-  // workspace_bytes(problem) for calls of up to 64 rows, few_rows.
+  // Records plan(problem(a), the workspace's size); the workspace must hold
+  // workspace_bytes(problem(a)) (calls of up to 64 rows take few_rows with
+  // it; record(cmd, a, plan(problem(a), 0)) runs the plan that needs none).
   void record(vk::CommandBuffer cmd, const Args& a) const {
-    record(cmd, a, plan(problem(a), a.workspace ? a.workspace->memory.size : 0));
+    const std::uint64_t given = a.workspace ? a.workspace->memory.size : 0;
+    detail::expect_workspace_bytes(name, given, workspace_bytes(problem(a)));
+    record(cmd, a, plan(problem(a), given));
   }
 
   // Records `plan` (from plan(), or a variant of `variants` eligible here,

@@ -102,13 +102,6 @@ PipelineKey pipeline_key(const Context& ctx, const Variant<Problem>& v, const Sp
   return key;
 }
 
-// The pipeline of `key`, built on first use. Transitional: the kernels that
-// do not build their pipelines ahead of time yet.
-template <class Push, class Problem, class Spec>
-const Pipeline& pipeline_for(const Context& ctx, const Variant<Problem>& v, const Spec& spec, std::uint32_t bindings) {
-  return ctx.pipeline(pipeline_key<Push>(ctx, v, spec, bindings));
-}
-
 // Throws unless a workspace of `given` bytes holds the `needed` bytes of a
 // plan (given 0: none was passed).
 inline void expect_workspace_bytes(std::string_view kernel, std::uint64_t given, std::uint64_t needed) {

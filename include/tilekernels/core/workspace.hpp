@@ -1,8 +1,10 @@
 // Workspaces: scratch memory that some kernels need beside their tensors.
 //
-// A workspace is the caller's: a kernel states how much it needs for a
-// shape (workspace_bytes(...), 0 where none) and its Args take an optional
-// Workspace. Without one, record() runs the fastest plan that needs none.
+// A workspace is the caller's: a kernel states how much its fastest plan
+// needs for a problem (workspace_bytes(problem), 0 where none) and its Args
+// take an optional Workspace. record(cmd, args) requires that much;
+// record(cmd, args, plan(problem, bytes)) runs the plan a smaller one holds
+// (plan(problem, 0): the plan that needs none).
 // Kernels that need part of the workspace zero when they start leave it
 // zero when they finish; record() zero-fills that part itself (a
 // vkCmdFillBuffer between two barriers, recorded into the caller's command

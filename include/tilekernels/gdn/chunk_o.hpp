@@ -19,9 +19,9 @@
 // or, with v, g and h slot-major as gdn::KKTSolve and gdn::StateRecurrence
 // write them (gdn/chunking.hpp; chosen by g's rank): v [slots, H, V], g
 // [slots, H], h [chunks, H, V, K]. Sequences: B rows of T tokens, or with
-// cu_seqlens_host (B = 1) any lengths, chunks never straddling them (the
-// device reads `index`, Chunking::record_index); token-major h is then [1,
-// chunks, H, V, K].
+// cu_seqlens (B = 1) any lengths, chunks never straddling them (the device
+// reads `index`, built from cu_seqlens by gdn::ChunkIndex); token-major h
+// is then [1, chunks, H, V, K].
 //
 // Variants, fastest first (ChunkO::variants):
 // - tensor_core_bf16: bf16 tensor cores (VK_KHR_cooperative_matrix with
