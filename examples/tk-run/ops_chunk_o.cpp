@@ -35,10 +35,21 @@ void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
   // With cu_seqlens the kernel takes h for every chunk slot of the call
   // (gdn/chunking.hpp: as many as any lengths of T tokens can need); the
   // input's chunks come first, the rest is never read.
+  // The input holds the batch's own chunks, as many as its lengths need.
   const Shape h_shape = inv.input_shape("h");
   Shape h_slots = h_shape;
-  if (!cu.empty() && h_shape.size() == 5)
-    h_slots[1] = std::max(h_shape[1], tilekernels::gdn::Chunking(1, q_shape[1], cu, static_cast<std::uint32_t>(bt)).chunks());
+  if (!cu.empty() && h_shape.size() == 5) {
+    const tilekernels::gdn::Chunking ch(1, q_shape[1], cu, static_cast<std::uint32_t>(bt));
+    std::int64_t own = 0;
+    ch.for_each_sequence([&](std::int64_t, std::int64_t, std::int64_t len, std::int64_t) { own += (len + bt - 1) / bt; });
+    Shape want = h_shape;
+    want[1] = own;
+    if (h_shape != want)
+      throw tilekernels::Error(tilekernels::ErrorCode::shape_mismatch, "gdn.chunk_o: h: expected shape " +
+                                                                           tilekernels::shape_string(want) + ", got " +
+                                                                           tilekernels::shape_string(h_shape));
+    h_slots[1] = std::max(own, ch.chunks());
+  }
   std::vector<float> h_values = inv.floats("h", h_shape);
   h_values.resize(static_cast<std::size_t>(checked_elements(h_slots, "input 'h'")), 0.0f);
   const Tensor h = inv.upload(ctx, DType::bf16, h_slots, h_values, "input 'h'");
