@@ -62,7 +62,7 @@ struct ForwardCase {
     if (cu) args.cu_seqlens = cu->ref();
     args.cu_seqlens_host = p.cu_seqlens;
     args.options = gdn_options(c.o);
-    args.scale = float(p.scale);
+    if (p.scale != 0) args.scale = float(p.scale);  // 0: the default, 1 / sqrt(K)
     GuardedTensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4)});
     args.workspace = Workspace{ws.ref()};
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) { fwd.record(cmd, args); });
