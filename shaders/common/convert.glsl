@@ -108,4 +108,20 @@ uvec2 tk_pack4(uint dt, vec4 v) {
 // Element i of a 16-bit array stored in 32-bit words.
 float tk_load16(uint dt, uint word, uint i) { return tk_widen16(dt, word >> ((i & 1u) * 16u)); }
 
+// Eight consecutive 16-bit elements packed as a uvec4 (low half first), from
+// the words a0..a4 that hold them: a0..a3 where the first is even (odd 0;
+// a4 is not used), else the high half of a0 through the low half of a4.
+uvec4 tk_words8(uint odd, uint a0, uint a1, uint a2, uint a3, uint a4) {
+  const uvec4 lo = uvec4(a0, a1, a2, a3);
+  return odd != 0u ? (lo >> 16) | (uvec4(a1, a2, a3, a4) << 16) : lo;
+}
+// The eight 16-bit elements e .. e + 7 of an array stored in 32-bit words
+// (`words`, a buffer's uint array; e a plain variable, any element: a
+// view's row may start at an odd one), as one uvec4 load would give them
+// from an element that is a multiple of 8. Reads only the words that hold
+// them. (A macro: GLSL functions take no buffer arrays.)
+#define TK_LOAD8_16(words, e)                                                                              \
+  tk_words8((e) & 1u, words[(e) >> 1], words[((e) >> 1) + 1u], words[((e) >> 1) + 2u], words[((e) >> 1) + 3u], \
+            words[((e) >> 1) + 3u + ((e) & 1u)])
+
 #endif

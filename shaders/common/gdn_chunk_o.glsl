@@ -4,10 +4,11 @@
 // specialization constants (TK_DECLARE_SPEC) and WG first.
 //
 // Layouts (row-major, bf16 stored as 16-bit halves of 32-bit words, low half
-// first): q, k [B, T, Hg, K]; o [B, T, H, V]; v [rows, H, V] and g [rows, H]
-// f32 with rows tokens or slots (gdn_chunks.glsl's tk_gdn_rows); h [chunks,
-// H, V, K]. K and V are multiples of 16, so every row starts on a 32-byte
-// boundary.
+// first): q, k [B, T, Hg, K]; o [B, T, H, V], a view (chunk_o_element);
+// v [rows, H, V] and g [rows, H] f32 with rows tokens or slots
+// (gdn_chunks.glsl's tk_gdn_rows); h [chunks, H, V, K]. K and V are
+// multiples of 16, so every row but o's starts on a 32-byte boundary; o's
+// start at even elements (the host checks), so its pairs are whole words.
 #ifndef TK_GDN_CHUNK_O_GLSL
 #define TK_GDN_CHUNK_O_GLSL
 
@@ -51,6 +52,9 @@ ChunkOTile chunk_o_tile(uint id) {
   s.kh = s.ih / (pc.H / pc.Hg);
   return s;
 }
+
+// The element of o where the row of token `token` and head `head` starts.
+uint chunk_o_element(uint token, uint head) { return pc.o_at + token * pc.o_token + head * pc.o_head; }
 
 float bf16_lo(uint w) { return uintBitsToFloat(w << 16); }
 float bf16_hi(uint w) { return uintBitsToFloat(w & 0xffff0000u); }
@@ -106,7 +110,7 @@ void chunk_o_scalar(ChunkOTile s, uint tid) {
       }
       acc[c] = fma(dot, eg, acc[c]);
     }
-    const uint ow = (((s.c.token + i) * pc.H + s.ih) * VDIM + c0) / 2;
+    const uint ow = (chunk_o_element(s.c.token + i, s.ih) + c0) / 2;
     for (uint c = 0; c < CHUNK_O_GROUP; c += 2)
       o_w[ow + c / 2] = tk_f32_to_bf16(acc[c] * pc.scale) | (tk_f32_to_bf16(acc[c + 1] * pc.scale) << 16);
   }

@@ -1,8 +1,9 @@
 // The bindings of the kkt_solve kernels (chunk_kkt_solve.comp, portable;
 // chunk_kkt_solve_tc.glsl, tensor cores) and the stage they share: per
 // chunk row, the gate (computed from the raw input with gate_in_kernel)
-// and beta (a sigmoid of logits with beta_sigmoid), the gate's inclusive
-// cumulative sum within the chunk, and M's elements from k k^T.
+// and beta (a sigmoid of logits with beta_sigmoid), read from the views g
+// and beta, the gate's inclusive cumulative sum within the chunk, and M's
+// elements from k k^T.
 // The including shader declares the specialization and push constants
 // (kkt_solve_abi.h) first.
 layout(std430, binding = 0) readonly buffer K4 { uvec4 k_4[]; };
@@ -26,13 +27,13 @@ shared float s_beta[BT];
 void kkt_gate_beta(uint tid, TkChunk ch, uint h) {
   if (tid >= BT) return;
   const bool valid = tid < ch.rows;
-  const uint at = (ch.first + min(tid, tk_last_row(ch.rows))) * pc.H + h;
-  float gl = g_raw[at];
+  const uint token = ch.first + min(tid, tk_last_row(ch.rows));
+  float gl = g_raw[pc.g_at + token * pc.g_token + h * pc.g_head];
   if ((OPTIONS & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
     const float bias = (OPTIONS & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
     gl = -exp(a_log[h]) * tk_softplus(gl + bias);
   }
-  float b = beta_raw[at];
+  float b = beta_raw[pc.beta_at + token * pc.beta_token + h * pc.beta_head];
   if ((OPTIONS & TK_GDN_OPT_BETA_SIGMOID) != 0u)
     b = ((OPTIONS & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-b));
   s_g[tid] = valid ? gl : 0.0;

@@ -116,7 +116,7 @@ void main() {
   for (uint r = 0; r < RM; ++r) {
     const uint i = tr + 16 * r;
     if (i >= rows) continue;
-    const uint ow = (((s.c.token + i) * pc.H + s.ih) * VDIM + s.v0) / 2 + tc;
+    const uint ow = chunk_o_element(s.c.token + i, s.ih) / 2 + s.v0 / 2 + tc;
     for (uint p = 0; p < 2; ++p)
       o_w[ow + 16 * p] = tk_f32_to_bf16(P[r][2 * p] * pc.scale) | (tk_f32_to_bf16(P[r][2 * p + 1] * pc.scale) << 16);
   }

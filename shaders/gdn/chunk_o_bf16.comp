@@ -43,6 +43,8 @@
 // - results leave through per-subgroup scratch in 16-byte stores (whole
 //   32-byte sectors; lanes whose row is past T store the chunk's last row
 //   again, the same words to the same address, so no store has a branch);
+//   o is a view, whose rows start at multiples of 8 elements, or with
+//   O_UNALIGNED at even ones (four 32-bit stores a lane then);
 // - P and o are rounded to bf16 by the float split (tk_round_bf16_split),
 //   the next tile found by digit-wise addition, and the o gate read once
 //   for both of a subgroup's o tiles: fewer instructions per tile, which
@@ -110,6 +112,7 @@ layout(std430, binding = 2) volatile readonly buffer V4 { uvec4 v_4[]; };
 layout(std430, binding = 4) volatile readonly buffer G { float g_f[]; };
 layout(std430, binding = 3) volatile readonly buffer H4 { uvec4 h_4[]; };
 layout(std430, binding = 5) writeonly buffer O4 { uvec4 o_4[]; };
+layout(std430, binding = 5) writeonly buffer OW { uint o_w[]; };  // O_UNALIGNED
 layout(std430, binding = 6) readonly buffer IndexBuf { uvec4 index_table[]; };
 #define TK_GDN_INDEX(i) index_table[i]
 #include "../common/gdn_chunks.glsl"
@@ -352,8 +355,13 @@ void main() {
           subgroupBarrier();
           // lanes past the chunk's last row store that row again (same words, same address)
           const uint orow = min(lane / 2, t.c.rows - 1 - rt * 16), half_ = lane % 2;
-          o_4[((t.c.token + rt * 16 + orow) * pc.H + t.ih) * (VDIM / 8) + ct * 2 + half_] =
-              smem[scr + orow * SCR + half_];
+          const uvec4 x = smem[scr + orow * SCR + half_];
+          const uint oe = pc.o_at + (t.c.token + rt * 16 + orow) * pc.o_token + t.ih * pc.o_head + 16 * ct + 8 * half_;
+          if (O_UNALIGNED == 0u) {
+            o_4[oe / 8] = x;
+          } else {  // an even element: four words
+            [[unroll]] for (uint w = 0; w < 4; ++w) o_w[oe / 2 + w] = x[w];
+          }
           subgroupMemoryBarrierShared();
           subgroupBarrier();  // read before the next tile overwrites it
         }

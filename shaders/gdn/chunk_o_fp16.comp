@@ -19,6 +19,9 @@
 // fp16 range: a tile with a finite value beyond 65504
 // (an input or bf16(A)) is recomputed by the scalar f32 algorithm
 // (chunk_o_scalar) and the workgroup goes on with the next tile.
+//
+// o is a view: 16-byte stores where its rows start at multiples of 8
+// elements, four 32-bit words each with O_UNALIGNED (even elements).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -244,7 +247,7 @@ void main() {
       const uint i = 16 * wr + lr;
       const float eg = exp(gsh[i]);
       const bool row_ok = i < s.c.rows;
-      const uint orow = (((s.c.token + i) * pc.H + s.ih) * VDIM + s.v0) / 8;
+      const uint orow = chunk_o_element(s.c.token + i, s.ih) + s.v0;  // element 0 of the tile's row of o
       [[unroll]] for (uint n = 0; n < OT; ++n) {
         const uint c16 = wc * OT + n;  // 16-column tile within the V tile
         F32MAT av = F32MAT(0.0);
@@ -264,11 +267,18 @@ void main() {
         sync_subgroup();
         const vec4 y0 = (qh0 * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh])) * pc.scale;
         const vec4 y1 = (qh1 * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1])) * pc.scale;
-        if (row_ok)
-          o_4[orow + 2 * c16 + lh] = uvec4(tk_f32_to_bf16(y0.x) | (tk_f32_to_bf16(y0.y) << 16),
-                                           tk_f32_to_bf16(y0.z) | (tk_f32_to_bf16(y0.w) << 16),
-                                           tk_f32_to_bf16(y1.x) | (tk_f32_to_bf16(y1.y) << 16),
-                                           tk_f32_to_bf16(y1.z) | (tk_f32_to_bf16(y1.w) << 16));
+        if (row_ok) {
+          const uvec4 packed = uvec4(tk_f32_to_bf16(y0.x) | (tk_f32_to_bf16(y0.y) << 16),
+                                     tk_f32_to_bf16(y0.z) | (tk_f32_to_bf16(y0.w) << 16),
+                                     tk_f32_to_bf16(y1.x) | (tk_f32_to_bf16(y1.y) << 16),
+                                     tk_f32_to_bf16(y1.z) | (tk_f32_to_bf16(y1.w) << 16));
+          const uint oe = orow + 16 * c16 + 8 * lh;
+          if (O_UNALIGNED == 0u) {
+            o_4[oe / 8] = packed;
+          } else {  // an even element: four words
+            [[unroll]] for (uint w = 0; w < 4; ++w) o_w[oe / 2 + w] = packed[w];
+          }
+        }
         sync_subgroup();
       }
     }

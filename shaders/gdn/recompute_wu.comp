@@ -12,6 +12,7 @@
 //   w, walked in slabs of 64: invocation (rg, cg) = (tid / 16, tid % 16)
 //   owns columns 4cg..4cg+3 of the slab for rows rg, rg + 16, ... < BT;
 // - rows past the chunk's end (tail chunk) are loaded as zeros and never written;
+// - v is a view, read by words (pairs of halves of two with V_UNALIGNED);
 //   columns of A at or past the chunk's row count are zeroed, so whatever
 //   the caller left there is ignored.
 // No subgroup operation: correct for any subgroup size.
@@ -82,7 +83,11 @@ void main() {
         const float bt = beta[bh];
         vec2 x;
         if (col < V) {
-          const uint word = v_words[(((tr.token + r) * H + h) * V + col) / 2];
+          // v is a view: its pair (e, e + 1) is one word where e is even
+          // (always, without V_UNALIGNED), else the halves of two
+          const uint e = pc.v_at + (tr.token + r) * pc.v_token + h * pc.v_head + col;
+          uint word = v_words[e >> 1];
+          if (V_UNALIGNED != 0u && (e & 1u) != 0u) word = (word >> 16) | (v_words[(e >> 1) + 1u] << 16);
           x = vec2(tk_bf16_to_f32(word & 0xffffu), tk_bf16_to_f32(word >> 16)) * bt;
         } else {
           const uint word = k_words[(((tr.token + r) * pc.Hg + kh) * K + col - V) / 2];

@@ -17,7 +17,8 @@
 // - WG = 512 or 256 invocations (16 or 8 subgroups of 32, at least BT /
 //   16; the host takes 512 where its shared memory fits); every global
 //   load is issued unconditionally, in 16-byte pieces, with clamped
-//   addresses and selects afterwards;
+//   addresses and selects afterwards (v is a view whose pieces, with
+//   V_UNALIGNED, are read as the 32-bit words that hold them);
 // - shared memory: the bf16 operand rows [BT][max(K, V) / 8 + 1] uvec4,
 //   A in bf16 [BT][BT / 8 + 1] (and the residual for A in f32), then one
 //   output scratch tile [16][3] per subgroup;
@@ -69,6 +70,7 @@ const uint MAX_MT = 8;
 
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
+layout(std430, binding = 1) readonly buffer VWords { uint v_w[]; };  // V_UNALIGNED
 layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
 layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
 layout(std430, binding = 4) readonly buffer ABuf { vec4 a4[]; };
@@ -146,10 +148,15 @@ void load_tile(const bool IS_W, Tile t) {
         row_f[n] = 0.5;
         row_d[n] = -0.1;
       } else {
-        if (IS_W)
+        if (IS_W) {
           raw[n] = k8[(tok * pc.Hg + t.kh) * (K / 8) + c8];
-        else
-          raw[n] = v8[(tok * H + t.h) * (V / 8) + c8];
+        } else {
+          const uint e = pc.v_at + tok * pc.v_token + t.h * pc.v_head + 8 * c8;  // v is a view
+          if (V_UNALIGNED == 0u)
+            raw[n] = v8[e / 8];
+          else
+            raw[n] = TK_LOAD8_16(v_w, e);
+        }
         row_f[n] = beta[slot * H + t.h];
         row_d[n] = IS_W ? gate[slot * H + t.h] : 0.0;
       }

@@ -21,7 +21,8 @@
 //   index entry of the tile after it;
 // - every global load of a tile is issued unconditionally in 16-byte pieces
 //   (addresses clamped to the chunk's rows; rows past its end zeroed when
-//   staged); invocation i = 32 * subgroup + lane stages pieces i, i + 512,
+//   staged); v is a view whose pieces, with V_UNALIGNED, are read as the
+//   32-bit words that hold them (TK_LOAD8_16); invocation i = 32 * subgroup + lane stages pieces i, i + 512,
 //   ... of each operand and piece i of A;
 // - shared memory, uvec4: v rows [64][V / 8 + 1], k rows [64][K / 8 + 1],
 //   A rows [64][9] (44032 bytes at K = V = 128);
@@ -65,6 +66,7 @@ const uint MAX_MT = 2;      // 8 column tiles over 4 subgroups
 
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
+layout(std430, binding = 1) readonly buffer VWords { uint v_w[]; };  // V_UNALIGNED
 layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
 layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
 layout(std430, binding = 4) readonly buffer ABuf { uvec4 a8[]; };  // 8 bf16 values
@@ -111,7 +113,11 @@ void load_tile(Tile t) {
     if (n < V_SWEEPS) {
       const uint p = min(i + n * WG, BT * V8 - 1);
       const uint r = min(p / V8, tk_last_row(t.c.rows));
-      raw_v[n] = v8[((t.c.token + r) * H + t.h) * V8 + p % V8];
+      const uint e = pc.v_at + (t.c.token + r) * pc.v_token + t.h * pc.v_head + 8 * (p % V8);  // v is a view
+      if (V_UNALIGNED == 0u)
+        raw_v[n] = v8[e / 8];
+      else
+        raw_v[n] = TK_LOAD8_16(v_w, e);
       beta_v[n] = beta[(t.c.slot + r) * H + t.h];
     }
     if (n < K_SWEEPS) {

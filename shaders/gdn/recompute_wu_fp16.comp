@@ -12,7 +12,9 @@
 // - WG = 128, 256 or 512 invocations (NSG = 4, 8 or 16 subgroups of 32;
 //   at most 16 * BT). Every global load of the workgroup (operand rows, A,
 //   beta, g) is issued up front, unconditionally (clamped addresses, selects
-//   afterwards), in 16-byte pieces, before the first value is used;
+//   afterwards), in 16-byte pieces, before the first value is used (v is a
+//   view whose pieces, with V_UNALIGNED, are read as the 32-bit words that
+//   hold them);
 // - operand rows: invocation (row, lane16) = (tid / 16 + n * WG / 16,
 //   tid % 16) holds the 8 columns 8 * (lane16 + 16 q) .. + 7; the 16 lanes
 //   of a row are one half-subgroup. A: BT / 8 lanes per row, 8 columns each;
@@ -72,6 +74,7 @@ const uint MAX_MT = 8;
 
 layout(std430, binding = 0) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 1) readonly buffer VBuf { uvec4 v8[]; };
+layout(std430, binding = 1) readonly buffer VWords { uint v_w[]; };  // V_UNALIGNED
 layout(std430, binding = 2) readonly buffer BetaBuf { float beta[]; };
 layout(std430, binding = 3) readonly buffer GBuf { float gate[]; };
 layout(std430, binding = 4) readonly buffer ABuf { vec4 a4[]; };
@@ -157,10 +160,15 @@ void body(const bool IS_W) {
       const uint r = min(orow0 + n * OPR, tk_last_row(rows));
       const uint c8 = lane16 + 16 * q < D8 ? lane16 + 16 * q : 0;
       const uint t = tr.token + r;
-      if (IS_W)
+      if (IS_W) {
         raw[x] = k8[(t * pc.Hg + kh) * (K / 8) + c8];
-      else
-        raw[x] = v8[(t * H + h) * (V / 8) + c8];
+      } else {
+        const uint e = pc.v_at + t * pc.v_token + h * pc.v_head + 8 * c8;  // v is a view
+        if (V_UNALIGNED == 0u)
+          raw[x] = v8[e / 8];
+        else
+          raw[x] = TK_LOAD8_16(v_w, e);
+      }
     }
   }
   [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {

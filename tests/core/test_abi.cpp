@@ -79,6 +79,8 @@ TEST(Abi, EveryVariantMatchesItsHeader) {
   check_kernel<aura::DecodeAttentionKernel>();
   check_kernel<gdn::ChunkO<gdn::ChunkOConfig<>>>();
   check_kernel<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>();
+  check_kernel<gdn::L2Norm<128>>();
+  check_kernel<gdn::KKTSolve<gdn::KKTSolveConfig<64, 128>>>();
 }
 
 // The reflection itself can fail: the subgroup layout probe has one push

@@ -2,8 +2,8 @@
 // every pipeline that a call inside its envelope can take, so no record()
 // of such a call creates one or is refused. Each test builds one kernel,
 // then records a sweep of calls over its envelope (batch, query rows, keys,
-// tokens, sequences, options, with and without a workspace) into a command
-// buffer that is never submitted, and checks that every call was recorded
+// tokens, sequences, options, views, with and without a workspace) into a
+// command buffer that is never submitted, and checks that every call was recorded
 // and that the Context created no pipeline meanwhile. It prints how many
 // pipelines the constructor built and how long they took.
 #include <tilekernels/aura.hpp>
@@ -163,23 +163,41 @@ TEST_F(Envelope, ChunkForwardRecordsEveryCallWithoutBuildingAPipeline) {
   negative.beta_sigmoid = true, negative.allow_neg_eigval = true, negative.qk_l2norm = true;
   vk_state.state_layout = gdn::StateLayout::vk;
   const std::vector<gdn::GdnOptions> options{{}, l2, gated, negative, vk_state};
+  // Views of fused rows (q, k, v in one row per token, g and beta in
+  // another, o inside wider rows): on 16-byte boundaries, and at odd
+  // elements (o: even).
+  const FusedRows qkv_aligned(ctx, DType::bf16, max_tokens, 2 * Hg * K + H * V + 8, 8),
+      qkv_odd(ctx, DType::bf16, max_tokens, 2 * Hg * K + H * V + 3, 5),
+      gates(ctx, DType::f32, max_tokens, 2 * H + 1, 3), o_aligned(ctx, DType::bf16, max_tokens, H * V + 8, 8),
+      o_odd(ctx, DType::bf16, max_tokens, H * V + 2, 2);
   struct Call {
     std::int64_t B, T, N;  // N > 0: varlen (B = 1)
     std::size_t options;
     bool states;
+    int views = 0;  // 0: dense; 1: views on 16-byte boundaries; 2: at odd elements
   };
   std::vector<Call> calls;
   for (const std::int64_t T : {1, 63, 64, 65, 1000, 2048})
     for (const auto& [B, N] : {std::pair<std::int64_t, std::int64_t>{1, 0}, {2, 0}, {1, 1}, {1, 2}, {1, 5}})
-      for (std::size_t opt = 0; opt < options.size(); ++opt)
-        for (const bool states : {false, true})
-          if (N <= T) calls.push_back({B, T, N, opt, states});
+      if (N <= T) {
+        for (std::size_t opt = 0; opt < options.size(); ++opt)
+          for (const bool states : {false, true}) calls.push_back({B, T, N, opt, states});
+        for (const int views : {1, 2})
+          for (const std::size_t opt : {std::size_t(0), std::size_t(1)}) calls.push_back({B, T, N, opt, true, views});
+      }
   const auto args_of = [&](const Call& c) {
     Kernel::Args a;
     const std::int64_t seqs = c.N > 0 ? c.N : c.B;
     a.q = shaped(q, {c.B, c.T, Hg, K}), a.k = shaped(k, {c.B, c.T, Hg, K});
     a.v = shaped(v, {c.B, c.T, H, V}), a.o = shaped(o, {c.B, c.T, H, V});
     a.g = shaped(g, {c.B, c.T, H}), a.beta = shaped(beta, {c.B, c.T, H});
+    if (c.views) {
+      const FusedRows& qkv = c.views == 1 ? qkv_aligned : qkv_odd;
+      a.q = qkv.view({c.B, c.T, Hg, K}, 2, 0), a.k = qkv.view({c.B, c.T, Hg, K}, 2, Hg * K);
+      a.v = qkv.view({c.B, c.T, H, V}, 2, 2 * Hg * K + (c.views == 1 ? 0 : 1));
+      a.g = gates.view({c.B, c.T, H}, 2, 0), a.beta = gates.view({c.B, c.T, H}, 2, H + 1);
+      a.o = c.views == 1 ? o_aligned.view({c.B, c.T, H, V}, 2, 8) : o_odd.view({c.B, c.T, H, V}, 2, 2);
+    }
     a.options = options[c.options];
     const Shape state = a.options.state_layout == gdn::StateLayout::kv ? Shape{seqs, H, K, V} : Shape{seqs, H, V, K};
     if (c.states) a.initial_state = shaped(h0, state), a.final_state = shaped(ht, state);

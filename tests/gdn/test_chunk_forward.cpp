@@ -4,12 +4,13 @@
 // (within the 1e-2 that FLA's rounding points alone come near, see
 // bench/notes/2026-11-gdn-forward.md). Recorded on the synchronization-validation
 // Context; the workspace starts as NaN, and each case runs twice (bit for
-// bit the same).
+// bit the same). The inputs and o are dense tensors or views of fused rows.
 #include <tilekernels/gdn/chunk_forward.hpp>
 #include <tilekernels/gdn/state_recurrence.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "gdn_cases.hpp"
 
@@ -24,13 +25,24 @@ struct Errors {
   double o_fla = 0, state_fla = 0, o_exact = 0, state_exact = 0;
 };
 
+// How a case passes q, k, v, g, beta and o: dense tensors, or views of an
+// engine's fused rows (FusedRows: q, k and v in one bf16 row per token, g
+// and beta in one f32 row, o inside wider bf16 rows; every other element
+// NaN), their heads further apart than a row, at offsets and strides that
+// are multiples of 8 elements (every row on a 16-byte boundary), or odd ones
+// (o: even, not multiples of 8; g and beta interleaved).
+enum class Layout { dense, fused_aligned, fused_odd };
+const char* layout_name(Layout l) {
+  return l == Layout::dense ? "dense" : l == Layout::fused_aligned ? "fused, aligned" : "fused, odd";
+}
+
 template <std::uint32_t BT, std::uint32_t K, std::uint32_t V>
 struct ForwardCase {
   using Kernel = gdn::ChunkForward<gdn::ChunkForwardConfig<BT, K, V>>;
 
   // keep_state false: no final_state argument (the kernels' variants without
   // it); o is checked, the state errors stay 0.
-  static Errors run(const Case& c, bool keep_state = true) {
+  static Errors run(const Case& c, bool keep_state = true, Layout layout = Layout::dense) {
     Context& ctx = sync_context();
     const ref::GatedDeltaRuleProblem& p = c.p;
     const std::int64_t B = std::int64_t(p.B), T = std::int64_t(p.T), Hg = std::int64_t(p.Hg), H = std::int64_t(p.H);
@@ -55,6 +67,34 @@ struct ForwardCase {
     Kernel fwd(ctx, gdn::GdnEnvelope{gdn_options(c.o)});
     typename Kernel::Args args;
     args.q = q, args.k = k, args.v = v, args.g = g, args.beta = beta, args.o = o;
+    std::optional<FusedRows> qkv_rows, gate_rows, o_rows;
+    if (layout != Layout::dense) {
+      const bool odd = layout == Layout::fused_odd;
+      const auto heads_apart = [](TensorRef t, std::int64_t elements) {
+        t.strides[2] = elements;
+        return t;
+      };
+      const std::int64_t gap = odd ? 1 : 8, o_gap = odd ? 2 : 8;  // elements between one head's row and the next
+      const std::int64_t qk = Hg * (K + gap);
+      qkv_rows.emplace(ctx, DType::bf16, B * T, 2 * qk + H * (V + gap) + (odd ? 3 : 8), odd ? 5 : 8);
+      gate_rows.emplace(ctx, DType::f32, B * T, 2 * H + 1, 3);
+      o_rows.emplace(ctx, DType::bf16, B * T, H * (V + o_gap) + o_gap, odd ? 2 : 8);
+      args.q = heads_apart(qkv_rows->view({B, T, Hg, K}, 2, 0), K + gap);
+      args.k = heads_apart(qkv_rows->view({B, T, Hg, K}, 2, qk), K + gap);
+      args.v = heads_apart(qkv_rows->view({B, T, H, V}, 2, 2 * qk + (odd ? 1 : 0)), V + gap);
+      args.o = heads_apart(o_rows->view({B, T, H, V}, 2, o_gap), V + o_gap);
+      if (odd) {  // interleaved
+        args.g = heads_apart(gate_rows->view({B, T, H}, 2, 0), 2);
+        args.beta = heads_apart(gate_rows->view({B, T, H}, 2, 1), 2);
+      } else {
+        args.g = gate_rows->view({B, T, H}, 2, 0);
+        args.beta = gate_rows->view({B, T, H}, 2, H + 1);
+      }
+      qkv_rows->upload(args.q, c.q), qkv_rows->upload(args.k, c.k), qkv_rows->upload(args.v, c.v);
+      gate_rows->upload(args.g, c.g), gate_rows->upload(args.beta, c.beta);
+      EXPECT_TRUE(fwd.problem(args).qk_views) << "strided q and k must be copied for the later stages";
+    }
+    SCOPED_TRACE(layout_name(layout));
     if (h0) args.initial_state = h0->ref();
     if (keep_state) args.final_state = ht.ref();
     if (a_log) args.A_log = a_log->ref();
@@ -65,9 +105,15 @@ struct ForwardCase {
     if (p.scale != 0) args.scale = float(p.scale);  // 0: the default, 1 / sqrt(K)
     GuardedTensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4)});
     args.workspace = Workspace{ws.ref()};
+    const auto read_o = [&] { return o_rows ? o_rows->read(args.o) : o.read_floats(); };
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) { fwd.record(cmd, args); });
-    const auto got_o = o.read_floats(), got_ht = ht.read_floats();
+    const auto got_o = read_o(), got_ht = ht.read_floats();
     EXPECT_TRUE(ws.guards_intact()) << "the forward wrote outside its workspace";
+    if (o_rows) {
+      o_rows->expect_untouched_outside({args.o});
+      qkv_rows->expect_untouched_outside({args.q, args.k, args.v});
+      gate_rows->expect_untouched_outside({args.g, args.beta});
+    }
 
     const auto fla = ref::chunk_forward(p, c.in(), BT, ref::Rounding::fla);
     const auto exact = ref::gated_delta_rule(p, c.in());
@@ -84,15 +130,17 @@ struct ForwardCase {
     EXPECT_LE(e.state_fla, kBudgetFla) << "final state against the Rounding::fla reference";
     EXPECT_LE(e.o_exact, kBudgetExact) << "o against the exact recurrence";
     EXPECT_LE(e.state_exact, kBudgetExact) << "final state against the exact recurrence";
-    std::printf("[gdn forward] %s N=%zu T=%zu Hg=%zu H=%zu K=%u V=%u BT=%u: o %.2e / %.2e, state %.2e / %.2e "
+    std::printf("[gdn forward] %s (%s) N=%zu T=%zu Hg=%zu H=%zu K=%u V=%u BT=%u: o %.2e / %.2e, state %.2e / %.2e "
                 "(fla / exact)\n",
-                c.o.name, p.N(), p.T, p.Hg, p.H, K, V, BT, e.o_fla, e.o_exact, e.state_fla, e.state_exact);
+                c.o.name, layout_name(layout), p.N(), p.T, p.Hg, p.H, K, V, BT, e.o_fla, e.o_exact, e.state_fla,
+                e.state_exact);
 
     o.poison();
+    if (o_rows) o_rows->upload(args.o, std::vector<float>(got_o.size(), std::numeric_limits<float>::quiet_NaN()));
     ht.poison();
     ws.poison();
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) { fwd.record(cmd, args); });
-    EXPECT_EQ(0, std::memcmp(got_o.data(), o.read_floats().data(), got_o.size() * 4)) << "o moved between runs";
+    EXPECT_EQ(0, std::memcmp(got_o.data(), read_o().data(), got_o.size() * 4)) << "o moved between runs";
     EXPECT_EQ(0, std::memcmp(got_ht.data(), ht.read_floats().data(), got_ht.size() * 4)) << "state moved";
     return e;
   }
@@ -153,6 +201,86 @@ TEST_F(ChunkForwardTest, ManyHeadsVariableLength) {
     EXPECT_EQ(chosen.name, State::rows_name) << "the case no longer reaches the rows kernel";
   }
   ForwardCase<32, 64, 128>::run(make_case(1, 150, 6, 12, 64, 128, {0, 40, 41, 150}, kPlain, 960));
+}
+
+// q, k and v as views of one fused bf16 row per token, g and beta of one
+// f32 row, o a view into wider rows: on 16-byte boundaries (the default
+// pipelines) and at odd elements (o at even ones; word-wise pipelines), with
+// and without qk_l2norm (q and k normalised into the workspace, or copied
+// there), fixed length (B = 2) and varlen, grouped heads.
+TEST_F(ChunkForwardTest, ViewsOfFusedProjections) {
+  std::uint64_t seed = 1500;
+  for (const Layout layout : {Layout::fused_aligned, Layout::fused_odd})
+    for (const Opts& o : {kPlain, kOptionSets[1]}) {
+      ForwardCase<64, 64, 64>::run(make_case(2, 100, 1, 2, 64, 64, {}, o, seed++), true, layout);
+      ForwardCase<64, 64, 64>::run(make_case(1, 150, 2, 4, 64, 64, {0, 40, 41, 150}, o, seed++), true, layout);
+    }
+  // Every option (the gate computed from g in the kernel, beta from logits,
+  // the state [V, K]) at K = V = 128, and another chunk length.
+  ForwardCase<64, 128, 128>::run(make_case(1, 130, 1, 2, 128, 128, {0, 65, 130}, kOptionSets[6], seed++), true,
+                                 Layout::fused_odd);
+  ForwardCase<32, 64, 128>::run(make_case(2, 45, 2, 4, 64, 128, {}, kOptionSets[3], seed++), true,
+                                Layout::fused_aligned);
+}
+
+// What a view may be: the innermost dimension dense, offsets multiples of
+// the element size, a bf16 o on even elements, rows off 16-byte boundaries
+// only inside the envelope; each is refused naming the tensor. A strided or
+// misaligned q or k is copied into the workspace (qk_views), which grows.
+TEST_F(ChunkForwardTest, ChecksViews) {
+  Context& ctx = context();
+  using Kernel = gdn::ChunkForward<gdn::ChunkForwardConfig<64, 64, 64>>;
+  constexpr std::int64_t B = 1, T = 10, Hg = 1, H = 2, K = 64, V = 64;
+  FusedRows qkv(ctx, DType::bf16, B * T, 2 * Hg * K + H * V + 3, 5), gate(ctx, DType::f32, B * T, 2 * H + 1, 3);
+  FusedRows out(ctx, DType::bf16, B * T, H * V + 4, 2), out_odd_rows(ctx, DType::bf16, B * T, H * V + 3, 2);
+  Kernel fwd(ctx);
+  Kernel::Args args;
+  args.q = qkv.view({B, T, Hg, K}, 2, 0), args.k = qkv.view({B, T, Hg, K}, 2, Hg * K);
+  args.v = qkv.view({B, T, H, V}, 2, 2 * Hg * K + 1);
+  args.g = gate.view({B, T, H}, 2, 0), args.beta = gate.view({B, T, H}, 2, H + 1);
+  args.o = out.view({B, T, H, V}, 2, 2);
+  EXPECT_TRUE(fwd.problem(args).qk_views);
+  Tensor ws(ctx, DType::u32, {std::int64_t(Kernel::workspace_bytes(fwd.problem(args)) / 4)});
+  args.workspace = Workspace{ws.ref()};
+  EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
+  const Kernel::Args good = args;
+
+  args.k.strides.back() = 2;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument,
+                     "gdn.chunk_forward: k: the innermost dimensions must be contiguous");
+  args = good, args.o = out.view({B, T, H, V}, 2, 3);
+  expect_check_error(fwd, args, ErrorCode::invalid_argument,
+                     "gdn.chunk_forward: o: a 16-bit output view needs an even element offset and even strides");
+  args = good, args.o = out_odd_rows.view({B, T, H, V}, 2, 2);
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "o: a 16-bit output view needs an even element offset");
+  args = good, args.g.offset += 2;
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "g: offset");
+  args = good, args.beta.strides = {3};
+  expect_check_error(fwd, args, ErrorCode::invalid_argument, "beta: strides [3] do not match the shape's 3 dimensions");
+
+  // Built without unaligned views: v and o views off 16-byte boundaries are
+  // outside its envelope (and named), views on them are inside.
+  const Kernel aligned_only(ctx, gdn::GdnEnvelope{.unaligned_views = false});
+  expect_check_error(aligned_only, good, ErrorCode::invalid_argument,
+                     "v: a view whose rows do not all start on a 16-byte boundary");
+  FusedRows qkv8(ctx, DType::bf16, B * T, 2 * Hg * K + H * V + 8, 8), out8(ctx, DType::bf16, B * T, H * V + 8, 8);
+  args = good, args.v = qkv8.view({B, T, H, V}, 2, 2 * Hg * K);
+  expect_check_error(aligned_only, args, ErrorCode::invalid_argument,
+                     "o: a view whose rows do not all start on a 16-byte boundary");
+  args.o = out8.view({B, T, H, V}, 2, 8);
+  EXPECT_TRUE(aligned_only.can_implement(args)) << aligned_only.can_implement(args).message;
+
+  // q and k dense and bound where they are: no copy, a smaller workspace;
+  // a dense k at an offset no device aligns bindings to is copied.
+  Tensor q(ctx, DType::bf16, {B, T, Hg, K});
+  args = good, args.q = q, args.k = q;
+  EXPECT_FALSE(fwd.problem(args).qk_views);
+  EXPECT_LT(Kernel::workspace_bytes(fwd.problem(args)), Kernel::workspace_bytes(fwd.problem(good)));
+  EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
+  Tensor q_wide(ctx, DType::bf16, {B * T * Hg * K + 1});
+  args.k = q_wide.ref(), args.k.shape = {B, T, Hg, K}, args.k.offset = 2, args.k.size -= 2;
+  EXPECT_TRUE(fwd.problem(args).qk_views);
+  EXPECT_TRUE(fwd.can_implement(args)) << fwd.can_implement(args).message;
 }
 
 TEST_F(ChunkForwardTest, ChecksArguments) {

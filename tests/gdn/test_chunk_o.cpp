@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "../support.hpp"
 
@@ -51,6 +52,12 @@ Inputs make_inputs(Rng& rng, const ref::ChunkOShape& s) {
   return in;
 }
 
+// Where o goes: a dense tensor, or a view into wider bf16 rows (FusedRows;
+// every element outside it NaN) whose heads lie further apart than V, at an
+// offset and strides that are multiples of 8 elements (rows on 16-byte
+// boundaries) or even ones that are not (written by words).
+enum class OLayout { dense, view_aligned, view_even };
+
 template <class Config>
 ref::ChunkOShape shape_of(const Case& c) {
   return {c.B, c.T, c.Hg, c.H, Config::K, Config::V, Config::BT};
@@ -62,7 +69,7 @@ ref::ChunkOShape shape_of(const Case& c) {
 template <class Config>
 std::vector<float> run_kernel(Context& ctx, const Inputs& in, const ref::ChunkOShape& s, float scale,
                               const tilekernels::Variant<typename gdn::ChunkO<Config>::Problem>* variant = nullptr,
-                              std::uint32_t workgroups = 0) {
+                              std::uint32_t workgroups = 0, OLayout layout = OLayout::dense) {
   const auto I = [](std::size_t x) { return static_cast<std::int64_t>(x); };
   auto q = Tensor::from_floats(ctx, DType::bf16, {I(s.B), I(s.T), I(s.Hg), I(s.K)}, in.q);
   auto k = Tensor::from_floats(ctx, DType::bf16, {I(s.B), I(s.T), I(s.Hg), I(s.K)}, in.k);
@@ -70,8 +77,21 @@ std::vector<float> run_kernel(Context& ctx, const Inputs& in, const ref::ChunkOS
   auto h = Tensor::from_floats(ctx, DType::bf16, {I(s.B), I(s.NT()), I(s.H), I(s.V), I(s.K)}, in.h);
   auto g = Tensor::from_floats(ctx, DType::f32, {I(s.B), I(s.T), I(s.H)}, in.g);
   GuardedTensor o(ctx, DType::bf16, {I(s.B), I(s.T), I(s.H), I(s.V)});
+  std::optional<FusedRows> o_rows;
+  TensorRef o_ref = o;
+  if (layout != OLayout::dense) {
+    const std::int64_t gap = layout == OLayout::view_even ? 2 : 8;  // elements between heads, and the offset
+    o_rows.emplace(ctx, DType::bf16, I(s.B * s.T), I(s.H) * (I(s.V) + gap) + gap, gap);
+    o_ref = o_rows->view({I(s.B), I(s.T), I(s.H), I(s.V)}, 2, gap);
+    o_ref.strides[2] = I(s.V) + gap;
+  }
+  const auto read_o = [&] {
+    if (!o_rows) return o.read_floats();
+    o_rows->expect_untouched_outside({o_ref});
+    return o_rows->read(o_ref);
+  };
   gdn::ChunkO<Config> kernel(ctx);
-  const typename gdn::ChunkO<Config>::Args args{q, k, v, h, g, o, scale, {}, {}, {}};
+  const typename gdn::ChunkO<Config>::Args args{q, k, v, h, g, o_ref, scale, {}, {}, {}};
   auto plan = kernel.plan(args);
   if (variant) {
     plan.variant = variant;
@@ -80,10 +100,11 @@ std::vector<float> run_kernel(Context& ctx, const Inputs& in, const ref::ChunkOS
   plan.workgroups = workgroups;
   const auto run = [&] { ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record(cmd, args, plan); }); };
   run();
-  const auto first = o.read_floats();
+  const auto first = read_o();
   o.poison();
+  if (o_rows) o_rows->upload(o_ref, std::vector<float>(first.size(), std::numeric_limits<float>::quiet_NaN()));
   run();
-  const auto second = o.read_floats();
+  const auto second = read_o();
   EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(float))) << "output moved between runs";
   return first;
 }
@@ -99,7 +120,7 @@ class ChunkOTest : public DeviceTest {
  protected:
   // Every variant this device has; the bf16 one also with one workgroup
   // walking every tile.
-  void check(const Case& c, std::uint64_t seed) {
+  void check(const Case& c, std::uint64_t seed, OLayout layout = OLayout::dense) {
     const auto s = shape_of<Config>(c);
     SCOPED_TRACE("BT=" + std::to_string(s.BT) + " K=" + std::to_string(s.K) + " V=" + std::to_string(s.V) +
                  " B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " Hg=" + std::to_string(c.Hg) +
@@ -114,12 +135,13 @@ class ChunkOTest : public DeviceTest {
     for (const auto* v : variants)
       for (std::uint32_t workgroups : {0u, 1u}) {
         if (workgroups && v->path != Path::tensor_core_bf16) continue;
-        const auto got = run_kernel<Config>(context(), in, s, scale, v, workgroups);
+        const auto got = run_kernel<Config>(context(), in, s, scale, v, workgroups, layout);
         const double err = relative_rms(got, want);
-        EXPECT_LE(err, kBudget) << "variant " << v->name << " workgroups " << workgroups;
-        std::printf("[chunk_o] %-16s grid %u BT=%u K=%u V=%u B=%zu T=%zu Hg=%zu H=%zu rel_rms=%.3g\n",
+        EXPECT_LE(err, kBudget) << "variant " << v->name << " workgroups " << workgroups << " o layout "
+                                << int(layout);
+        std::printf("[chunk_o] %-16s grid %u BT=%u K=%u V=%u B=%zu T=%zu Hg=%zu H=%zu o %s rel_rms=%.3g\n",
                     std::string(v->name).c_str(), workgroups, Config::BT, Config::K, Config::V, c.B, c.T, c.Hg, c.H,
-                    err);
+                    layout == OLayout::dense ? "dense" : layout == OLayout::view_aligned ? "view/8" : "view/2", err);
       }
   }
 };
@@ -149,6 +171,15 @@ TYPED_TEST(ChunkOTest, MatchesReference) {
   }
 }
 
+// o as a view into wider rows, on 16-byte boundaries and at even elements
+// off them, on every variant (with a tail chunk and grouped heads).
+TYPED_TEST(ChunkOTest, OAsAView) {
+  using C = TypeParam;
+  std::uint64_t seed = 100 * C::BT + C::K + C::V + 50;
+  this->check({2, 70, 1, 2}, seed++, OLayout::view_aligned);
+  this->check({1, 70, 2, 4}, seed++, OLayout::view_even);
+}
+
 // Values the fp16 tensor-core operands cannot hold: an input beyond 65504
 // and, separately, a q k^T block whose bf16 value exceeds it. The
 // tensor-core path must fall back for those tiles, not return Inf.
@@ -176,13 +207,15 @@ TEST_F(ChunkORange, BeyondHalfRangeDoesNotOverflow) {
     }
     const float scale = 0.125f;
     const auto want = ref::chunk_o(in.q, in.k, in.v, in.h, in.g, scale, s);
-    for (const auto* v : eligible_variants<gdn::ChunkO<Config>>(context(), problem_of<Config>(s))) {
-      const auto got = run_kernel<Config>(context(), in, s, scale, v);
-      for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "case " << variant << " variant " << v->name;
-      EXPECT_LE(relative_rms(got, want), kBudget) << "case " << variant << " variant " << v->name;
-      std::printf("[chunk_o] range case %d on %s: rel_rms=%.3g\n", variant, std::string(v->name).c_str(),
-                  relative_rms(got, want));
-    }
+    // o dense, and a view at even elements (the fp16 variant's fallback writes it too)
+    for (const OLayout layout : {OLayout::dense, OLayout::view_even})
+      for (const auto* v : eligible_variants<gdn::ChunkO<Config>>(context(), problem_of<Config>(s))) {
+        const auto got = run_kernel<Config>(context(), in, s, scale, v, 0, layout);
+        for (float x : got) ASSERT_TRUE(std::isfinite(x)) << "case " << variant << " variant " << v->name;
+        EXPECT_LE(relative_rms(got, want), kBudget) << "case " << variant << " variant " << v->name;
+        std::printf("[chunk_o] range case %d on %s, o %s: rel_rms=%.3g\n", variant, std::string(v->name).c_str(),
+                    layout == OLayout::dense ? "dense" : "view/2", relative_rms(got, want));
+      }
   }
 }
 

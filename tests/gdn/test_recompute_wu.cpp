@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <algorithm>
 
 #include "../support.hpp"
@@ -59,6 +60,12 @@ Inputs make_inputs(Rng& rng, const Shape5& s, std::size_t K, std::size_t V, std:
   return in;
 }
 
+// Where v is read from: a dense tensor, or a view of fused rows (FusedRows;
+// every element outside it NaN) whose heads lie further apart than V, at an
+// offset and strides that are multiples of 8 elements (rows on 16-byte
+// boundaries) or odd ones (read by words).
+enum class VLayout { dense, view_aligned, view_odd };
+
 // One way to run the kernel: a variant of its table and, for the bf16
 // variants, the persistent grid (0: automatic; 2: two workgroups, or one
 // pair, walk every tile).
@@ -95,13 +102,25 @@ class RecomputeWUTest : public DeviceTest {
   // sees), computes the reference, and calls check(label, run, ref) for every
   // path, where run() runs that path on NaN-poisoned outputs.
   template <class Check>
-  void on_every_path(const Shape5& s, Inputs in, Check&& check) {
+  void on_every_path(const Shape5& s, Inputs in, Check&& check, VLayout layout = VLayout::dense) {
     constexpr std::size_t K = Config::k, V = Config::v, BT = Config::bt;
     Context& ctx = context();
     in.A = rounded(Config::a_dtype, in.A);
     const auto S = [](auto... d) { return Shape{static_cast<std::int64_t>(d)...}; };
     auto k = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.Hg, K), in.k);
     auto v = Tensor::from_floats(ctx, DType::bf16, S(s.B, s.T, s.H, V), in.v);
+    std::optional<FusedRows> v_rows;
+    TensorRef v_ref = v;
+    if (layout != VLayout::dense) {
+      const bool odd = layout == VLayout::view_odd;
+      const std::int64_t gap = odd ? 1 : 8;  // elements between heads
+      const auto H = static_cast<std::int64_t>(s.H);
+      v_rows.emplace(ctx, DType::bf16, static_cast<std::int64_t>(s.B * s.T), H * (V + gap) + (odd ? 3 : 8),
+                     odd ? 5 : 8);
+      v_ref = v_rows->view(S(s.B, s.T, s.H, V), 2, 0);
+      v_ref.strides[2] = static_cast<std::int64_t>(V) + gap;
+      v_rows->upload(v_ref, in.v);
+    }
     auto beta = Tensor::from_floats(ctx, DType::f32, S(s.B, s.T, s.H), in.beta);
     auto g = Tensor::from_floats(ctx, DType::f32, S(s.B, s.T, s.H), in.g);
     auto A = Tensor::from_floats(ctx, Config::a_dtype, S(s.B, s.T, s.H, BT), in.A);
@@ -115,7 +134,7 @@ class RecomputeWUTest : public DeviceTest {
     for (const auto& pc : cases) {
       SCOPED_TRACE(pc.label);
       gdn::RecomputeWU<Config> kernel(ctx);
-      const typename gdn::RecomputeWU<Config>::Args args{k, v, beta, g, A, w, u, {}, {}, {}};
+      const typename gdn::RecomputeWU<Config>::Args args{k, v_ref, beta, g, A, w, u, {}, {}, {}};
       const typename gdn::RecomputeWU<Config>::Plan plan{pc.variant, pc.workgroups};
       kernel.prepare(plan);
       const auto run = [&] {
@@ -126,11 +145,13 @@ class RecomputeWUTest : public DeviceTest {
       };
       check(std::string(pc.label), run, ref);
     }
+    if (v_rows) v_rows->expect_untouched_outside({v_ref});
   }
 
   // Runs every path twice; checks w and u against the reference, guards and
   // bit-exact repeatability, and keeps the worst error seen per path label.
-  void check_case(const Shape5& s, std::uint64_t seed, float kv_scale = 1.0f, Inputs* custom = nullptr) {
+  void check_case(const Shape5& s, std::uint64_t seed, float kv_scale = 1.0f, Inputs* custom = nullptr,
+                  VLayout layout = VLayout::dense) {
     SCOPED_TRACE("B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " Hg=" + std::to_string(s.Hg) +
                  " H=" + std::to_string(s.H) + " seed=" + std::to_string(seed));
     Rng rng(seed);
@@ -147,7 +168,7 @@ class RecomputeWUTest : public DeviceTest {
       const Outputs again = run();
       EXPECT_EQ(0, std::memcmp(got.w.data(), again.w.data(), got.w.size() * 4)) << "w moved";
       EXPECT_EQ(0, std::memcmp(got.u.data(), again.u.data(), got.u.size() * 4)) << "u moved";
-    });
+    }, layout);
   }
 
   void TearDown() override {
@@ -180,6 +201,14 @@ TYPED_TEST(RecomputeWUTest, MatchesReference) {
   this->check_case({1, 65, 1, 4}, seed++);
   if (!big) this->check_case({2, 200, 2, 4}, seed++);
   if (big) this->check_case({1, 130, 1, 2}, seed++);
+}
+
+// v as a view of fused rows, on 16-byte boundaries and at odd elements, on
+// every path (tails, grouped heads).
+TYPED_TEST(RecomputeWUTest, VAsAView) {
+  std::uint64_t seed = 600 + TypeParam::bt + TypeParam::k * 3 + TypeParam::v;
+  this->check_case({2, 70, 1, 2}, seed++, 1.0f, nullptr, VLayout::view_aligned);
+  this->check_case({1, 65, 2, 4}, seed++, 1.0f, nullptr, VLayout::view_odd);
 }
 
 // Operands beyond the fp16 range (|x| up to ~1e6 > 65504) and tiny ones: the

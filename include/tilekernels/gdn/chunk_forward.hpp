@@ -4,7 +4,9 @@
 // computed by chunks of BT tokens with FLA's rounding points
 // (bench/notes/2026-11-gdn-forward.md), stage by stage:
 //   [cu_seqlens: gdn::ChunkIndex, the index table from the device's offsets]
-//   [qk_l2norm: gdn::L2Norm, q and k into the workspace]
+//   [qk_l2norm: gdn::L2Norm, q and k into the workspace; without it, where
+//    q or k is a view the later stages cannot bind, the same stage copies
+//    them there]
 //   gdn::KKTSolve        gate, cumsum, beta, A = (I + M)^-1
 //   gdn::RecomputeWU     w, u
 //   gdn::StateRecurrence h per chunk, v_new (over u), the final state
@@ -26,6 +28,18 @@
 //                                 serves any lengths; its host copy
 //                                 cu_seqlens_host, where given, is checked
 // H is a multiple of Hg (value head h reads q/k head h / (H / Hg)).
+//
+// Views: q, k, v, g, beta and o may be views, as an engine slices them out of
+// fused projections ([tokens, 2 Hg K + H V] for q, k and v): any token and
+// head strides (B and T one token axis), the innermost dimension dense, any
+// offset that is a multiple of the element size (o: even offsets and
+// strides in elements, its pairs are written as 32-bit words). Each is
+// touched by one stage: L2Norm reads q and k (and writes the dense copies
+// the later stages read, normalised with qk_l2norm, else only where q or
+// k cannot be bound as it is: ChunkForwardProblem::qk_views), KKTSolve
+// reads g and beta, RecomputeWU v, and ChunkO writes o. Rows of v and o
+// that do not all start at multiples of 8 elements take word-wise
+// pipelines (GdnEnvelope::unaligned_views).
 //
 // Variable length and tails: every stage honours sequence boundaries through
 // gdn/chunking.hpp (one dispatch per stage for any lengths); the
@@ -68,11 +82,15 @@ enum class ChunkForwardStage { index, l2norm, kkt_solve, recompute_wu, state_rec
 
 // The shape of a forward: B rows of T tokens, or with cu_seqlens N
 // sequences over one row of T tokens (their total); whether q and k are
-// normalised in the forward (their copies then live in the workspace).
+// normalised in the forward, and whether either is a view the later stages
+// cannot bind as it is (not dense, or at an offset that is not a multiple
+// of minStorageBufferOffsetAlignment): with either, copies of q and k live
+// in the workspace.
 struct ChunkForwardProblem {
   std::int64_t B = 0, T = 0, Hg = 0, H = 0;
   std::int64_t N = 0;  // sequences with cu_seqlens (B = 1); 0: fixed length
   bool qk_l2norm = false;
+  bool qk_views = false;
 };
 
 template <class Config>
@@ -125,7 +143,7 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
   static Chunking chunking(const Problem& p) { return Chunking(p.B, p.T, p.N, BT); }
   Problem problem(const Args& a) const {
     return {a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.v.shape.at(2),
-            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, a.options.qk_l2norm};
+            a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : 0, a.options.qk_l2norm, !bindable(a.q) || !bindable(a.k)};
   }
 
   static Layout layout(const Problem& p) {
@@ -140,7 +158,7 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
     l.w = w.add(S * h * K * 2);
     l.u = w.add(S * h * V * 2);  // u, then v_new over it
     l.h = w.add(static_cast<std::uint64_t>(ch.chunks()) * h * K * V * 2);
-    if (p.qk_l2norm) {
+    if (p.qk_l2norm || p.qk_views) {
       const auto qk = static_cast<std::uint64_t>(p.B * p.T * p.Hg) * K * 2;
       l.q = w.add(qk);
       l.k = w.add(qk);
@@ -180,15 +198,18 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
     const Problem p = problem(a);
     const Chunking ch = chunking(p);
     ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
-    detail::expect_tensor(*ctx_, name, "q", a.q, DType::bf16, {B, T, Hg, K});
-    detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
+    detail::expect_view(*ctx_, name, "q", a.q, DType::bf16, {B, T, Hg, K}, 2);
+    detail::expect_view(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K}, 2);
     if (H % Hg != 0)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "H = " + std::to_string(H) +
                                                  " heads is not a multiple of Hg = " + std::to_string(Hg));
-    detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
-    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
-    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
-    detail::expect_tensor(*ctx_, name, "o", a.o, DType::bf16, {B, T, H, V});
+    const detail::ViewLayout v = detail::expect_view(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V}, 2);
+    detail::expect_view_in(name, "v", envelope_, a.v, v);
+    detail::expect_view(*ctx_, name, "g", a.g, DType::f32, {B, T, H}, 2);
+    detail::expect_view(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H}, 2);
+    const detail::ViewLayout o = detail::expect_view(*ctx_, name, "o", a.o, DType::bf16, {B, T, H, V}, 2);
+    detail::expect_word_rows(name, "o", a.o, o);
+    detail::expect_view_in(name, "o", envelope_, a.o, o);
     const std::int64_t N = ch.N();
     const Shape state = a.options.state_layout == StateLayout::kv ? Shape{N, H, K, V} : Shape{N, H, V, K};
     if (a.initial_state) detail::expect_tensor(*ctx_, name, "initial_state", *a.initial_state, DType::f32, state);
@@ -243,10 +264,10 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
       compute_barrier(*ctx_, cmd);
     }
     TensorRef q = a.q, k = a.k;
-    if (a.options.qk_l2norm) {
+    if (p.qk_l2norm || p.qk_views) {  // the dense copies (normalised where asked) the later stages read
       q = region(l.q, DType::bf16, a.q.shape);
       k = region(l.k, DType::bf16, a.k.shape);
-      l2_.record(cmd, {a.q, a.k, q, k});
+      l2_.record(cmd, {a.q, a.k, q, k, p.qk_l2norm});
       mark(cmd, ChunkForwardStage::l2norm);
       compute_barrier(*ctx_, cmd);
     }
@@ -301,6 +322,15 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
   }
 
  private:
+  // Whether the stages after L2Norm can bind `t` as it is: dense, at an
+  // offset the device aligns bindings to (strides that do not match the
+  // shape count as a view here; check() names them).
+  bool bindable(const TensorRef& t) const {
+    const auto align = ctx_->info().min_storage_buffer_offset_alignment;
+    const bool dense = t.strides.empty() || (t.strides.size() == t.shape.size() && t.dense());
+    return dense && (!align || t.offset % align == 0);
+  }
+
   static GdnEnvelope stage(GdnEnvelope e) {
     e.token_major = false;
     return e;

@@ -15,7 +15,12 @@
 //   v     [B, T, H, V]        bf16   (v_new)
 //   h     [B, NT, H, V, K]    bf16   (state per chunk and head, V rows of K; NT = ceil(T / BT))
 //   g     [B, T, H]           f32    (chunk-local cumulative gate, natural log)
-//   o     [B, T, H, V]        bf16
+//   o     [B, T, H, V]        bf16   a view: B and T one token axis, its offset (in
+//                                    elements) and token and head strides any even
+//                                    numbers (pairs are written as 32-bit words); rows
+//                                    that do not all start at multiples of 8 elements
+//                                    are written by words, in pipelines built where
+//                                    GdnEnvelope::unaligned_views says
 // or, with v, g and h slot-major as gdn::KKTSolve and gdn::StateRecurrence
 // write them (gdn/chunking.hpp; chosen by g's rank): v [slots, H, V], g
 // [slots, H], h [chunks, H, V, K]. Sequences: B rows of T tokens, or with
@@ -178,7 +183,7 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
       detail::expect_tensor(*ctx_, name, "h", a.h, DType::bf16, {B, NT, H, V, K});
       detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
     }
-    detail::expect_tensor(*ctx_, name, "o", a.o, DType::bf16, {B, T, H, V});
+    o_view(a);
     ch.check_index(*ctx_, name, a.index);
     if (a.scale && !std::isfinite(*a.scale))
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": scale must be finite");
@@ -221,9 +226,11 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
     push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
     push.batch = static_cast<std::uint32_t>(batch);
     push.N = static_cast<std::uint32_t>(ch.N());
+    const detail::ViewLayout view = o_view(a);
+    push.o_at = view.at, push.o_token = view.token, push.o_head = view.head;
     // Without cu_seqlens the index binding gets g, never read there.
-    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(v, p)), {a.q, a.k, a.v, a.h, a.g, a.o, a.index.value_or(a.g)},
-                            push, groups);
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(v, p, !detail::aligned_rows(view))),
+                            {a.q, a.k, a.v, a.h, a.g, a.o, a.index.value_or(a.g)}, push, groups);
   }
 
   // Builds the pipelines of a plan chosen by hand (a variant the automatic
@@ -232,8 +239,9 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
   void prepare(const Plan& plan) {
     for (const bool varlen : {false, true})
       for (const bool slots : {true, false})
-        if (slots || envelope_.token_major)
-          pipelines_.add(*ctx_, key(*plan.variant, Problem{1, 1, 1, 1, varlen ? 1 : 0, slots}));
+        for (const bool unaligned : {false, true})
+          if ((slots || envelope_.token_major) && (!unaligned || envelope_.unaligned_views))
+            pipelines_.add(*ctx_, key(*plan.variant, Problem{1, 1, 1, 1, varlen ? 1 : 0, slots}, unaligned));
   }
 
   // Records into a fresh command buffer, submits and waits.
@@ -243,10 +251,22 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
   }
 
  private:
-  PipelineKey key(const Variant<Problem>& v, const Problem& p) const {
+  // The view o (checked, and inside the envelope) and where it is.
+  detail::ViewLayout o_view(const Args& a) const {
+    const detail::ViewLayout l = detail::expect_view(
+        *ctx_, name, "o", a.o, DType::bf16, {a.q.shape[0], a.q.shape[1], a.o.shape[2], Config::V}, 2);
+    detail::expect_word_rows(name, "o", a.o, l);
+    detail::expect_view_in(name, "o", envelope_, a.o, l);
+    return l;
+  }
+
+  // `unaligned`: o's rows may start at any even element (O_UNALIGNED; the
+  // portable variant writes words anyway and takes one pipeline for both).
+  PipelineKey key(const Variant<Problem>& v, const Problem& p, bool unaligned) const {
     Spec spec;
     spec.VARLEN = p.N > 0 ? 1u : 0u;
     spec.SLOTS = p.slot_major ? 1u : 0u;
+    spec.O_UNALIGNED = unaligned && v.path != Path::portable ? 1u : 0u;
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.VDIM = Config::V;

@@ -7,7 +7,10 @@
 
 // BT: chunk length; KDIM, VDIM: head sizes; BV: columns of V per tile
 // (portable, fp16); WC: subgroups along V (fp16); KSTAGE: K columns per
-// shared stage (fp16); VARLEN, SLOTS: as in recompute_wu_abi.h.
+// shared stage (fp16); VARLEN, SLOTS: as in recompute_wu_abi.h;
+// O_UNALIGNED (tensor-core variants): 1 where the rows of the o view may
+// start at any even element (written by 32-bit words), 0 where every one
+// starts at a multiple of 8 elements (16-byte stores).
 #define TK_CHUNK_O_SPEC(F) \
   F(1, BT, 64)             \
   F(2, KDIM, 128)          \
@@ -16,11 +19,14 @@
   F(5, WC, 4)              \
   F(6, KSTAGE, 64)         \
   F(7, VARLEN, 0)          \
-  F(8, SLOTS, 0)
+  F(8, SLOTS, 0)           \
+  F(9, O_UNALIGNED, 0)
 
 // batch, NT: B and ceil(T / BT), or 1 and every sequence's chunks with
 // varlen; total_groups: tiles (batch * NT * H * VDIM / BV); stride:
-// workgroups of the persistent bf16 grid; ratio: H / Hg; N: sequences.
+// workgroups of the persistent bf16 grid; ratio: H / Hg; N: sequences;
+// o_at, o_token, o_head: where the view o is in its binding
+// (core/dispatch.hpp ViewLayout; all three even).
 #define TK_CHUNK_O_PUSH(F) \
   F(uint, group_offset)    \
   F(uint, T)               \
@@ -32,7 +38,10 @@
   F(uint, stride)          \
   F(uint, ratio)           \
   F(uint, batch)           \
-  F(uint, N)
+  F(uint, N)               \
+  F(uint, o_at)            \
+  F(uint, o_token)         \
+  F(uint, o_head)
 
 // Shared memory. portable: f32 stages of q, k (16 columns) and h, then A and g.
 #define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) (4u * ((2u * (BT) + 64u) * 17u + (BT) * ((BT) + 1u) + (BT)))

@@ -76,11 +76,18 @@ struct StageProblem {
 
 // What the chunked kernels are built for: the options the calls will pass
 // (unset: every combination; a set with gate_in_kernel covers calls with
-// and without dt_bias), and whether a stage called on its own may get
-// token-major intermediates.
+// and without dt_bias), whether a stage called on its own may get
+// token-major intermediates, and whether v (recompute_wu) and o (chunk_o)
+// may be views whose rows do not all start on a 16-byte boundary (an
+// element offset in the binding, a token or a head stride that is not a
+// multiple of 8): those are read and written by 32-bit words instead of
+// 16-byte pieces, in pipelines of their own. Dense tensors, and views of
+// fused rows whose offsets and strides are multiples of 8 elements, take
+// the 16-byte pipelines.
 struct GdnEnvelope {
   std::optional<GdnOptions> options;
   bool token_major = true;
+  bool unaligned_views = true;
 };
 
 namespace detail {
@@ -144,6 +151,38 @@ inline void expect_options(const Context& ctx, const char* kernel, const GdnOpti
     expect_tensor(ctx, kernel, "A_log", *A_log, DType::f32, {H});
     if (dt_bias) expect_tensor(ctx, kernel, "dt_bias", *dt_bias, DType::f32, {H});
   }
+}
+
+// Whether the rows of view `l` all start on a 16-byte boundary (16-bit
+// elements: offset and strides multiples of 8), as the 16-byte loads and
+// stores of the stages' default pipelines need.
+inline bool aligned_rows(const ViewLayout& l) { return l.aligned(8); }
+
+// A view's strides as an error message names them.
+inline std::string strides_string(const TensorRef& t) {
+  return t.strides.empty() ? std::string("dense") : shape_string(t.strides);
+}
+
+// Throws unless a call may pass view `t` (where `l` says) to a kernel built
+// for envelope `e`.
+inline void expect_view_in(std::string_view kernel, std::string_view name, const GdnEnvelope& e, const TensorRef& t,
+                           const ViewLayout& l) {
+  if (aligned_rows(l) || e.unaligned_views) return;
+  throw Error(ErrorCode::invalid_argument,
+              where(kernel, name) + "a view whose rows do not all start on a 16-byte boundary (offset " +
+                  std::to_string(t.offset) + " bytes, strides " + strides_string(t) +
+                  ") is outside the envelope the kernel was constructed for (GdnEnvelope::unaligned_views)");
+}
+
+// Throws unless the rows of the 16-bit output view `t` (where `l` says)
+// start at even elements: its elements are stored in pairs, as 32-bit
+// words, which must not reach into the elements beside the view.
+inline void expect_word_rows(std::string_view kernel, std::string_view name, const TensorRef& t, const ViewLayout& l) {
+  if (l.aligned(2)) return;
+  throw Error(ErrorCode::invalid_argument,
+              where(kernel, name) + "a 16-bit output view needs an even element offset and even strides (pairs are "
+                                    "written as 32-bit words), got offset " +
+                  std::to_string(t.offset) + " bytes and strides " + strides_string(t));
 }
 }  // namespace detail
 

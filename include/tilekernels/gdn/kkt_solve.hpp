@@ -8,7 +8,9 @@
 //
 // Layout (row-major, last index innermost; slots: gdn/chunking.hpp):
 //   k        [B, T, Hg, K] bf16  (the L2-normalised copy where the forward normalises)
-//   g, beta  [B, T, H]     f32   raw per-token log decay (or gate input) and beta (or logits)
+//   g, beta  [B, T, H]     f32   raw per-token log decay (or gate input) and beta (or logits);
+//                               views: any token and head strides (B and T one token axis), any
+//                               offset that is a multiple of 4 bytes
 //   A_log, dt_bias [H]     f32   with GdnOptions::gate_in_kernel (dt_bias optional)
 //   g_cumsum [slots, H]    f32   out: cumulative log decay within each chunk
 //   beta_out [slots, H]    f32   out: beta as the later stages read it
@@ -132,8 +134,7 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
     if (H % Hg != 0)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "g") + "H = " + std::to_string(H) +
                                                  " heads is not a multiple of Hg = " + std::to_string(Hg));
-    detail::expect_tensor(*ctx_, name, "g", a.g, DType::f32, {B, T, H});
-    detail::expect_tensor(*ctx_, name, "beta", a.beta, DType::f32, {B, T, H});
+    views(a);
     detail::expect_options(*ctx_, name, a.options, a.A_log, a.dt_bias, H);
     detail::expect_options_in(name, envelope_, a.options, a.dt_bias.has_value(), option_mask);
     const std::int64_t S = ch.slots();
@@ -167,6 +168,9 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
     push.N = static_cast<std::uint32_t>(ch.N());
     push.row_chunks = static_cast<std::uint32_t>(ch.row_chunks());
     push.varlen = ch.varlen() ? 1u : 0u;
+    const auto v = views(a);
+    push.g_at = v[0].at, push.g_token = v[0].token, push.g_head = v[0].head;
+    push.beta_at = v[1].at, push.beta_token = v[1].token, push.beta_head = v[1].head;
     // Optional inputs left out are bound to an input the kernel reads
     // anyway (never touched): every descriptor stays valid and adds no hazard.
     const TensorRef& spare = a.g;
@@ -199,6 +203,13 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
   }
 
  private:
+  // The views g and beta (checked) and where they are.
+  std::array<detail::ViewLayout, 2> views(const Args& a) const {
+    const Shape s{a.k.shape[0], a.k.shape[1], a.g.shape[2]};
+    return {detail::expect_view(*ctx_, name, "g", a.g, DType::f32, s, 2),
+            detail::expect_view(*ctx_, name, "beta", a.beta, DType::f32, s, 2)};
+  }
+
   PipelineKey key(const Variant<Problem>& v, std::uint32_t option_bits) const {
     Spec spec;
     spec.workgroup = v.invocations;

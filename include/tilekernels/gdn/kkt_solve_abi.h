@@ -13,7 +13,9 @@
 
 // T: tokens per batch row; H, Hg: value and key heads, ratio = H / Hg; N:
 // sequences; row_chunks: chunks per fixed-length row; varlen: 1 to read
-// the index table.
+// the index table; for each of the views g and beta where it is in its
+// binding (core/dispatch.hpp ViewLayout): element offset, elements per
+// token, elements per head.
 #define TK_KKT_SOLVE_PUSH(F) \
   F(uint, group_offset)      \
   F(uint, T)                 \
@@ -22,7 +24,13 @@
   F(uint, ratio)             \
   F(uint, N)                 \
   F(uint, row_chunks)        \
-  F(uint, varlen)
+  F(uint, varlen)            \
+  F(uint, g_at)              \
+  F(uint, g_token)           \
+  F(uint, g_head)            \
+  F(uint, beta_at)           \
+  F(uint, beta_token)        \
+  F(uint, beta_head)
 
 // Shared memory of the tensor-core kernel (chunk_kkt_solve_tc.glsl), in
 // uvec4 units, kept under 12 KiB at BT = 64 so that four workgroups share a

@@ -1,10 +1,15 @@
 // Gated DeltaNet q/k L2 normalisation (FLA's l2norm_fwd, used with
 // use_qk_l2norm_in_kernel): every row of K values of q and of k becomes
 // x / sqrt(sum x^2 + 1e-6), computed in f32 and stored in bf16 (nearest
-// even), the dtype the later stages of the chunked forward read.
+// even), the dtype the later stages of the chunked forward read. With
+// normalise false the rows are copied as they are (the chunked forward's
+// dense copy of q and k views that its later stages cannot bind).
 //
-// Layout: q, k, q_out, k_out [B, T, Hg, K] bf16. One dispatch for both
-// tensors; portable (no subgroup operation, 1 KiB of shared memory).
+// Layout: q, k, q_out, k_out [B, T, Hg, K] bf16. q and k are views: any
+// token and head strides (B and T one token axis), any offset that is a
+// multiple of the element size; q_out and k_out are dense. One dispatch
+// for both tensors; portable (no subgroup operation, 1 KiB of shared
+// memory).
 #pragma once
 
 #include <array>
@@ -35,6 +40,7 @@ class L2Norm : public KernelBase<L2Norm<K>, L2NormEnvelope> {
 
   struct Args {
     TensorRef q, k, q_out, k_out;
+    bool normalise = true;  // false: copy the rows
   };
   struct Problem {
     std::int64_t rows = 0;  // B T Hg
@@ -64,8 +70,7 @@ class L2Norm : public KernelBase<L2Norm<K>, L2NormEnvelope> {
     if (s[3] != K)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "q") + "expected K = " + std::to_string(K) +
                                                  " in shape [B, T, Hg, K], got " + shape_string(s));
-    detail::expect_tensor(*ctx_, name, "q", a.q, DType::bf16, s);
-    detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, s);
+    views(a);
     detail::expect_tensor(*ctx_, name, "q_out", a.q_out, DType::bf16, s);
     detail::expect_tensor(*ctx_, name, "k_out", a.k_out, DType::bf16, s);
     check(problem(a));
@@ -82,6 +87,11 @@ class L2Norm : public KernelBase<L2Norm<K>, L2NormEnvelope> {
     check(a);
     Push push;
     push.rows = static_cast<std::uint32_t>(problem(a).rows);
+    push.Hg = static_cast<std::uint32_t>(a.q.shape[2]);
+    push.normalise = a.normalise ? 1u : 0u;
+    const auto v = views(a);
+    push.q_at = v[0].at, push.q_token = v[0].token, push.q_head = v[0].head;
+    push.k_at = v[1].at, push.k_token = v[1].token, push.k_head = v[1].head;
     detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant)), {a.q, a.k, a.q_out, a.k_out}, push,
                             (push.rows + 31) / 32, 2);
   }
@@ -92,6 +102,12 @@ class L2Norm : public KernelBase<L2Norm<K>, L2NormEnvelope> {
   }
 
  private:
+  // The views q and k (checked) and where they are.
+  std::array<detail::ViewLayout, 2> views(const Args& a) const {
+    return {detail::expect_view(*ctx_, name, "q", a.q, DType::bf16, a.q.shape, 2),
+            detail::expect_view(*ctx_, name, "k", a.k, DType::bf16, a.q.shape, 2)};
+  }
+
   PipelineKey key(const Variant<Problem>& v) const {
     Spec spec;
     spec.workgroup = 256;

@@ -10,7 +10,7 @@
 // key head of value head h is h / (H / Hg).
 //
 // Layout (numpy shapes, row-major, last index innermost):
-//   k    [B, T, Hg, K]  bf16        v    [B, T, H, V]  bf16
+//   k    [B, T, Hg, K]  bf16        v    [B, T, H, V]  bf16 (a view, below)
 //   beta [B, T, H]      f32         g    [B, T, H]     f32 (chunk-local cumulative gate, natural log)
 //   A    [B, T, H, BT]  f32 (or bf16, Config::a_dtype, as FLA's pipeline passes it)
 //                                  (row t holds the BT coefficients of its chunk)
@@ -23,6 +23,12 @@
 // not be a multiple of BT: in its last chunk, rows past its end are neither
 // read nor written, and the columns of A past the chunk's last row are
 // ignored (they may hold anything).
+//
+// v is a view: any token and head strides (B and T one token axis), any
+// offset that is a multiple of the element size. Where its offset in the
+// binding and its strides are multiples of 8 elements (dense v, or fused
+// rows of such widths) every variant reads it in 16-byte pieces; else by
+// 32-bit words, in pipelines built where GdnEnvelope::unaligned_views says.
 //
 // Variants, fastest first (RecomputeWU::variants):
 // - tensor_core_bf16_joint (A in bf16, BT = 64, K and V <= 128): bf16
@@ -187,7 +193,7 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
     const Chunking ch = chunking(p);
     ch.check(*ctx_, name, a.cu_seqlens, a.cu_seqlens_host);
     detail::expect_tensor(*ctx_, name, "k", a.k, DType::bf16, {B, T, Hg, K});
-    detail::expect_tensor(*ctx_, name, "v", a.v, DType::bf16, {B, T, H, V});
+    v_view(a);
     if (H % Hg != 0)
       throw Error(ErrorCode::shape_mismatch, detail::where(name, "v") + "value heads H = " + std::to_string(H) +
                                                  " must be a multiple of the key heads Hg = " + std::to_string(Hg) +
@@ -236,6 +242,8 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
     push.chunks = static_cast<std::uint32_t>(chunks);
     push.ratio = static_cast<std::uint32_t>(p.H / p.Hg);
     push.N = static_cast<std::uint32_t>(ch.N());
+    const detail::ViewLayout view = v_view(a);
+    push.v_at = view.at, push.v_token = view.token, push.v_head = view.head;
     std::uint64_t groups = tiles;
     if (v.name == "tensor_core_bf16_joint") {
       groups = std::min<std::uint64_t>(tiles, grid);
@@ -250,7 +258,7 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
       groups = 2 * tiles;  // one workgroup for u, one for w
     }
     // Without cu_seqlens the index binding gets g, never read there.
-    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(v, p)),
+    detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(v, p, !detail::aligned_rows(view))),
                             {a.k, a.v, a.beta, a.g, a.A, a.w, a.u, a.index.value_or(a.g)}, push, groups);
   }
 
@@ -260,8 +268,9 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
   void prepare(const Plan& plan) {
     for (const bool varlen : {false, true})
       for (const bool slots : {true, false})
-        if (slots || envelope_.token_major)
-          pipelines_.add(*ctx_, key(*plan.variant, Problem{1, 1, 1, 1, varlen ? 1 : 0, slots}));
+        for (const bool unaligned : {false, true})
+          if ((slots || envelope_.token_major) && (!unaligned || envelope_.unaligned_views))
+            pipelines_.add(*ctx_, key(*plan.variant, Problem{1, 1, 1, 1, varlen ? 1 : 0, slots}, unaligned));
   }
 
   // Records into a fresh command buffer, submits and waits.
@@ -282,10 +291,20 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
   }
 
  private:
-  PipelineKey key(const Variant<Problem>& v, const Problem& p) const {
+  // The view v (checked, and inside the envelope) and where it is.
+  detail::ViewLayout v_view(const Args& a) const {
+    const detail::ViewLayout l = detail::expect_view(
+        *ctx_, name, "v", a.v, DType::bf16, {a.k.shape[0], a.k.shape[1], a.v.shape[2], Config::v}, 2);
+    detail::expect_view_in(name, "v", envelope_, a.v, l);
+    return l;
+  }
+
+  // `unaligned`: v's rows may start at any element (V_UNALIGNED).
+  PipelineKey key(const Variant<Problem>& v, const Problem& p, bool unaligned) const {
     Spec spec;
     spec.VARLEN = p.N > 0 ? 1u : 0u;
     spec.SLOTS = p.slot_major ? 1u : 0u;
+    spec.V_UNALIGNED = unaligned ? 1u : 0u;
     spec.BT = Config::bt;
     spec.K = Config::k;
     spec.V = Config::v;

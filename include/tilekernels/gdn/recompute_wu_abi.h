@@ -12,7 +12,10 @@
 // kernel's registers best with them present; VARLEN, SLOTS: 1 to read the
 // index table (cu_seqlens), 1 for slot-major intermediates (gdn_chunks.glsl's
 // tk_gdn_rows; constants, so that fixed-length batches carry no trace of
-// either).
+// either); V_UNALIGNED: 1 where the rows of the v view may start at any
+// element (read by 32-bit words), 0 where every one starts at a multiple
+// of 8 elements (16-byte loads; a constant, so that the default pipelines
+// carry no trace of the other way).
 #define TK_RECOMPUTE_WU_SPEC(F) \
   F(1, BT, 64)                  \
   F(2, K, 128)                  \
@@ -20,13 +23,15 @@
   F(4, A_DTYPE, 0)              \
   F(5, SHAPE, 0)                \
   F(6, VARLEN, 0)               \
-  F(7, SLOTS, 0)
+  F(7, SLOTS, 0)                \
+  F(8, V_UNALIGNED, 0)
 
 // batch, chunks: B and ceil(T / BT), or 1 and every sequence's chunks
 // with varlen; stride: the persistent bf16 kernels' grid (pairs of
 // workgroups for recompute_wu_bf16, workgroups for the joint kernel);
 // ratio: H / Hg; N: sequences (the index table's chunk entries follow N
-// sequence entries).
+// sequence entries); v_at, v_token, v_head: where the view v is in its
+// binding (core/dispatch.hpp ViewLayout).
 #define TK_RECOMPUTE_WU_PUSH(F) \
   F(uint, group_offset)         \
   F(uint, batch)                \
@@ -36,7 +41,10 @@
   F(uint, chunks)               \
   F(uint, stride)               \
   F(uint, ratio)                \
-  F(uint, N)
+  F(uint, N)                    \
+  F(uint, v_at)                 \
+  F(uint, v_token)              \
+  F(uint, v_head)
 
 // uvec4s per staged operand row (one of skew).
 #define TK_RECOMPUTE_WU_OPS(K, V) (TK_ABI_MAX(K, V) / 8u + 1u)
