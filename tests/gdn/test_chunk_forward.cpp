@@ -260,7 +260,9 @@ TEST_F(ChunkForwardTest, ChecksViews) {
 
   // Built without unaligned views: v and o views off 16-byte boundaries are
   // outside its envelope (and named), views on them are inside.
-  const Kernel aligned_only(ctx, gdn::GdnEnvelope{.unaligned_views = false});
+  gdn::GdnEnvelope no_unaligned;
+  no_unaligned.unaligned_views = false;
+  const Kernel aligned_only(ctx, no_unaligned);
   expect_check_error(aligned_only, good, ErrorCode::invalid_argument,
                      "v: a view whose rows do not all start on a 16-byte boundary");
   FusedRows qkv8(ctx, DType::bf16, B * T, 2 * Hg * K + H * V + 8, 8), out8(ctx, DType::bf16, B * T, H * V + 8, 8);
