@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::ChunkO at the shapes (B, T, Hg, H) with K = V = 128, BT = 64,
 // for the automatic choice and each variant. Bytes: q, k,
 // v_new, h, g read once and o written once. Flops: the three products over

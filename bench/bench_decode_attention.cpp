@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::DecodeAttention, a whole decode step (every dispatch record() makes),
 // at the shapes: 32 query heads over 8 KV heads, Dim 128, 16-token
 // pages in shuffled order, bf16 q and output; batch 1 at 1K, 4K, 32K and

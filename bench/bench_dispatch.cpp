@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a dependent dispatch costs, measured on near-empty kernels: the
 // floor under every small shape (bench/notes/2026-11-method.md, "Machine",
 // and bench/notes/2026-11-aura-flash-pass2.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::Encode (dense rotation), aura::HadamardEncode and aura::Decode at
 // the shapes:
 // rows {8, 4096, 262144} x Dim {128, 256}, 4 bits, bf16 input. Bytes: input read once, packed codes and norms written once (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::FaReduceHadamard at the shapes: head dims 256 and 512, nwg 8
 // and 32, 32 and 1024 rows, f32 partials and f32 output. Bytes: every partial
 // read once (o, m, l), the signs once, the output written once; the flops of

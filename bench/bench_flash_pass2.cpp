@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::FlashPass2 at the shapes (q_heads, num_blocks, dim), f32
 // partials and bf16 output, with lse. Bytes: every partial read once, the
 // output and lse written once; flops are negligible. The automatic plan

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::ChunkForward, the whole chunked forward in one recording, at the
 // issue's shapes with K = V = 128, BT = 64, initial and final state given
 // (as bench/compare/gdn_forward_fla.py times FLA's chunk_gated_delta_rule):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::RecurrentStep, the decode step, at Qwen3-Next's shape: H = 32 value
 // heads, Hg = 16 key heads, K = V = 128, bf16 q/k/v, f32 state updated in
 // place, q/k L2-normalised in the kernel (as engines call FLA's fused

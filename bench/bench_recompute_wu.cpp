@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::RecomputeWU at the shapes (B, T, Hg, H) with BT = 64,
 // K = V = 128, A in bf16 (as FLA passes it) and in f32: the automatic
 // choice and each variant of the table. Bytes: every tensor read or written

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tensor parallelism as engines split attention: the heads of one layer
 // spread over every Vulkan device present, one Context and one thread per
 // device, all recording and running at once. Per device: GPU time of

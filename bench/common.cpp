@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common.hpp"
 
 #include <tilekernels/spirv/bench/copy.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Benchmark machinery (docs/DESIGN.md "Benchmarks"): GPU time from timestamps
 // around N back-to-back dispatches in one command buffer after a warm-up,
 // inputs rotated among copies when one set would sit in the cache, and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The shader step: every shaders/<family>/<name>.comp becomes
 #   <generated include dir>/tilekernels/spirv/<family>/<name>.hpp
 # holding tilekernels::spirv::<family>_<name>, compiled by glslc -O with a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A compile-fail test: compiling SOURCE must fail, and the compiler's output
 # must match EXPECT (the static_assert message of the rule under test).
 # Run as: cmake -DCXX=... -DSOURCE=... -DEXPECT=... -DINCLUDES=a;b -P compile_fail.cmake

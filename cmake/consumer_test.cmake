@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # ctest entry: configure, build and run tests/consumer against this tree.
 #   MODE=find_package      install BUILD_DIR into a temporary prefix, check
 #                          that it holds the library's headers and none of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Turns a SPIR-V binary into a header holding its words as a
 # `inline constexpr std::uint32_t` array (uint32 keeps pCode aligned) and a
 # span over it named SYMBOL (empty for shaders a build does not compile).

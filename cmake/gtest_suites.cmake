@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Run by ctest when it starts (TEST_INCLUDE_FILES, tests/CMakeLists.txt):
 # lists the gtest binary's tests and adds one ctest entry per test suite
 # and lavapipe vector width, so that the kernels of a suite, built for

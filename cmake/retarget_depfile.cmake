@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -DDEPFILE=<file> -DTARGET=<path> -P retarget_depfile.cmake
 # Makes the depfile a glslang run wrote name TARGET (the rule's output)
 # instead of the .spv it compiled.

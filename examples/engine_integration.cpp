@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How an inference engine adopts tilekernels: every Vulkan object here is the
 // engine's, made with the Vulkan C API (instance, device, queue, command
 // pool, one VkDeviceMemory block its allocator sub-allocates for every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One Gated DeltaNet layer as an engine runs it (Qwen3-Next's shape: 32
 // value heads, 16 key heads, K = V = 128; q/k L2 norm, gate and beta
 // sigmoid in the kernels): the prompt's forward with gdn::ChunkForward,

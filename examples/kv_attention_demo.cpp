@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Decode attention over a compressed, paged KV cache: the README's first demo.
 //
 // One attention layer shaped like a current 8B model (32 query heads over 8

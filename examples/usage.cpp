@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The README's usage example (built with the examples, so it stays true).
 #include <tilekernels/aura.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Timing a demo's GPU work as an engine sees it: on a busy GPU.
 //
 // A GPU reaches full speed only after a fraction of a second of sustained

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Quick start, first command: installs what is missing, builds the demos and
 # runs them on the default Vulkan device (lavapipe where there is no GPU):
 # the compressed KV cache, then a Gated DeltaNet layer.

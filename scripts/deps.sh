@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian/Ubuntu packages tilekernels needs, if any is missing.
 # Sourced by demo.sh and test.sh; uses sudo when not root.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Quick start, second command: installs what is missing, builds everything
 # (library, tests, benchmarks, examples) and runs every ctest entry: the
 # gtest suite under the validation layer at lavapipe subgroup size 8

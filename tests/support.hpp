@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared test machinery: the device, seeded inputs, NaN-filled outputs with
 // sentinels, and error measures. See docs/DESIGN.md "Tests".
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Peer timing for AURA decode attention: PyTorch's scaled_dot_product_attention
 (SDPA) in bf16 over an uncompressed KV cache, on the same GPU.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Peer timing for aura.encode: the same fused encode (norm, dense rotation,
 Lloyd-Max codes by counting boundaries, bit packing at offset d*bits, norm
 correction) in PyTorch eager and torch.compile on the same GPU, at the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Peer timing for aura.flash_pass2: the same split-K merge in PyTorch
 (eager and torch.compile) on the same GPU, at the benchmark's shapes.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """FLA's Triton chunk_fwd_o on this GPU, at the shapes of bench/bench_chunk_o.cpp.
 
 Run on the GPU machine (python3 with torch and triton), with FLA's `fla/`

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Peer timing for the complete Gated DeltaNet forward: flash-linear-attention's
 chunk_gated_delta_rule (prefill: forward only, bf16, initial state given,
 output_final_state=True) and fused_recurrent_gated_delta_rule (decode: one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Peer timing for gdn.recompute_wu: flash-linear-attention's Triton
 recompute_w_u_fwd (fla/ops/gated_delta_rule/wy_fast.py) on the same GPU, at
 the shapes of bench/bench_recompute_wu.cpp.

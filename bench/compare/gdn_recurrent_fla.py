@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Peer timing for the Gated DeltaNet decode step: flash-linear-attention's
 fused_recurrent_gated_delta_rule at the shapes of bench/bench_gdn_recurrent.cpp
 (BM_GdnRecurrentStep/batch:1 and /batch:32): H = 32 value heads, Hg = 16 key

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Everything to run on a GPU machine in one go: the test suite, every
 # headline benchmark in a fresh process, and the peer scripts.
 # Everything is written under $OUT as it goes, so a timeout loses nothing.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Runs every benchmark matching FILTER in a process of its own and prints
 # one table. Seen on the H100: entries late in one long process ran up to 3x
 # slower than the same entry in a fresh process (cause not found), so

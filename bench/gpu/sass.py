@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Disassembles NVIDIA shader cache entries (bench/gpu/shader_cache.sh).
 
 An entry holds one zstd frame per compiled pipeline; each frame holds an

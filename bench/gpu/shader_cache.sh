@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # On the NVIDIA machine: runs the benchmarks matching FILTER with the
 # driver's shader disk cache in a fresh folder and copies every cache entry
 # (one per compiled pipeline) to $OUT/glcache, with the machine's nvdisasm,

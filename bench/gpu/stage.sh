@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Stages binaries built here for a remote NVIDIA machine into DIR (default
 # .gpu), so that several people can stage side by side (.gpu-gdn, ...).
 # Usage: bench/gpu/stage.sh DIR BINARY [BINARY ...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the tk-run ops of Gated DeltaNet share: the host copy of the optional
 // cu_seqlens, the K/V and option checks (one wording for every op), and a
 // run that records a stage's index table (gdn/chunking.hpp) ahead of the

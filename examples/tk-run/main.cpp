@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run: every tilekernels kernel from the command line (docs/DESIGN.md).
 //   tk-run --list
 //   tk-run OP [key=value ...] --in NAME=FILE.npy ... --out NAME=FILE.npy ...

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "npy.hpp"
 
 #include <tilekernels/core/dtype.hpp>

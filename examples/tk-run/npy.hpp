@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Minimal .npy reading and writing for tk-run: little-endian f32, f16, i32
 // and u32 arrays in C order (format versions 1.0 to 3.0).
 //

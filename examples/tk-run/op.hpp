@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run ops: each examples/tk-run/ops_<name>.cpp registers its ops with a
 // static Registrar. An op declares its parameters (with defaults) and its
 // tensors (dtype and shape in terms of the parameters, for --list), and its

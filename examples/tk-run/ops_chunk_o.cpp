@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op gdn.chunk_o.
 #include <tilekernels/gdn/chunk_o.hpp>
 

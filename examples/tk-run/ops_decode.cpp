@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op aura.decode.
 #include <tilekernels/aura/decode.hpp>
 

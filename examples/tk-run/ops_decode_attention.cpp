@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run ops aura.cache_write, aura.decode_attention, aura.decode_attention_partials:
 // the paged AURA KV cache and decode attention over it. The format is given
 // at run time (aura::CacheWriteKernel, aura::DecodeAttentionKernel); inputs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run ops aura.codebook, aura.rotation, aura.encode.
 #include <tilekernels/aura/codebook.hpp>
 #include <tilekernels/aura/encode.hpp>

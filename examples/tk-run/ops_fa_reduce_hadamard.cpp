@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op aura.fa_reduce_hadamard.
 #include <tilekernels/aura/fa_reduce_hadamard.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op aura.flash_pass2.
 #include <tilekernels/aura.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op gdn.chunk_forward: the whole chunked Gated DeltaNet forward
 // (gdn::ChunkForward), with FLA's chunk_gated_delta_rule arguments.
 #include <tilekernels/gdn/chunk_forward.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op gdn.recurrent_step: the Gated DeltaNet decode step.
 #include <tilekernels/gdn/recurrent_step.hpp>
 

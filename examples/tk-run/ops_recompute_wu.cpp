@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run op gdn.recompute_wu.
 #include <tilekernels/gdn/recompute_wu.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run's outputs, all or nothing: each output gets a temporary file in
 // its destination folder when the call starts (so that a missing folder, a
 // directory or a read-only place fails the call before any work), the

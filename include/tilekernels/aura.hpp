@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA: TurboQuant-style KV-cache compression (codebooks, rotations, encode,
 // decode) and decode attention over the compressed cache (split-K merge,
 // merge + Hadamard undo).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tilekernels core: context, buffers, tensors, errors, dtypes, timing, the
 // variant tables and workspaces every kernel is built on, and the version.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet chunked linear attention (Qwen3-Next, Qwen3.5), matching
 // flash-linear-attention's kernels.
 #pragma once

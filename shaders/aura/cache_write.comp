@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // AURA cache_write: appends rows to one side (K or V) of the paged cache,
 // encoding them in place (include/tilekernels/aura/cache_write.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 #extension GL_EXT_control_flow_attributes : require
 // AURA decode: output[r, j] = norms[r] * sum_d R[d, j] * codebook[code(r, d)],

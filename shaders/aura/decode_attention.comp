@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // AURA decode attention over the paged, compressed KV cache: one dispatch
 // per step, two where it splits the keys

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // AURA decode attention, the second dispatch of a call that splits the keys
 // (include/tilekernels/aura/decode_attention.hpp): the first dispatch's

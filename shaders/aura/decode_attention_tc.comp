@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_NV_cooperative_matrix
 // AURA decode attention on NVIDIA tensor cores (VK_NV_cooperative_matrix,

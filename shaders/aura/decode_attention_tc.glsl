@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA decode attention on tensor cores: the math, bindings and
 // specialization constants of decode_attention.comp (include/tilekernels/
 // aura/decode_attention.hpp has both), with S = Q K^T and O += P V as

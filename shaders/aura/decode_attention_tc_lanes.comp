@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_KHR_cooperative_matrix
 // AURA decode attention on tensor cores with the operands built in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The tile loop of decode_attention_tc.glsl's lanes variant (TK_TC_LANES):
 // statements included in main(), in place of the staged loop, ending with
 // the subgroup's per-row states in s_wm, s_wl and its O factors in s_alpha.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 #extension GL_EXT_control_flow_attributes : require
 // AURA fused encode, dense rotation: per row, the L2 norm, the rotation

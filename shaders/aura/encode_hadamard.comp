@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 #extension GL_EXT_control_flow_attributes : require
 // AURA fused encode with a randomised Hadamard rotation, register version:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // AURA fused split-K reduce + randomised-Hadamard undo. For each row (one
 // query head of one token) the nwg partial attention states (o_b, m_b, l_b)

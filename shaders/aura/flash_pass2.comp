@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // AURA flash pass 2: merges the split-K partial attention results of each
 // query head into its output, o = sum_b e^(m_b - M) o_b / sum_b e^(m_b - M) l_b

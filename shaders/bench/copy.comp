@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Benchmark helper: the memory floor. Copies uvec4s with a grid-stride loop;
 // its bytes read plus written per second is the copy bandwidth every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Benchmark helper: a near-empty dispatch, to find what the per-dispatch
 // cost under a compute barrier depends on. Workgroup size, shared memory

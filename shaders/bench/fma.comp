@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Benchmark helper: the f32 FMA peak. Eight independent chains of fused
 // multiply-adds per invocation, written out so nothing is eliminated.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reading the AURA paged KV cache (include/tilekernels/aura/paged_cache.hpp):
 // code extraction from a token's word stream, raw 16-bit values, and the
 // in-place Walsh-Hadamard transform the cache kernels run in shared memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA code packing shared by the encode kernels: the `bits`-bit code of
 // coordinate d sits at bit offset d * bits of its row's little-endian u32
 // stream, so a code may straddle two words (3- and 6-bit codes do).

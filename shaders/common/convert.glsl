@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // 16-bit float storage as plain 32-bit words, portable to any Vulkan 1.2
 // device (no 16-bit storage or arithmetic feature needed). Mirrors
 // include/tilekernels/core/dtype.hpp bit for bit: round to nearest even,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // 16 x 16 subgroup matrices for the Gated DeltaNet tensor-core stages,
 // spelled once for two back ends:
 // - VK_KHR_cooperative_matrix with bf16 operands and f32 accumulators (the

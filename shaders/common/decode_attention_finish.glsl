@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The end of a decode-attention workgroup, from its softmax state to the
 // output. In the first dispatch (shaders/aura/decode_attention*.comp):
 // with PUBLISH (the call splits the keys) the state goes to the workspace

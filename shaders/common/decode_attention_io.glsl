@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bindings of the decode-attention kernels (decode_attention.comp on
 // CUDA cores, decode_attention_tc.glsl on tensor cores, the split merge
 // decode_attention_merge.comp: one interface,

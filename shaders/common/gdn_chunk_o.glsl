@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared by shaders/gdn/chunk_o.comp (portable) and chunk_o_fp16.comp
 // (tensor cores): buffers, push constants, the workgroup -> tile mapping and
 // the scalar f32 algorithm. The including shader declares the

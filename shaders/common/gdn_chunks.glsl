@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sequences and chunks of the Gated DeltaNet forward, as
 // include/tilekernels/gdn/chunking.hpp lays them out: without cu_seqlens
 // they follow from T and the chunks per row; with it, from the index

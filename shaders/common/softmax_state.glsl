@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The online-softmax merge state of attention over blocks of keys, for
 // every attention kernel (pass 1, the split-K merges). A state covers a set
 // of keys j with scores s_j:

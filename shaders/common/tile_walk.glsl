@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The tile walk of the persistent GDN kernels: a workgroup visits tile
 // indices x, x + stride, x + 2 stride, ... A tile index is read as digits of
 // radices radix = (H / Hg, Hg, chunks) and an unbounded batch digit:

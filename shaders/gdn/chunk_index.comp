@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // The index table of a variable-length Gated DeltaNet call
 // (include/tilekernels/gdn/chunking.hpp), built on the device from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bindings of the kkt_solve kernels (chunk_kkt_solve.comp, portable;
 // chunk_kkt_solve_tc.glsl, tensor cores) and the stage they share: per
 // chunk row, the gate (computed from the raw input with gate_in_kernel)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Gated DeltaNet: the gate, its chunk-local cumulative sum, beta, and the
 // solved intra-chunk block A = (I + M)^-1 of one chunk and value head, with

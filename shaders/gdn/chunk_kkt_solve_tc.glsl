@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet: the gate, its chunk-local cumulative sum, beta, and the
 // solved intra-chunk block A = (I + M)^-1 of one chunk and value head, with
 //   M[i][j] = beta_i (k_i . k_j) exp(g_i - g_j)   for j < i < rows, else 0,

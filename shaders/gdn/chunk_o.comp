@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Gated DeltaNet chunk_fwd_o, portable path (any Vulkan 1.2 device, any
 // subgroup size, 30 KiB of shared memory at BT = 64):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_NV_cooperative_matrix
 // Gated DeltaNet chunk_fwd_o on NVIDIA tensor cores (fp16 operands, f32

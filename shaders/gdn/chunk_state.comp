@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Gated DeltaNet inter-chunk state recurrence (FLA's chunk_gated_delta_rule_fwd_h),
 // portable path: scalar f32, no subgroup operation. Per sequence n, value

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface shared by the tensor-core state recurrence kernels
 // (chunk_state_tc.glsl, chunk_state_rows.glsl): specialization constants,
 // push constants, bindings, the chunk table and the state's addressing.

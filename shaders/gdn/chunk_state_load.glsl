@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The loads of one chunk that both tensor-core state recurrence kernels
 // issue ahead: chunk c's rows of w and k (k rows past the sequence's end
 // read its last row), PW 16-byte pieces of each per invocation, and g of

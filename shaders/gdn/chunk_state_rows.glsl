@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet inter-chunk state recurrence with the state's columns held
 // by the subgroups: the body of chunk_state_rows_bf16.comp. Same math,
 // layouts and rounding points as chunk_state.comp, written transposed:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet inter-chunk state recurrence on 16 x 16 subgroup
 // matrices (shaders/common/coopmat.glsl): the body of chunk_state_bf16.comp
 // (bf16 tensor cores) and of its emulated test twin. Same math, layouts and

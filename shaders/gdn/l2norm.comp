@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Gated DeltaNet q/k L2 normalisation as FLA's l2norm_fwd computes it: per
 // row of KDIM bf16 values, y = x / sqrt(sum x^2 + 1e-6) in f32, stored as

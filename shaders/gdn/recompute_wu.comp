@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Gated DeltaNet WY representation, portable path (any Vulkan 1.2 device):
 //   u = A bf16(v * beta),   w = A bf16((k * beta) * exp(g))

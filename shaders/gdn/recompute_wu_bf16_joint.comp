@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_KHR_cooperative_matrix
 //! requires GL_EXT_bfloat16

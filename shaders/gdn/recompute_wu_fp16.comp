@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_NV_cooperative_matrix
 // Gated DeltaNet WY representation on NVIDIA tensor cores, built for memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! variant subgroup -DTK_SUBGROUP=1
 // Gated DeltaNet decode step (FLA's fused_recurrent_gated_delta_rule), f32

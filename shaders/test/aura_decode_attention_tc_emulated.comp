@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Test-only: decode_attention_tc.comp with its matrix operations emulated
 // (shaders/common/coopmat.glsl: any subgroup size), so that the tensor-core

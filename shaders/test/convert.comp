@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Test-only: runs the GLSL conversions of common/convert.glsl on 32-bit
 // patterns so that tests can compare them bit for bit with the host's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_KHR_cooperative_matrix
 // Test-only: where VK_KHR_cooperative_matrix puts the elements of 16 x 16

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Test-only: chunk_state_bf16.comp with its matrix operations emulated
 // (shaders/common/coopmat.glsl: any subgroup size), so that the tensor-core

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #version 460
 // Test-only: how the driver lays a workgroup out in subgroups. Invocation i
 // (local index) of workgroup w writes five words at out[(w * WG + i) * 5]:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test harness for aura::DecodeAttention: a batch of sequences written into a
 // paged cache on the GPU by aura::CacheWrite (pages shuffled), queries, the
 // kernel run twice (bit for bit), and the double-precision reference over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test helpers for the paged-cache kernels (CacheWrite, DecodeAttention):
 // the reference format of a PagedCacheConfig, a cache on the GPU in guarded
 // tensors, its contents read back into a reference cache, and sequences laid

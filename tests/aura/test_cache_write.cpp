@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::CacheWrite against the double-precision paged-cache reference
 // (reference/aura/paged_cache.hpp): every format family (coded 2..8 bits,
 // raw bf16 / f16, Hadamard and dense rotations, f32 and f16 norms), slots

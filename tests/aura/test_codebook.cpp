@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Codebooks and rotations (host only). The codebooks are checked against
 // values computed without the library: the Lloyd-Max conditions by
 // numerical integration, a brute-force Lloyd iteration written here, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::Decode against the double-precision reference, and the round trip
 // encode -> decode against the Lloyd-Max distortion of the codebook computed
 // here independently (numerical integration of the exact coordinate density

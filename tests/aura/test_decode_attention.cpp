@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::DecodeAttention against the double-precision reference over the
 // cache the GPU wrote (reference/aura/decode_attention.hpp): lengths around
 // page and block edges in one batch, pages shuffled, every geometry knob,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::DecodeAttention over every cache format family against the
 // double-precision reference (raw bf16 / f16, asymmetric K/V widths, 3- and
 // 6-bit codes that straddle words, dense rotations, Dim 64 / 80 / 96 / 256,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::DecodeAttention's tensor-core variants (shaders/aura/decode_attention_tc.glsl,
 // staged and lanes) against the double-precision reference: on devices with
 // fp16 cooperative matrices the real ones (lengths around tile and block edges, splits, GQA

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::Encode and aura::HadamardEncode against the double-precision
 // reference: packed codes bit-exact except where a rotated value lies within
 // f32 rounding of a boundary (counted and bounded), norms within 1e-5

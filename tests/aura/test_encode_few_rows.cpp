@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dense encode's few-rows variants (encode_few_rows.comp) against the
 // double-precision reference: every coordinate block (8, 16, 32) with both
 // ways of combining the norm parts (64-bit atomics, the arrival counter),

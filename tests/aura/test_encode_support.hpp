@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the AURA encode/decode tests: cached codebooks and
 // rotations (the 512-dim dense rotation takes a fraction of a second), and
 // the code comparison that tolerates only values within f32 rounding of a

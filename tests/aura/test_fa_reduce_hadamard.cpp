@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::FaReduceHadamard against the double-precision reference, and the
 // reference's own rotation identities.
 #include <tilekernels/aura/fa_reduce_hadamard.hpp>

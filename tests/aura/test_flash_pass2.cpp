@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::FlashPass2 against the double-precision reference.
 #include <tilekernels/aura/flash_pass2.hpp>
 #include <tilekernels/reference/aura/flash_pass2.hpp>

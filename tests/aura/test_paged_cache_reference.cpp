@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The AURA paged-cache and decode-attention references (host only, no
 // Vulkan objects): cache_write against the reference encode/decode, the
 // kernel's rotated-domain attention against attention over the dequantised

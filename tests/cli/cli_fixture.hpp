@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What every tk-run end-to-end test needs: a temporary folder per test, the
 // tk-run binary (TK_RUN) run with its stdout and stderr captured, and .npy
 // writers for its inputs.

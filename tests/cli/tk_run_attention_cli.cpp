@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run end to end for the paged AURA cache: aura.cache_write into a fresh
 // cache and into an existing one (raw K, dense V), aura.decode_attention
 // over it against the double reference over the cache tk-run wrote,

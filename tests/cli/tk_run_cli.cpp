@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run end to end: .npy in, kernel, .npy out, checked against the
 // reference; and every kind of bad input refused with one line, a non-zero
 // exit and no output file. TK_RUN is the path of the tk-run binary.

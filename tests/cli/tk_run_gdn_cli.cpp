@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run end to end for gdn.chunk_forward: seeded .npy inputs (f32 files,
 // rounded to bf16 by tk-run where the op takes bf16), the op, and o and the
 // final state against the double reference at FLA's rounding points

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tk-run against hostile calls (what a fuzzer found): malformed .npy
 // headers, sizes that overflow, zero dimensions, u32 values that are not
 // int32, outputs that cannot be written, and GDN and cache parameters

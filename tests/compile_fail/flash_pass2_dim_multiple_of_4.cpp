@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // expect: Dim must be a multiple of 4
 #include <tilekernels/aura/flash_pass2.hpp>
 tilekernels::aura::FlashPass2Config<82> config;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Runs aura::FlashPass2 through tilekernels as a consumer project gets it
 // (an installed package, add_subdirectory or FetchContent) and checks one
 // head by hand: two blocks with maxima 0 and ln 2 weigh 1 : 2.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every variant's SPIR-V agrees with its kernel's ABI header (core/abi.h):
 // each SpecId it declares is one the C++ Spec struct sets, and its
 // push-constant block is exactly as large as the C++ Push struct. Both come

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Context: adopting a caller's device, the multiprocessor count, seeding the
 // pipeline cache, and the driver's pipeline statistics.
 #include <tilekernels/aura/flash_pass2.hpp>

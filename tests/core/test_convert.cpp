@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The GLSL 16-bit conversions agree bit for bit with the host's.
 #include <tilekernels/core.hpp>
 #include <tilekernels/spirv/test/convert.hpp>

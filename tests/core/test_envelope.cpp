@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The envelope contract (core/kernel.hpp): a kernel's constructor builds
 // every pipeline that a call inside its envelope can take, so no record()
 // of such a call creates one or is refused. Each test builds one kernel,

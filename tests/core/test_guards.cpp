@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device-side indices cannot escape (docs/DESIGN.md, "Indices on the
 // device"): block_table, seq_lens, slot_mapping and cu_seqlens hold garbage
 // in device memory (negative, past the end, INT_MIN, INT_MAX) and no host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The recording contract (core/context.hpp): record() appends to the
 // caller's command buffer and nothing else. It never submits (a Context
 // counts its own submissions), one kernel object records from several

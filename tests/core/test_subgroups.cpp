@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The subgroup layout that the subgroup variants rely on where
 // DeviceInfo::whole_subgroups holds, and the one known driver where it does
 // not: lavapipe above LP_NATIVE_VECTOR_WIDTH=512 (bench/notes/2026-11-lavapipe.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Inputs and layout helpers shared by the Gated DeltaNet stage, forward and
 // decode tests: seeded problems with every option of FLA's API (as
 // tests/gdn/test_gdn_reference.cpp draws them: bf16 q, k, v; per-token gates

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::ChunkForward, the whole chunked forward, against the double-precision
 // chunked reference at FLA's rounding points (Rounding::fla: o and the
 // final state within 5e-3) and against the exact token-by-token recurrence

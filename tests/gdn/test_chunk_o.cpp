@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::ChunkO against the double-precision reference, on every variant the
 // device has (portable everywhere; the tensor-core ones where available).
 #include <tilekernels/gdn/chunk_o.hpp>

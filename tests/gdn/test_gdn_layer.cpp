@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A GDN layer's life: chunked prefill (gdn::ChunkForward) of two prompts,
 // then decode steps (gdn::RecurrentStep) on the state it leaves, one token,
 // four (speculative) and a ragged step, all recorded in one command buffer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Self-test of the Gated DeltaNet double-precision references (CPU only, no
 // device): the chunked forward (reference/gdn/chunk_forward.hpp) against the
 // token-by-token recurrence (reference/gdn/gated_delta_rule.hpp). Exact

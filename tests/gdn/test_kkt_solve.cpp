@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::KKTSolve (gate, cumsum, beta, A = (I + M)^-1) against the
 // reference stages (reference/gdn/chunk_forward.hpp: gate_cumsum,
 // prepare_beta, kkt_solve under Rounding::fla), on the portable path, the

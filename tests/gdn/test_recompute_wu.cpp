@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::RecomputeWU against the double-precision reference, on every path the
 // device has (portable always; the NV tensor-core path where available, with
 // A in one fp16 part and split in hi + lo).

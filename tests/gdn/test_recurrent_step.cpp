@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::RecurrentStep, the decode step, against the double-precision
 // token-by-token recurrence (reference/gdn/gated_delta_rule.hpp), which is
 // its exact math: the kernel keeps everything in f32 and rounds only o to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::RecomputeWU and gdn::ChunkO on variable-length batches (cu_seqlens,
 // one dispatch for every sequence): intermediates token-major (FLA's layout)
 // and slot-major (the forward's, gdn/chunking.hpp), on every variant the

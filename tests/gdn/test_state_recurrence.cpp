@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gdn::StateRecurrence against the reference stage (state_recurrence in
 // reference/gdn/chunk_forward.hpp, Rounding::fla), fed the reference's own
 // w, u, g and k; padding slots of w and u hold NaN, which must not leak.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA cache_write: appends new K and V rows to the paged KV cache
 // (paged_cache.hpp), encoding each side in place in its own format.
 //

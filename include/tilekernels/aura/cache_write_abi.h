@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/aura/cache_write.comp (see core/abi.h).
 #ifndef TILEKERNELS_AURA_CACHE_WRITE_ABI_H
 #define TILEKERNELS_AURA_CACHE_WRITE_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Lloyd-Max codebooks for AURA: the optimal scalar quantiser of one
 // coordinate of a uniformly random unit vector in Dim dimensions.
 //

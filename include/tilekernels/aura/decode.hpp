@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA decode: packed codes + norms back to vectors,
 //   output[r, j] = norms[r] * sum_d R[d, j] * codebook[code(r, d)]
 // (the transpose of the encode rotation; for a Hadamard encode pass

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA decode attention over the paged, compressed KV cache (paged_cache.hpp):
 // one call per decode step: one dispatch, two where it splits the keys.
 //

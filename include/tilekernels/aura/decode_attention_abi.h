@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/aura/decode_attention.comp (see core/abi.h).
 #ifndef TILEKERNELS_AURA_DECODE_ATTENTION_ABI_H
 #define TILEKERNELS_AURA_DECODE_ATTENTION_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pipelines of aura::DecodeAttention (decode_attention.hpp): the keys
 // of a geometry and every pipeline a call inside an envelope may take,
 // built by the constructor.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The types of aura::DecodeAttention's calls (decode_attention.hpp):
 // options, arguments, the workgroup geometry and the problem a variant is
 // chosen for; and what each kernel's workgroup needs of the device (shared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA fused encode: TurboQuant-style compression of K/V rows.
 //
 // Per input row x (one K or V vector of Dim values):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/aura/encode.comp (tiled), encode_few_rows.comp
 // (few_rows_*) and encode_fp16.comp (tensor_core_fp16): the dense-rotation
 // encode; see core/abi.h. Each variant reads the constants it needs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // aura::HadamardEncode: the fused encode of encode.hpp with a randomised
 // Hadamard rotation applied in O(Dim log Dim) (Dim a power of two); the
 // rotation is given by its signs (rotation.hpp's hadamard_signs) and the

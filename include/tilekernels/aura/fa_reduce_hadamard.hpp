@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA fused split-K reduce + randomised-Hadamard undo: the last step of
 // decode attention over a Hadamard-rotated KV cache.
 //

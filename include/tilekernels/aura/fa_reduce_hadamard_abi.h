@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/aura/fa_reduce_hadamard.comp (see core/abi.h).
 #ifndef TILEKERNELS_AURA_FA_REDUCE_HADAMARD_ABI_H
 #define TILEKERNELS_AURA_FA_REDUCE_HADAMARD_ABI_H

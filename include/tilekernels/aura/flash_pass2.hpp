@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AURA flash pass 2: the split-K merge of decode attention.
 //
 // Pass 1 (aura::DecodeAttention, or any split-K attention) leaves, for each

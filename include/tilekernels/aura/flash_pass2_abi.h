@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/aura/flash_pass2.comp (see core/abi.h).
 #ifndef TILEKERNELS_AURA_FLASH_PASS2_ABI_H
 #define TILEKERNELS_AURA_FLASH_PASS2_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The AURA paged KV cache: its compile-time format (PagedCacheConfig) and
 // the codebooks and rotations its kernels read (CacheTables).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rotations for AURA, generated from a seed identically on every machine.
 //
 // Convention (the kernels', and the seed's): a rotation is a row-major f32

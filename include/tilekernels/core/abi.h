@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface between a dispatcher and its shader, declared once for both
 // languages. Each kernel has an <kernel>_abi.h beside its dispatcher,
 // included by the C++ header and by the GLSL shader, that lists

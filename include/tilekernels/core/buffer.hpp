@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device buffers with host upload and download through a staging buffer.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tilekernels::Context: the device the kernels run on.
 //
 // Either creates its own instance, device and queue (through the system's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Feature probing: what a physical device offers (DeviceInfo), and the
 // logical device a Context creates with every optional feature the kernels
 // can use enabled where the device has it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the library needs to know about a physical device: limits, subgroup
 // geometry and the optional features that select kernel paths.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which physical device a Context opens: TILEKERNELS_DEVICE (an index or a
 // name substring) or ContextOptions::device, else the first discrete GPU,
 // else the first device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What every dispatcher does before and while recording: check each tensor
 // argument (naming it in the error), bind the tensors as push descriptors,
 // push the constants and dispatch, split along x where the grid is larger

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Element types of tensors, and the host side of the 16-bit float conversions.
 //
 // The GLSL side lives in shaders/common/convert.glsl; both round to nearest

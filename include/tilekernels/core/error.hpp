@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tilekernels::Error: the one exception type the library throws.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one interface every kernel has (tilekernels::Kernel, checked by a
 // static_assert in each kernel's header) and the pipelines a kernel builds
 // ahead of time (PipelineSet).

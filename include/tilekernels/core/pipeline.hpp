@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A compute pipeline built from embedded SPIR-V, its specialization constants
 // and an optional required subgroup size, with push descriptors for its
 // storage buffers so that recording needs no descriptor pool.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pipelines a Context has built, memoised by PipelineKey under a lock
 // (kernels of one configuration share them), the driver's pipeline cache
 // behind them (the Context's own or an engine's), how many were created and

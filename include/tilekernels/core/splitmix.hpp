@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
 // generators", OOPSLA 2014; the constants of Vigna's reference code): the one
 // copy of the generator that seeds the library's rotations and makes the

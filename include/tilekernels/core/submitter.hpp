@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Context's own submissions: a command pool and a queue lock for the
 // convenience submit-and-wait path (uploads, downloads, run(), tests and
 // tools). Kernels never use it while recording: record() appends to the

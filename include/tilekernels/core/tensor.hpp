@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tensors: a dtype and a numpy-style shape (row-major, last index innermost)
 // over a range of a storage buffer, optionally with strides (a view).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GPU time between two points of a command buffer, from timestamp queries.
 #pragma once
 

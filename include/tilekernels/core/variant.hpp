@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A kernel's implementations as one declared table.
 //
 // Every kernel lists its variants in order of preference (fastest first,

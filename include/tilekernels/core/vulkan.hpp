@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vulkan-Hpp configuration shared by every header, the dispatch through
 // which the library calls Vulkan, and the translation of Vulkan failures
 // into tilekernels::Error.

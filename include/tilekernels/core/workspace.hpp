@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Workspaces: scratch memory that some kernels need beside their tensors.
 //
 // A workspace is the caller's: a kernel states how much its fastest plan

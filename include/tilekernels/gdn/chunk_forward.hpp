@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet, the whole chunked forward (FLA's chunk_gated_delta_rule,
 // forward only) recorded by one call: with S the per-sequence state,
 //   o_t = S_t^T (scale q_t),  S_t = exp(g_t) S_{t-1} + k_t beta_t (v_t - (exp(g_t) S_{t-1})^T k_t)^T,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet: the index table of a variable-length call
 // (gdn/chunking.hpp), built on the device from cu_seqlens
 // (shaders/gdn/chunk_index.comp), so that the stages never need the host

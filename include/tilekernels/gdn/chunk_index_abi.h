@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/chunk_index.comp (see core/abi.h).
 #ifndef TILEKERNELS_GDN_CHUNK_INDEX_ABI_H
 #define TILEKERNELS_GDN_CHUNK_INDEX_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet chunk_fwd_o: the output of chunked gated linear attention.
 //
 // For each head i_h (q/k head kh = i_h / (H / Hg)) and chunk of BT

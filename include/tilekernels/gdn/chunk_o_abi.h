@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/chunk_o.comp (portable), chunk_o_fp16.comp
 // (tensor_core_fp16) and chunk_o_bf16.comp (tensor_core_bf16); see
 // core/abi.h. Each variant reads the constants it needs.

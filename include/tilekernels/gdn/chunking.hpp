@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How the tokens of a Gated DeltaNet call fall into sequences and chunks,
 // shared by the stages of the chunked forward (gdn::ChunkForward) and the
 // decode step.

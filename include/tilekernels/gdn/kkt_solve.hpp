@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet, first stage of the chunked forward: per chunk and value
 // head, the gate (optionally computed in the kernel), its chunk-local
 // cumulative sum, beta (optionally a sigmoid of logits) and the solved

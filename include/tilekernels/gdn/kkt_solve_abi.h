@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/chunk_kkt_solve*.comp (see core/abi.h).
 #ifndef TILEKERNELS_GDN_KKT_SOLVE_ABI_H
 #define TILEKERNELS_GDN_KKT_SOLVE_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet q/k L2 normalisation (FLA's l2norm_fwd, used with
 // use_qk_l2norm_in_kernel): every row of K values of q and of k becomes
 // x / sqrt(sum x^2 + 1e-6), computed in f32 and stored in bf16 (nearest

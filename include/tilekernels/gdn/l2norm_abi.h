@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/l2norm.comp (see core/abi.h).
 #ifndef TILEKERNELS_GDN_L2NORM_ABI_H
 #define TILEKERNELS_GDN_L2NORM_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Option bits of the Gated DeltaNet stage shaders (specialization constant
 // OPTIONS), shared by C++ (gdn::detail::option_bits) and GLSL.
 #ifndef TILEKERNELS_GDN_OPTIONS_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet: recompute_w_u_fwd, the WY representation of a chunk.
 //
 // For each value head h and chunk of BT consecutive tokens of one sequence:

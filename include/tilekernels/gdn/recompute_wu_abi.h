@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/recompute_wu.comp (portable),
 // recompute_wu_fp16.comp (tensor_core_fp16), recompute_wu_bf16.comp
 // (tensor_core_bf16) and recompute_wu_bf16_joint.comp

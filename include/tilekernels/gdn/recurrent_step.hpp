@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet decode step (FLA's fused_recurrent_gated_delta_rule): for
 // N sequences of T new tokens each (T = 1 for plain decoding, a few for
 // speculative decoding), per value head h and token in order,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/recurrent_step.comp (see core/abi.h).
 #ifndef TILEKERNELS_GDN_RECURRENT_STEP_ABI_H
 #define TILEKERNELS_GDN_RECURRENT_STEP_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gated DeltaNet inter-chunk state recurrence (FLA's
 // chunk_gated_delta_rule_fwd_h). Per sequence n and value head h, over its
 // chunks in order, with S [K, V] the f32 state (initial_state, or zeros):

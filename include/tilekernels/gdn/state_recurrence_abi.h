@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The interface of shaders/gdn/chunk_state*.comp (see core/abi.h).
 #ifndef TILEKERNELS_GDN_STATE_RECURRENCE_ABI_H
 #define TILEKERNELS_GDN_STATE_RECURRENCE_ABI_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision mirror of shaders/common/softmax_state.glsl: the
 // online-softmax merge state of attention over a set of keys,
 //   m = max_j s_j,  l = sum_j e^(s_j - m),  o = sum_j e^(s_j - m) v_j.

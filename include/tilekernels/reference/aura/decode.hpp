@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of aura::Decode (see
 // include/tilekernels/aura/decode.hpp for the math).
 #pragma once

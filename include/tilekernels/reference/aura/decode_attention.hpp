@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of AURA decode attention over the paged KV
 // cache (reference/aura/paged_cache.hpp), and the same attention over plain
 // K/V arrays for quality comparisons.

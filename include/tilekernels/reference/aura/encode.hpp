@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of aura::Encode / aura::HadamardEncode
 // (see include/tilekernels/aura/encode.hpp for the math). Inputs
 // are the stored values widened to float (bf16/f16 inputs already rounded).

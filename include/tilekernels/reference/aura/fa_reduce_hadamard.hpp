@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of aura::FaReduceHadamard (see its header
 // for the math and the layout), and the randomised Hadamard rotation it
 // undoes. Inputs are the stored values widened to float.

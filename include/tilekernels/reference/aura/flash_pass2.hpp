@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of aura::FlashPass2 (see its header for the
 // math): each head's blocks merged as softmax states. Inputs are the stored
 // partial values widened to float.

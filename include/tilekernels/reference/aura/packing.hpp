@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bit packing of AURA codes, shared by the encode and decode
 // references: `bits`-bit codes of each row at bit offset d * bits of the
 // row's u32 stream (little-endian within words; a code may straddle two

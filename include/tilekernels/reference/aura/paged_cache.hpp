@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of the AURA paged KV cache: its format, the
 // append (cache_write) and the dequantisation of stored tokens.
 //

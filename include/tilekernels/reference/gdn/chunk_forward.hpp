@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision reference of Gated DeltaNet's chunked forward, stage by
 // stage as FLA's chunk_gated_delta_rule runs it, so that each GPU stage can
 // be tested in isolation (feed it this reference's inputs to the stage,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of gdn::ChunkO (see its header for the math
 // and the layouts). Inputs are the stored values widened to float (bf16 q, k,
 // v_new and h are exact in float; g is f32). It rounds where the kernels

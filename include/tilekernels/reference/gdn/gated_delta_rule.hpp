@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision reference of the Gated DeltaNet recurrence, token by
 // token: the semantics of FLA's naive_recurrent_gated_delta_rule and
 // fused_recurrent_gated_delta_rule (the decode step), with every option of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Gated DeltaNet problem as flash-linear-attention poses it (its
 // chunk_gated_delta_rule and fused_recurrent_gated_delta_rule), shared by
 // the double-precision references: gated_delta_rule.hpp (token by token)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Double-precision CPU reference of gdn::RecomputeWU (see its header):
 //   u = A bf16(v * beta),   w = A bf16((k * beta) * exp(g))   per chunk,
 // rounded to bf16 where the kernels (and FLA) round: the scaled operands.
