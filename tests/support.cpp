@@ -78,7 +78,7 @@ GuardedTensor::GuardedTensor(Context& ctx, DType dtype, Shape shape)
 FusedRows::FusedRows(Context& ctx, DType dtype, std::int64_t tokens, std::int64_t row, std::int64_t at)
     : buffer_(ctx, 2 * GuardedTensor::guard_bytes +
                        (static_cast<std::size_t>(tokens * row + at) * dtype_size(dtype) + 3) / 4 * 4),
-      dtype_(dtype), tokens_(tokens), row_(row), at_(at), esize_(dtype_size(dtype)),
+      dtype_(dtype), row_(row), at_(at), esize_(dtype_size(dtype)),
       payload_(static_cast<std::size_t>(tokens * row + at)) {
   std::vector<std::uint32_t> words(buffer_.size() / 4, GuardedTensor::sentinel);
   std::memset(reinterpret_cast<char*>(words.data()) + GuardedTensor::guard_bytes, 0xff, payload_ * esize_);

@@ -124,7 +124,7 @@ class FusedRows {
   std::vector<std::size_t> elements(const TensorRef& view) const;  // buffer elements, dense order
   Buffer buffer_;
   DType dtype_;
-  std::int64_t tokens_, row_, at_;
+  std::int64_t row_, at_;
   std::size_t esize_, payload_;
 };
 
