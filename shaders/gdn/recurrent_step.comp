@@ -69,7 +69,17 @@ const uint R = KDIM / KPI;  // lanes per column quad
 const uint Q = BV / 4;      // column quads per workgroup (a multiple of QL)
 const uint WG = R * Q;
 const uint SLICES = VDIM / BV;
+const bool DENSE = VIEWS == TK_STEP_VIEWS_DENSE;
+// Rows start at multiples of their vectors; with MASK the host's word on it
+// (masking an index's low bits tells the compiler what a dense view's
+// compile-time address already does).
+const bool WHOLE = VIEWS != TK_STEP_VIEWS_ANY;
+const bool MASK = VIEWS == TK_STEP_VIEWS_ALIGNED;
 
+// Element index of token tok, head hh of view `name` whose rows are `row`
+// elements long (dense: [tokens, heads, row]).
+#define TK_VIEW_AT(name, tok, hh, heads, row) \
+  (DENSE ? ((tok) * (heads) + (hh)) * (row) : pc.name##_at + (tok) * pc.name##_token + (hh) * pc.name##_head)
 
 // Partials of the reduction, double-buffered by token parity: a lane
 // writes token t's buffer only after the barrier of token t - 1, which
@@ -86,15 +96,14 @@ uint narrow(float x, uint dtype) { return dtype == TK_BF16 ? tk_f32_to_bf16(x) :
 
 // KPI consecutive elements of q or k from element e on: by pairs of a
 // word where e is even (every view whose offset and strides are), else
-// one element at a time. With ALIGNED, e is a multiple of KPI (the host
-// checks): masking its low bits says so to the compiler, which then loads
-// the row as whole vectors.
+// one element at a time. With WHOLE, e is a multiple of KPI: the compiler
+// then loads the row as whole vectors.
 #define TK_LOAD_ROW(buf, e_in, out_)                                                    \
   {                                                                                    \
-  const uint e = ALIGNED != 0u ? (e_in) & ~(KPI - 1u) : (e_in);                          \
+  const uint e = MASK ? (e_in) & ~(KPI - 1u) : (e_in);                                   \
   if (QK_DTYPE == TK_F32) {                                                            \
     [[unroll]] for (uint i = 0; i < KPI; ++i) out_[i] = uintBitsToFloat(buf[(e) + i]);    \
-  } else if (ALIGNED != 0u || ((e) & 1u) == 0u) {                                      \
+  } else if (WHOLE || ((e) & 1u) == 0u) {                                               \
     [[unroll]] for (uint i = 0; i < KPI; i += 2) {                                     \
       const vec2 p = widen_pair(buf[((e) + i) >> 1], QK_DTYPE);                        \
       out_[i] = p.x;                                                                   \
@@ -146,28 +155,28 @@ void main() {
   const bool l2 = (options & TK_GDN_OPT_L2NORM) != 0u;
   for (uint t = 0; t < len; ++t) {
     const uint tok = bos + t;
-    float gl = g_f[pc.g_at + tok * pc.g_token + h * pc.g_head];
+    float gl = g_f[TK_VIEW_AT(g, tok, h, pc.H, 1u)];
     if ((options & TK_GDN_OPT_GATE_IN_KERNEL) != 0u) {
       const float bias = (options & TK_GDN_OPT_DT_BIAS) != 0u ? dt_bias[h] : 0.0;
       gl = -exp(a_log[h]) * tk_softplus(gl + bias);
     }
-    float beta = beta_f[pc.beta_at + tok * pc.beta_token + h * pc.beta_head];
+    float beta = beta_f[TK_VIEW_AT(beta, tok, h, pc.H, 1u)];
     if ((options & TK_GDN_OPT_BETA_SIGMOID) != 0u)
       beta = ((options & TK_GDN_OPT_NEG_EIGVAL) != 0u ? 2.0 : 1.0) / (1.0 + exp(-beta));
     const float decay = exp(gl);
 
     float kx[KPI], qx[KPI];
-    const uint k_row = pc.k_at + tok * pc.k_token + kh * pc.k_head + k0;
-    const uint q_row = pc.q_at + tok * pc.q_token + kh * pc.q_head + k0;
+    const uint k_row = TK_VIEW_AT(k, tok, kh, pc.Hg, KDIM) + k0;
+    const uint q_row = TK_VIEW_AT(q, tok, kh, pc.Hg, KDIM) + k0;
     TK_LOAD_ROW(k_w, k_row, kx)
     TK_LOAD_ROW(q_w, q_row, qx)
     vec4 vx;
-    const uint ve_in = pc.v_at + tok * pc.v_token + h * pc.v_head + 4 * vq;
-    const uint ve = ALIGNED != 0u ? ve_in & ~3u : ve_in;
+    const uint ve_in = TK_VIEW_AT(v, tok, h, pc.H, VDIM) + 4 * vq;
+    const uint ve = MASK ? ve_in & ~3u : ve_in;
     if (V_DTYPE == TK_F32) {
       vx = vec4(uintBitsToFloat(v_w[ve]), uintBitsToFloat(v_w[ve + 1]), uintBitsToFloat(v_w[ve + 2]),
                 uintBitsToFloat(v_w[ve + 3]));
-    } else if (ALIGNED != 0u || (ve & 1u) == 0u) {
+    } else if (WHOLE || (ve & 1u) == 0u) {
       vx = vec4(widen_pair(v_w[ve / 2], V_DTYPE), widen_pair(v_w[ve / 2 + 1], V_DTYPE));
     } else {
       [[unroll]] for (uint c = 0; c < 4; ++c) vx[c] = tk_load16(V_DTYPE, v_w[(ve + c) >> 1], ve + c);
@@ -217,9 +226,9 @@ void main() {
     const vec4 o = (pq + vn * (ps.z * ik)) * (pc.scale * iq);
 
     if (rg == 0u) {
-      // Even for 16-bit o, a multiple of 4 with ALIGNED (the host checks).
-      const uint oe_in = pc.o_at + tok * pc.o_token + h * pc.o_head + 4 * vq;
-      const uint oe = ALIGNED != 0u ? oe_in & ~3u : oe_in;
+      // Even for 16-bit o, a multiple of 4 with WHOLE (the host checks).
+      const uint oe_in = TK_VIEW_AT(o, tok, h, pc.H, VDIM) + 4 * vq;
+      const uint oe = MASK ? oe_in & ~3u : oe_in;
       if (V_DTYPE == TK_F32) {
         [[unroll]] for (uint c = 0; c < 4; ++c) o_w[oe + c] = floatBitsToUint(o[c]);
       } else {

@@ -87,8 +87,9 @@ struct RecurrentStepConfig {
 // The calls a RecurrentStep object is built for: the dtypes (unset: any of
 // bf16, f16 and f32; pipelines per pair), and whether q, k, v and o may be
 // views that do not start and stride at multiples of 16 elements (q, k) or
-// of 4 (v, o), which take a second, slower set of pipelines (dense tensors
-// and fused rows of usual head sizes never do).
+// of 4 (v, o), which take a third, slower set of pipelines (dense tensors
+// and fused rows of usual head sizes never do; dense tensors have one set,
+// other views another).
 struct RecurrentStepEnvelope {
   std::optional<DType> qk_dtype, v_dtype;
   bool unaligned_views = true;
@@ -126,6 +127,10 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     std::int64_t N = 0, H = 0, tokens = 0;
     DType qk_dtype = DType::bf16, v_dtype = DType::bf16;
     bool aligned = true;  // the views' offsets and strides (RecurrentStepEnvelope)
+    // Every view dense at the start of its binding (q, k [B, T, Hg, K], v, o
+    // [B, T, H, V], g, beta [B, T, H]): the pipeline then computes the
+    // addresses from its compile-time head sizes.
+    bool dense = true;
   };
 
   static constexpr std::array<Variant<Problem>, 2> variants{{
@@ -152,8 +157,8 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
       for (const DType v : all) {
         if ((envelope_.qk_dtype && qk != *envelope_.qk_dtype) || (envelope_.v_dtype && v != *envelope_.v_dtype)) continue;
         // Few and many (sequence, head) pairs: every slice width plan() takes.
-        // (prepare() builds the aligned and, where the envelope has them,
-        // the unaligned pipelines of a plan.)
+        // (prepare() builds the dense, the aligned and, where the envelope
+        // has them, the unaligned pipelines of a plan.)
         for (const std::int64_t heads : {1, 64, 128, 4096}) {
           const Problem p{1, heads, 1, qk, v};
           if (!this->can_implement(p)) continue;
@@ -167,7 +172,9 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     return a.cu_seqlens ? a.cu_seqlens->shape.at(0) - 1 : a.q.shape.at(0);
   }
   Problem problem(const Args& a) const {
-    return {sequences(a), a.v.shape.at(2), a.q.shape.at(0) * a.q.shape.at(1), a.q.dtype, a.v.dtype, aligned(a)};
+    const bool al = aligned(a);
+    return {sequences(a), a.v.shape.at(2), a.q.shape.at(0) * a.q.shape.at(1), a.q.dtype, a.v.dtype, al,
+            al && dense(a)};
   }
 
   // Whether q and k start and stride (token and head) at multiples of 16
@@ -182,6 +189,18 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
       return true;
     };
     return ok(a.q, 16) && ok(a.k, 16) && ok(a.v, 4) && ok(a.o, 4);
+  }
+
+  // Whether every view is the dense tensor of its shape, at the start of
+  // its binding (an offset that is a multiple of the device's storage
+  // buffer offset alignment).
+  bool dense(const Args& a) const {
+    const auto Hg = static_cast<std::uint32_t>(a.q.shape.at(2)), H = static_cast<std::uint32_t>(a.v.shape.at(2));
+    const auto v = views(a);
+    const auto is = [](const detail::ViewLayout& l, std::uint32_t heads, std::uint32_t row) {
+      return l.at == 0 && l.head == row && l.token == heads * row;
+    };
+    return is(v[0], Hg, K) && is(v[1], Hg, K) && is(v[2], H, V) && is(v[3], H, 1) && is(v[4], H, 1) && is(v[5], H, V);
   }
 
   void check(const Problem& p) const {
@@ -316,7 +335,9 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
       for (const DType v : all)
         if ((!envelope_.qk_dtype || qk == *envelope_.qk_dtype) && (!envelope_.v_dtype || v == *envelope_.v_dtype))
           for (const bool aligned : {true, false})
-            if (aligned || envelope_.unaligned_views) pipelines_.add(*ctx_, key(plan, Problem{1, 1, 1, qk, v, aligned}));
+            for (const bool dense : {true, false})
+              if (aligned || (!dense && envelope_.unaligned_views))
+                pipelines_.add(*ctx_, key(plan, Problem{1, 1, 1, qk, v, aligned, dense}));
   }
 
   // Convenience for tests and tools: records into a fresh command buffer,
@@ -407,7 +428,7 @@ class RecurrentStep : public KernelBase<RecurrentStep<Config>, RecurrentStepEnve
     spec.QL = plan.ql;
     spec.QK_DTYPE = static_cast<std::uint32_t>(p.qk_dtype);
     spec.V_DTYPE = static_cast<std::uint32_t>(p.v_dtype);
-    spec.ALIGNED = p.aligned ? 1u : 0u;
+    spec.VIEWS = !p.aligned ? TK_STEP_VIEWS_ANY : p.dense ? TK_STEP_VIEWS_DENSE : TK_STEP_VIEWS_ALIGNED;
     return detail::pipeline_key<Push>(*ctx_, *plan.variant, spec, 11);
   }
 };
