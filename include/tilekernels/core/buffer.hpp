@@ -18,6 +18,8 @@ class Buffer {
   // has it. Usable as a transfer source and destination.
   Buffer(Context& ctx, std::size_t bytes, bool host_visible = false) : ctx_(&ctx), bytes_(bytes) {
     if (bytes == 0) throw Error(ErrorCode::invalid_argument, "a buffer of 0 bytes was requested");
+    if (const std::string why = allocation_limit(ctx, bytes); !why.empty())
+      throw Error(ErrorCode::unsupported, "a buffer of " + std::to_string(bytes) + " bytes " + why);
     detail::vk_call("allocating a buffer", [&] {
       const vk::Device device = ctx.device();
       const auto& d = ctx.dispatcher();
@@ -39,6 +41,18 @@ class Buffer {
       device.bindBufferMemory(*buffer_, *memory_, 0, d);
     });
     host_visible_ = host_visible;
+  }
+
+  // Empty when the device may hold one allocation of `bytes` bytes, else
+  // which of its limits that exceeds.
+  static std::string allocation_limit(const Context& ctx, std::uint64_t bytes) {
+    const auto& info = ctx.info();
+    if (info.max_memory_allocation_size && bytes > info.max_memory_allocation_size)
+      return "exceeds the device's largest allocation (maxMemoryAllocationSize " +
+             std::to_string(info.max_memory_allocation_size) + " bytes)";
+    if (info.largest_heap && bytes > info.largest_heap)
+      return "exceeds the device's largest memory heap (" + std::to_string(info.largest_heap) + " bytes)";
+    return {};
   }
 
   vk::Buffer handle() const noexcept { return *buffer_; }

@@ -4,6 +4,7 @@
 // can use enabled where the device has it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -81,6 +82,14 @@ inline DeviceInfo read_device_info(vk::PhysicalDevice physical, const InstanceDi
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
   info.min_storage_buffer_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
   info.timestamp_period_ns = p.limits.timestampPeriod;
+  if (info.api_version >= VK_API_VERSION_1_1)
+    info.max_memory_allocation_size =
+        physical.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceMaintenance3Properties>(d)
+            .get<vk::PhysicalDeviceMaintenance3Properties>()
+            .maxMemoryAllocationSize;
+  const auto memory = physical.getMemoryProperties(d);
+  for (std::uint32_t i = 0; i < memory.memoryHeapCount; ++i)
+    info.largest_heap = std::max<std::uint64_t>(info.largest_heap, memory.memoryHeaps[i].size);
 
   if (has_extension(extensions, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     const auto sm =

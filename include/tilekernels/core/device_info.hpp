@@ -42,6 +42,11 @@ struct DeviceInfo {
   std::uint32_t max_shared_memory = 0;
   std::uint64_t max_storage_buffer_range = 0;
   std::uint64_t min_storage_buffer_offset_alignment = 0;
+  // The largest single allocation (Vulkan 1.1's maxMemoryAllocationSize;
+  // 0 where unknown) and the largest memory heap, in bytes: Buffer refuses
+  // what exceeds them before asking the driver.
+  std::uint64_t max_memory_allocation_size = 0;
+  std::uint64_t largest_heap = 0;
 
   // Streaming multiprocessors (VK_NV_shader_sm_builtins) or compute units
   // (VK_AMD_shader_core_properties) where the driver reports them, else 0.

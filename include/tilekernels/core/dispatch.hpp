@@ -134,6 +134,12 @@ void record_dispatch(const Context& ctx, vk::CommandBuffer cmd, const Pipeline& 
                      const std::vector<TensorRef>& tensors, Push push, std::uint64_t groups_x,
                      std::uint32_t groups_y = 1) {
   static_assert(sizeof(Push) % 4 == 0 && sizeof(Push) <= 128, "push constants: whole words, at most 128 bytes");
+  // The shaders number workgroups in 32 bits (group_offset + x). The
+  // kernels' own checks keep every grid far below; this is the last guard
+  // against a grid sized from a shape they did not bound.
+  if (groups_x >= (std::uint64_t(1) << 32))
+    throw Error(ErrorCode::unsupported, "a dispatch of " + std::to_string(groups_x) + " x " + std::to_string(groups_y) +
+                                            " workgroups: the grid is numbered in 32 bits");
   const auto& d = ctx.dispatcher();
   // Each tensor is bound from its offset rounded down to the device's
   // alignment (a view's shader adds the rest as an element offset).

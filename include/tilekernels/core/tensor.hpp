@@ -11,6 +11,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tilekernels/core/buffer.hpp"
@@ -73,11 +74,20 @@ struct TensorRef {
     return true;
   }
   // Elements from the first to one past the last element the view reaches.
+  // Throws where that does not fit 62 bits.
   std::int64_t span() const {
+    if (elements() == 0) return 0;
+    constexpr std::int64_t limit = std::int64_t(1) << 62;
     std::int64_t last = 0;
-    for (std::size_t d = 0; d < shape.size(); ++d)
-      if (shape[d] > 0) last += (shape[d] - 1) * stride(d);
-    return elements() ? last + 1 : 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      const std::int64_t n = shape[d] - 1, st = stride(d);
+      if (n > 0 && (st < 0 || st > (limit - last) / n))
+        throw Error(ErrorCode::invalid_argument, "a view of shape " + shape_string(shape) + " and strides " +
+                                                     shape_string(strides) +
+                                                     (st < 0 ? " has a negative stride" : " spans more than 2^62 elements"));
+      if (n > 0) last += n * st;
+    }
+    return last + 1;
   }
   // Bytes the view occupies from `offset`: its span, 16-bit tensors bound in
   // whole 32-bit words.
@@ -96,8 +106,9 @@ struct TensorRef {
 
 class Tensor {
  public:
-  Tensor(Context& ctx, DType dtype, Shape shape)
-      : dtype_(dtype), shape_(std::move(shape)), buffer_(ctx, storage_bytes(dtype_, shape_)) {}
+  // `name`, when given, is what errors call the tensor.
+  Tensor(Context& ctx, DType dtype, Shape shape, std::string_view name = {})
+      : dtype_(dtype), shape_(std::move(shape)), buffer_(ctx, storage_bytes(ctx, dtype_, shape_, name)) {}
 
   // A tensor holding `values` narrowed to `dtype` (round to nearest even).
   static Tensor from_floats(Context& ctx, DType dtype, Shape shape, std::span<const float> values) {
@@ -153,14 +164,19 @@ class Tensor {
   }
 
  private:
-  static std::size_t storage_bytes(DType dtype, const Shape& shape) {
+  static std::size_t storage_bytes(const Context& ctx, DType dtype, const Shape& shape, std::string_view name) {
+    const std::string what = name.empty() ? std::string("tensor") : "tensor '" + std::string(name) + "'";
     for (auto d : shape)
-      if (d <= 0) throw Error(ErrorCode::invalid_argument, "tensor shape " + shape_string(shape) + " has a dimension <= 0");
+      if (d <= 0)
+        throw Error(ErrorCode::invalid_argument, what + ": every dimension must be > 0, got shape " + shape_string(shape));
     const std::int64_t n = checked_elements(shape);
     if (n < 0 || n > (std::int64_t(1) << 60) / static_cast<std::int64_t>(dtype_size(dtype)))
-      throw Error(ErrorCode::invalid_argument, "tensor shape " + shape_string(shape) + " is too large");
-    const auto b = static_cast<std::size_t>(n) * dtype_size(dtype);
-    return (b + 3) / 4 * 4;
+      throw Error(ErrorCode::invalid_argument, what + ": shape " + shape_string(shape) + " has more than 2^60 bytes");
+    const auto b = (static_cast<std::size_t>(n) * dtype_size(dtype) + 3) / 4 * 4;
+    if (const std::string why = Buffer::allocation_limit(ctx, b); !why.empty())
+      throw Error(ErrorCode::unsupported, what + ": shape " + shape_string(shape) + " of " +
+                                              std::string(dtype_name(dtype)) + " needs " + std::to_string(b) + " bytes, which " + why);
+    return b;
   }
 
   void check_count(std::size_t n) const {

@@ -151,6 +151,9 @@ inline void expect_options(const Context& ctx, const char* kernel, const GdnOpti
     if (!A_log) throw Error(ErrorCode::invalid_argument, where(kernel, "A_log") + "gate_in_kernel needs it");
     expect_tensor(ctx, kernel, "A_log", *A_log, DType::f32, {H});
     if (dt_bias) expect_tensor(ctx, kernel, "dt_bias", *dt_bias, DType::f32, {H});
+  } else if (A_log || dt_bias) {  // a gate the caller meant to apply would be silently dropped
+    throw Error(ErrorCode::invalid_argument, where(kernel, A_log ? "A_log" : "dt_bias") +
+                                                 "given without options.gate_in_kernel, which alone reads it");
   }
 }
 
