@@ -8,7 +8,8 @@
 // as aura::Encode computes them in f32,
 //   n = ||x||,  v = R x / n  (Hadamard: H (s * x) / (sqrt(DIM) n)),
 //   code[d] = #{ boundaries < v[d] },  norm = n / ||codebook[code]||
-// (n itself where that is below 1e-30; a non-finite n keeps n and codes 0);
+// (n itself where that is below 1e-30; a non-finite n keeps n and codes 0;
+// n is computed on the row scaled by a power of two, finite wherever ||x|| is);
 // a raw side the values rounded to RAW_DTYPE.
 //
 // Geometry (invariants the host relies on): ROWS rows per workgroup, ROWS *
@@ -51,6 +52,7 @@ shared uint s_code[RAW ? 1u : N];
 shared float s_part[ROWS * PARTS];
 shared float s_norm[ROWS];
 shared float s_scale[ROWS];
+shared int s_exp[ROWS];  // the row's scale is 2^-s_exp
 shared int s_slot[ROWS];
 shared float s_bound[LEVELS];  // boundaries, +inf in the last slot
 shared float s_c2[LEVELS];     // squared centroids
@@ -103,6 +105,28 @@ void main() {
     return;
   }
 
+  // Each row scaled by the power of two that brings its largest magnitude
+  // into [0.5, 1): exact, so codes and norms are those of the row as given
+  // wherever its squares neither overflow nor underflow, and the norm is
+  // finite wherever the row's is. (A row holding inf or NaN is not scaled.)
+  for (uint p = inv; p < ROWS * PARTS; p += WG) {
+    const uint r = p / PARTS, k = p % PARTS;
+    float m = 0.0;
+    for (uint d = k; d < DIM; d += PARTS) m = max(m, abs(s_x[r * DIM + d]));
+    s_part[p] = m;
+  }
+  barrier();
+  if (inv < ROWS) {
+    float m = 0.0;
+    for (uint k = 0; k < PARTS; ++k) m = max(m, s_part[inv * PARTS + k]);
+    int e = 0;
+    if (m > 0.0 && m <= 3.4028235e38) frexp(m, e);
+    s_exp[inv] = e;
+  }
+  barrier();
+  for (uint e = inv; e < N; e += WG) s_x[e] = ldexp(s_x[e], -s_exp[e / DIM]);
+  barrier();
+
   // Squared norm: PARTS strided partial sums per row (the signs do not change it).
   for (uint p = inv; p < ROWS * PARTS; p += WG) {
     const uint r = p / PARTS, k = p % PARTS;
@@ -123,8 +147,8 @@ void main() {
   if (inv < ROWS) {
     float sq = 0.0;
     for (uint k = 0; k < PARTS; ++k) sq += s_part[inv * PARTS + k];
-    const float n = sqrt(sq);
-    s_norm[inv] = n;
+    const float n = sqrt(sq);  // of the scaled row
+    s_norm[inv] = ldexp(n, s_exp[inv]);
     s_scale[inv] = (n > 0.0 ? 1.0 / n : 0.0) * (ROTATION == 1u ? pc.inv_sqrt_dim : 1.0);
   }
   barrier();

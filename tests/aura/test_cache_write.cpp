@@ -28,9 +28,11 @@ class CacheWriteTest : public DeviceTest {
   // (about `padding` of them with a negative slot), twice, and compares the
   // whole cache with the reference. With `fused_at` >= 0, k and v are views
   // of one fused [num_tokens, 2 kv_heads dim + 5] buffer starting that many
-  // elements in.
+  // elements in. With `huge`, the rows' magnitudes lie between 1e18 and
+  // 1e35 and one row holds an element of 1e38: every squared norm
+  // overflows f32, every norm fits.
   void check_case(std::int64_t kv_heads, std::int64_t num_tokens, std::int64_t num_pages, double padding,
-                  std::uint64_t seed, std::int64_t fused_at = -1) {
+                  std::uint64_t seed, std::int64_t fused_at = -1, bool huge = false) {
     SCOPED_TRACE("kv_heads=" + std::to_string(kv_heads) + " tokens=" + std::to_string(num_tokens) +
                  " pages=" + std::to_string(num_pages) + " seed=" + std::to_string(seed));
     Context& ctx = context();
@@ -40,10 +42,12 @@ class CacheWriteTest : public DeviceTest {
     auto make_rows = [&] {
       std::vector<float> x(n * row);
       for (std::size_t r = 0; r < n * static_cast<std::size_t>(kv_heads); ++r) {
-        const float magnitude = std::exp(rng.uniform(-4.0f, 4.0f));  // norms over ~3.5 decades
+        const float magnitude = huge ? std::exp(rng.uniform(42.0f, 80.0f))  // 1.7e18 .. 5.5e34
+                                     : std::exp(rng.uniform(-4.0f, 4.0f));  // norms over ~3.5 decades
         for (std::size_t d = 0; d < Cache::dim; ++d) x[r * Cache::dim + d] = magnitude * rng.normal();
       }
       for (std::size_t d = 0; d < Cache::dim; ++d) x[d] = 0.0f;  // a zero row: norm 0, no NaN
+      if (huge) x[Cache::dim + 3] = 1e38f;  // a corrected norm up to 3.4x this fits
       return rounded(Config::in_dtype, x);
     };
     const auto k = make_rows(), v = make_rows();
@@ -146,6 +150,7 @@ class CacheWriteTest : public DeviceTest {
           }
           const double norm = ref::corrected_norm(x, codes, q.codebook);
           const double stored = g.norms[i];
+          ASSERT_TRUE(std::isfinite(stored)) << "norm of page " << page << " slot " << slot;
           if (f.side(s).norm_dtype == DType::f32)
             ASSERT_NEAR(stored, norm, 2e-6 * norm + 1e-30) << "norm of page " << page << " slot " << slot;
           else
@@ -173,6 +178,16 @@ TYPED_TEST(CacheWriteTest, MatchesReferenceWithPaddingSlots) {
 // device aligns a binding to: the same cache, nothing outside the views read.
 TYPED_TEST(CacheWriteTest, ReadsViewsOfAFusedBuffer) {
   this->check_case(2, 37, 5, 0.15, 300 + TypeParam::cache::dim, 3);
+}
+
+// Rows whose squares overflow f32 but whose norms do not: finite norms,
+// the reference's codes (formats with f32 norms and a coded side read from
+// f32 or bf16; f16 inputs cannot be that large, f16 norms cannot hold them).
+TYPED_TEST(CacheWriteTest, HugeRowsGetFiniteNorms) {
+  using Cache = typename TypeParam::cache;
+  if (TypeParam::in_dtype == DType::f16 || Cache::format.norm_dtype != DType::f32 || Cache::format.k_raw())
+    GTEST_SKIP() << "f16 input, f16 norms or a raw K side";
+  this->check_case(2, 37, 5, 0.15, 400 + Cache::dim, -1, true);
 }
 
 class CacheWriteErrors : public DeviceTest {};

@@ -82,7 +82,7 @@ class CacheWriteKernel {
     const std::uint32_t n = rows(f) * f.dim;
     const std::uint32_t levels = CacheFormat::raw(bits) ? 2 : 1u << bits;
     return 4 * (n + (f.rotation == Rotation::dense ? n : 1) + (CacheFormat::raw(bits) ? 1 : n) + rows(f) * 16 +
-                3 * rows(f) + 2 * levels);
+                4 * rows(f) + 2 * levels);
   }
 
   static constexpr std::array<Variant<Problem>, 1> variants{{
