@@ -351,9 +351,12 @@ void main() {
       const uint tl = inv + k * WG;
       [[unroll]] for (uint r = 0; r < RV; ++r) {
         const vec4 s = z[k * RV + r];
-        const vec4 p = mix(exp(s - m_run[r]), vec4(0.0), equal(s, NEG_INF4));
+        // Masked keys weigh 0 by selection, so that a non-finite V norm of
+        // a key a row does not see cannot reach that row (0 * NaN).
+        const bvec4 masked = equal(s, NEG_INF4);
+        const vec4 p = mix(exp(s - m_run[r]), vec4(0.0), masked);
         l_own[r] += p;
-        s_scratch[tl * RV + r] = p * vn[k];
+        s_scratch[tl * RV + r] = mix(p * vn[k], vec4(0.0), masked);
       }
     }
     barrier();

@@ -119,6 +119,48 @@ TEST_F(DecodeAttentionTest, EmptyAttention) {
     }
 }
 
+// A NaN planted in the value of new token 1 (KV head 0) and in the key of
+// new token 2 (KV head 1) of 4: the causal mask hides them from the rows
+// before, whose outputs stay finite and match the reference on every
+// variant and with splits (a masked key weighs 0 by selection, not by a
+// product with 0).
+TEST_F(DecodeAttentionTest, NonFiniteKeysBehindTheMaskDoNotLeak) {
+  constexpr std::size_t D = 128;
+  constexpr std::int64_t len = 50, q_len = 4, q_heads = 8, kv_heads = 2;
+  for (const int variant : {0, 1, 2})
+    for (const std::uint32_t splits : {0u, 3u}) {
+      AttentionCase c;
+      c.lens = {static_cast<std::int32_t>(len)};
+      c.q_len = q_len, c.q_heads = q_heads, c.kv_heads = kv_heads;
+      c.variant = variant;
+      c.seed = 450 + static_cast<std::uint64_t>(variant) * 2 + splits;
+      if (splits) c.geometry = {128, 2, 2, splits};
+      c.edit = [](std::vector<float>&, std::vector<float>& k, std::vector<float>& v, std::size_t) {
+        const std::size_t row = kv_heads * D, first_new = len - q_len;
+        v[(first_new + 1) * row + 0 * D + 5] = std::numeric_limits<float>::quiet_NaN();
+        k[(first_new + 2) * row + 1 * D + 7] = std::numeric_limits<float>::quiet_NaN();
+      };
+      const auto r = run_attention<Attention>(c);
+      SCOPED_TRACE(r.variant + (splits ? " split" : ""));
+      // Row (token j, head h) sees the NaN of KV head h / 4 from token 1 (V) or 2 (K) on.
+      std::vector<float> got;
+      std::vector<double> want;
+      for (std::int64_t j = 0; j < q_len; ++j)
+        for (std::int64_t h = 0; h < q_heads; ++h) {
+          const bool sees = h / (q_heads / kv_heads) == 0 ? j >= 1 : j >= 2;
+          if (sees) continue;
+          for (std::size_t d = 0; d < D; ++d) {
+            const std::size_t i = static_cast<std::size_t>(j * q_heads + h) * D + d;
+            ASSERT_TRUE(std::isfinite(r.output[i])) << "token " << j << " head " << h << " dim " << d;
+            got.push_back(r.output[i]);
+            want.push_back(r.reference.output[i]);
+          }
+        }
+      EXPECT_EQ(got.size(), (8 + 4) * D);  // token 0: 8 rows, token 1: 4, tokens 2 and 3: none
+      EXPECT_LE(relative_rms(got, want), output_budget(Attention::out_dtype));
+    }
+}
+
 TEST_F(DecodeAttentionTest, LongSequence) {
   AttentionCase c;
   c.lens = {20000};
