@@ -31,19 +31,22 @@ void run_codebook(tilekernels::Context&, Invocation& inv) {
 void run_rotation(tilekernels::Context&, Invocation& inv) {
   const std::int64_t dim = inv.int_param("dim"), seed = inv.int_param("seed");
   const std::string kind = inv.param("kind");
-  if (dim < 1 || dim > 4096) throw UsageError("parameter 'dim' must be in [1, 4096], got " + std::to_string(dim));
+  if (kind != "dense" && kind != "hadamard")
+    throw UsageError("parameter 'kind' must be dense or hadamard, got '" + kind + "'");
+  const std::int64_t most = kind == "dense" ? 512 : 4096;
+  if (dim < 1 || dim > most)
+    throw UsageError("parameter 'dim' must be in [1, " + std::to_string(most) + "] for kind=" + kind + ", got " +
+                     std::to_string(dim));
   const auto d = static_cast<std::uint32_t>(dim);
   const auto s = static_cast<std::uint64_t>(seed);
   if (kind == "dense") {
     if (inv.wants("signs")) throw UsageError("output 'signs' exists only for kind=hadamard");
     inv.put("rotation", {dim, dim}, tilekernels::aura::dense_rotation(d, s));
-  } else if (kind == "hadamard") {
+  } else {
     if (!std::has_single_bit(d)) throw UsageError("kind=hadamard needs 'dim' a power of two, got " + std::to_string(dim));
     const auto signs = tilekernels::aura::hadamard_signs(d, s);
     inv.put("rotation", {dim, dim}, tilekernels::aura::hadamard_matrix(signs));
     if (inv.wants("signs")) inv.put("signs", {dim}, signs);
-  } else {
-    throw UsageError("parameter 'kind' must be dense or hadamard, got '" + kind + "'");
   }
 }
 
@@ -101,7 +104,7 @@ const Registrar rotation{Op{
     "aura.rotation",
     "rotation matrix R from a seed (rotated[d] = sum_j R[d, j] x[j]): dense random orthogonal, or randomised "
     "Hadamard H diag(signs) / sqrt(dim)",
-    {{"dim", "128", "dimension (hadamard: a power of two)"},
+    {{"dim", "128", "dimension: dense 1..512, hadamard a power of two up to 4096"},
      {"seed", "0", "seed (identical output on every machine)"},
      {"kind", "dense", "dense or hadamard"}},
     {},

@@ -201,6 +201,8 @@ TEST(AuraCodebook, RejectsBadParameters) {
   EXPECT_THROW(aura::lloyd_max_codebook(128, 9), Error);
   EXPECT_THROW(aura::hadamard_signs(96, 1), Error);
   EXPECT_THROW(aura::dense_rotation(0, 1), Error);
+  EXPECT_THROW(aura::dense_rotation(513, 1), Error);  // O(dim^3): the kernels stop at 512
+  EXPECT_THROW(aura::hadamard_signs(8192, 1), Error);
 }
 
 double orthogonality_error(const std::vector<float>& r, std::size_t n) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -321,6 +322,21 @@ TEST_F(TkRunHostile, HugeNumPagesIsRefusedByName) {
               path("k64.npy") + " --in v=" + path("k64.npy") + " --in slot_mapping=" + path("slot1.npy") +
               " --out k_codes=" + path("kc.npy") + " --out v_codes=" + path("vc.npy"),
           {"parameter 'num_pages' = " + std::to_string(pages), "maxStorageBufferRange"});
+}
+
+// aura.rotation: a dense rotation costs O(dim^3) on one core, so it stops at
+// 512 (the largest dimension a dense-rotation kernel takes) and is refused
+// at once past it; a Hadamard one goes on to 4096.
+TEST_F(TkRunHostile, DenseRotationsStopWhereTheKernelsDo) {
+  refused("aura.rotation dim=4096 kind=dense --out rotation=" + path("r.npy"),
+          {"parameter 'dim' must be in [1, 512] for kind=dense"});
+  refused("aura.rotation dim=513 kind=dense --out rotation=" + path("r.npy"), {"[1, 512]"});
+  refused("aura.rotation dim=64 kind=qr --out rotation=" + path("r.npy"), {"parameter 'kind' must be dense or hadamard"});
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run("aura.rotation dim=512 kind=dense --out rotation=" + path("r512.npy"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::printf("[rotation] dense, dim 512: %.2f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // The command line itself: repeated names and unknown ones, one line each.

@@ -79,16 +79,21 @@ class RotationRng {
 };
 
 namespace impl {
+// Dense rotations cost O(dim^3) on one core: they stop at 512, the largest
+// dimension a dense-rotation kernel takes; Hadamard signs at 4096.
 inline void expect_rotation_dim(std::uint32_t dim, bool power_of_two) {
-  if (dim < 1 || dim > 4096)
-    throw Error(ErrorCode::invalid_argument, "aura.rotation: dim must be in [1, 4096], got " + std::to_string(dim));
+  const std::uint32_t most = power_of_two ? 4096 : 512;
+  if (dim < 1 || dim > most)
+    throw Error(ErrorCode::invalid_argument, std::string("aura.rotation: dim must be in [1, ") + std::to_string(most) +
+                                                 "] for a " + (power_of_two ? "Hadamard" : "dense") + " rotation, got " +
+                                                 std::to_string(dim));
   if (power_of_two && !std::has_single_bit(dim))
     throw Error(ErrorCode::invalid_argument,
                 "aura.rotation: a Hadamard rotation needs dim a power of two, got " + std::to_string(dim));
 }
 }  // namespace impl
 
-// Random orthogonal [dim, dim], row-major f32.
+// Random orthogonal [dim, dim], row-major f32; dim in [1, 512].
 TK_EXACT_FP inline std::vector<float> dense_rotation(std::uint32_t dim, std::uint64_t seed) {
   TK_EXACT_FP_BODY
   impl::expect_rotation_dim(dim, false);
