@@ -113,7 +113,9 @@ struct StepCase {
       qkv_rows->upload(args.q, c.q), qkv_rows->upload(args.k, c.k), qkv_rows->upload(args.v, c.v);
       gate_rows->upload(args.g, c.g), gate_rows->upload(args.beta, c.beta);
     }
-    if (fused == Fused::no) EXPECT_TRUE(step.problem(args).dense);  // the pipelines of dense tensors
+    if (fused == Fused::no) {
+      EXPECT_TRUE(step.problem(args).dense);  // the pipelines of dense tensors
+    }
     if (ts) args.token_states = ts->ref();
     if (a_log) args.A_log = a_log->ref();
     if (dt_bias) args.dt_bias = dt_bias->ref();
