@@ -108,7 +108,8 @@ void main() {
   // Each row scaled by the power of two that brings its largest magnitude
   // into [0.5, 1): exact, so codes and norms are those of the row as given
   // wherever its squares neither overflow nor underflow, and the norm is
-  // finite wherever the row's is. (A row holding inf or NaN is not scaled.)
+  // finite wherever the row's is. (A row holding an infinity is not
+  // scaled; a NaN stays NaN either way.)
   for (uint p = inv; p < ROWS * PARTS; p += WG) {
     const uint r = p / PARTS, k = p % PARTS;
     float m = 0.0;
