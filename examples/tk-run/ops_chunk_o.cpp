@@ -25,9 +25,13 @@ void run_chunk_o(tilekernels::Context& ctx, Invocation& inv) {
   const std::int64_t K = q_shape[3], V = v_shape[3];
   check_head_size("q", "K", K);
   check_head_size("v", "V", V);
-  const std::string scale_text = inv.param("scale");
-  const double scale = scale_text == "auto" ? 1.0 / std::sqrt(static_cast<double>(K)) : inv.float_param("scale");
+  const double scale = gdn_scale(inv, K);
   const std::vector<std::int32_t> cu = cu_seqlens_input(inv);
+  if (!cu.empty()) {  // before h's shape, which depends on them
+    if (q_shape[0] != 1) throw UsageError("input 'cu_seqlens' needs B = 1, got B = " + std::to_string(q_shape[0]));
+    if (const std::string why = tilekernels::gdn::Chunking::partition_problem(cu, q_shape[1]); !why.empty())
+      throw UsageError("input 'cu_seqlens': " + why);
+  }
   Shape o_shape = v_shape;
   o_shape[1] = q_shape[1];
 

@@ -34,6 +34,12 @@ aura::CacheFormat format_of(const Invocation& inv) {
   f.dim = in_range("dim");
   f.k_bits = in_range("k_bits");
   f.v_bits = in_range("v_bits");
+  for (const char* name : {"k_bits", "v_bits"}) {
+    const std::uint32_t bits = name[0] == 'k' ? f.k_bits : f.v_bits;
+    if (bits != 2 && bits != 3 && bits != 4 && bits != 6 && bits != 8 && bits != 16)
+      throw UsageError(std::string("parameter '") + name + "' must be 2, 3, 4, 6, 8 or 16 (raw), got " +
+                       std::to_string(bits));
+  }
   f.page_tokens = in_range("page_tokens");
   const std::string rot = inv.param("rotation");
   if (rot == "hadamard") {
@@ -185,6 +191,8 @@ AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
   const aura::CacheFormat& f = a.format;
   const double scale = inv.float_param("scale"), softcap = inv.float_param("softcap");
   if (softcap < 0) throw UsageError("parameter 'softcap' must be >= 0 (0: none), got " + printable(inv.param("softcap"), 60));
+  if (softcap != 0 && static_cast<float>(softcap) == 0)  // would silently mean none
+    throw UsageError("parameter 'softcap' is outside float's range, got " + printable(inv.param("softcap"), 60));
   const std::int64_t window = inv.int_param("window", 0, std::int64_t{1} << 31);
   if (scale != 0) a.options.scale = static_cast<float>(scale);
   a.options.softcap = static_cast<float>(softcap);
@@ -225,6 +233,9 @@ AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
   return a;
 }
 
+// The call's arguments, with the checks that need no kernel object made
+// first: building the kernel compiles pipelines, which a call about to be
+// refused should not wait for.
 aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output, const Tensor& lse) {
   aura::DecodeAttentionArgs args{*a.q,           *a.k.store,  norms_ref(a.k), *a.v.store, norms_ref(a.v),
                                  *a.block_table, *a.seq_lens, *a.tables,      output,     lse.ref(),
@@ -232,6 +243,13 @@ aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output
   args.options = a.options;
   args.host_seq_lens = a.host_lens;
   args.host_block_table = a.host_table;
+  if (a.q_len > aura::DecodeAttentionKernel::max_q_len)
+    throw UsageError("input 'q': q_len must be at most " + std::to_string(aura::DecodeAttentionKernel::max_q_len) +
+                     ", got " + std::to_string(a.q_len));
+  if (a.q_heads % a.kv_heads != 0)
+    throw UsageError("input 'q': q_heads (" + std::to_string(a.q_heads) + ") must be a multiple of kv_heads (" +
+                     std::to_string(a.kv_heads) + ", from k_codes)");
+  aura::check_decode_attention_host_copies(a.format, args);
   return args;
 }
 
@@ -250,8 +268,8 @@ void run_decode_attention(tilekernels::Context& ctx, Invocation& inv) {
   const Shape out_shape{a.num_seqs, a.q_len, a.q_heads, a.format.dim}, lse_shape{a.num_seqs, a.q_len, a.q_heads};
   Tensor output = inv.alloc(ctx, DType::f32, out_shape, "output 'output'");
   Tensor lse = inv.alloc(ctx, DType::f32, lse_shape, "output 'lse'");
-  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, envelope_of(a));
   const auto args = args_of(a, output, lse);
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, envelope_of(a));
   kernel.check(args);
   // The workspace the kernel allocates, through tk-run's budget first.
   inv.reserve(ctx, kernel.workspace_bytes(kernel.problem(args)), "the workspace for inputs 'q' and 'block_table'");
@@ -273,8 +291,8 @@ void run_partials(tilekernels::Context& ctx, Invocation& inv) {
   checked_elements(o_shape, "output 'o_partials'");
   Tensor output = inv.alloc(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads, dim}, "the output for input 'q'");
   Tensor lse = inv.alloc(ctx, DType::f32, {a.num_seqs, a.q_len, a.q_heads}, "the lse for input 'q'");
-  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, envelope_of(a));
   auto args = args_of(a, output, lse);
+  aura::DecodeAttentionKernel kernel(ctx, a.format, DType::f32, DType::f32, envelope_of(a));
   kernel.check(args);
   const auto problem = kernel.problem(args);
   auto geometry = kernel.geometry(problem, true);

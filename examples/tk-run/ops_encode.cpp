@@ -29,22 +29,22 @@ void run_codebook(tilekernels::Context&, Invocation& inv) {
 }
 
 void run_rotation(tilekernels::Context&, Invocation& inv) {
-  const std::int64_t dim = inv.int_param("dim"), seed = inv.int_param("seed");
+  const std::int64_t dim = inv.int_param("dim");
+  const std::uint64_t seed = inv.seed_param("seed");  // as aura.cache_write's k_seed and v_seed
   const std::string kind = inv.param("kind");
   if (kind != "dense" && kind != "hadamard")
-    throw UsageError("parameter 'kind' must be dense or hadamard, got '" + kind + "'");
+    throw UsageError("parameter 'kind' must be dense or hadamard, got '" + printable(kind, 60) + "'");
   const std::int64_t most = kind == "dense" ? 512 : 4096;
   if (dim < 1 || dim > most)
     throw UsageError("parameter 'dim' must be in [1, " + std::to_string(most) + "] for kind=" + kind + ", got " +
                      std::to_string(dim));
   const auto d = static_cast<std::uint32_t>(dim);
-  const auto s = static_cast<std::uint64_t>(seed);
   if (kind == "dense") {
     if (inv.wants("signs")) throw UsageError("output 'signs' exists only for kind=hadamard");
-    inv.put("rotation", {dim, dim}, tilekernels::aura::dense_rotation(d, s));
+    inv.put("rotation", {dim, dim}, tilekernels::aura::dense_rotation(d, seed));
   } else {
     if (!std::has_single_bit(d)) throw UsageError("kind=hadamard needs 'dim' a power of two, got " + std::to_string(dim));
-    const auto signs = tilekernels::aura::hadamard_signs(d, s);
+    const auto signs = tilekernels::aura::hadamard_signs(d, seed);
     inv.put("rotation", {dim, dim}, tilekernels::aura::hadamard_matrix(signs));
     if (inv.wants("signs")) inv.put("signs", {dim}, signs);
   }

@@ -14,6 +14,8 @@ void run_flash_pass2(tilekernels::Context& ctx, Invocation& inv) {
   const DType partial = float_dtype_param(inv, "partial_dtype");
   const DType out_dtype = float_dtype_param(inv, "out_dtype");
   const std::int64_t dim = inv.int_param("dim");
+  if (dim != 64 && dim != 80 && dim != 96 && dim != 128 && dim != 256 && dim != 512)
+    throw UsageError("parameter 'dim' must be 64, 80, 96, 128, 256 or 512, got " + std::to_string(dim));
   const Shape o_shape = inv.input_shape("o_partials");
   if (o_shape.size() != 3 || o_shape[2] != dim)
     throw UsageError("input 'o_partials': expected shape [q_heads, num_blocks, " + std::to_string(dim) + "], got " +

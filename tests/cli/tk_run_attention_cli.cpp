@@ -282,7 +282,8 @@ TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
   };
   refused("aura.cache_write dim=64 num_pages=2" + in + out, "slot 40 of token 2 is past the cache (32 slots)");
   refused("aura.cache_write dim=80 num_pages=2" + in + out, "a Hadamard rotation needs dim a power of two");
-  refused("aura.cache_write dim=64 k_bits=5 num_pages=2" + in + out, "bits must be 2, 3, 4, 6, 8 or 16");
+  refused("aura.cache_write dim=64 k_bits=5 num_pages=2" + in + out, "parameter 'k_bits' must be 2, 3, 4, 6, 8 or 16");
+  refused("aura.cache_write dim=64 v_bits=0 num_pages=2" + in + out, "parameter 'v_bits' must be 2, 3, 4, 6, 8 or 16");
   refused("aura.cache_write dim=64" + in + out, "'num_pages' must be > 0 for a fresh cache");
   refused("aura.cache_write dim=128 num_pages=2" + in + out, "input 'k': expected shape [num_tokens, kv_heads, 128]");
   refused("aura.cache_write dim=64 k_bits=16 num_pages=3" + in + " --out k_norms=" + path("out.npy"),

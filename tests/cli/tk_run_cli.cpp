@@ -100,7 +100,7 @@ TEST_F(TkRun, RefusesBadInputWithOneLine) {
   expect_refused("aura.flash_pass2 dim=64 --in o_partials=" + path("o.npy") + out, "missing input 'm_partials'");
   expect_refused("aura.flash_pass2 dim=128 " + inputs() + out, "input 'o_partials': expected shape [q_heads, num_blocks, 128]");
   expect_refused("aura.flash_pass2 dim=64 color=red " + inputs() + out, "has no parameter 'color'");
-  expect_refused("aura.flash_pass2 dim=65 " + inputs() + out, "input 'o_partials': expected shape");
+  expect_refused("aura.flash_pass2 dim=65 " + inputs() + out, "parameter 'dim' must be 64, 80, 96, 128, 256 or 512");
   expect_refused("aura.flash_pass2 dim=64 out_dtype=f64 " + inputs() + out, "must be f32, f16 or bf16, got 'f64'");
   expect_refused("aura.flash_pass2 dim=64 " + inputs(), "no --out given");
   expect_refused("aura.flash_pass2 dim=64 " + inputs() + out + " --out bogus=" + path("b.npy"), "has no output named 'bogus'");

@@ -228,6 +228,18 @@ TEST_F(TkRunGdn, StagesTakeCuSeqlens) {
                      path("v.npy") + " --in h=" + path("h.npy") + " --in g=" + path("g.npy") + cu_in + " --out o=" +
                      path("o.npy"),
                  "h: expected shape [1, 8, 2, 64, 64]");
+  // Offsets that are no partition of the 90 tokens: named before h's shape,
+  // which depends on them.
+  const std::vector<std::uint32_t> bad_cu{0, 40, 20, 90};
+  tkrun::write_npy(path("cu_bad.npy"), {4}, nullptr, &bad_cu);
+  expect_refused("gdn.chunk_o bt=16 --in q=" + path("q.npy") + " --in k=" + path("k.npy") + " --in v=" +
+                     path("v.npy") + " --in h=" + path("h.npy") + " --in g=" + path("g.npy") +
+                     " --in cu_seqlens=" + path("cu_bad.npy") + " --out o=" + path("o.npy"),
+                 "input 'cu_seqlens': must not decrease");
+  expect_refused("gdn.chunk_o bt=16 scale=-1 --in q=" + path("q.npy") + " --in k=" + path("k.npy") + " --in v=" +
+                     path("v.npy") + " --in h=" + path("h.npy") + " --in g=" + path("g.npy") + cu_in + " --out o=" +
+                     path("o.npy"),
+                 "parameter 'scale' must be a positive number");
 }
 
 }  // namespace

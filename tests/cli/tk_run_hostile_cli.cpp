@@ -339,6 +339,40 @@ TEST_F(TkRunHostile, DenseRotationsStopWhereTheKernelsDo) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+// Parameters judged alike across ops: seeds are integers in [0, 2^64 - 1]
+// everywhere; a softcap that narrows to 0 in float (which would mean none)
+// is refused like such a scale; a decode attention refused for its shapes
+// or lengths is refused before any pipeline is built.
+TEST_F(TkRunHostile, ParametersAreJudgedAlike) {
+  refused("aura.rotation dim=64 seed=-1 --out rotation=" + path("r.npy"),
+          {"parameter 'seed' must be an integer in [0, 2^64 - 1]"});
+  const Result r = run("aura.rotation dim=64 kind=hadamard seed=18446744073709551615 --out rotation=" + path("r.npy"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  // A cache of 2 KV heads, 2 pages of 16 slots.
+  write("k2.npy", {3, 2, 64}, values(384, 12));
+  write("v2.npy", {3, 2, 64}, values(384, 13));
+  write_ints("slots.npy", {3}, {0, 17, -1});
+  const Result w = run("aura.cache_write dim=64 num_pages=2 --in k=" + path("k2.npy") + " --in v=" + path("v2.npy") +
+                       " --in slot_mapping=" + path("slots.npy") + cache_out());
+  ASSERT_EQ(w.code, 0) << w.err;
+  write("q.npy", {1, 1, 3, 64}, values(192, 9));
+  write_ints("table.npy", {1, 2}, {0, 1});
+  write_ints("lens.npy", {1}, {18});
+  const auto attention = [&](const std::string& q, const std::string& params) {
+    return "aura.decode_attention dim=64" + params + " --in q=" + path(q) + " --in k_codes=" + path("kc.npy") +
+           " --in k_norms=" + path("kn.npy") + " --in v_codes=" + path("vc.npy") + " --in v_norms=" + path("vn.npy") +
+           " --in block_table=" + path("table.npy") + " --in seq_lens=" + path("lens.npy") + " --out output=" +
+           path("o.npy");
+  };
+  refused(attention("q.npy", " softcap=1e-300"), {"parameter 'softcap' is outside float's range"});
+  refused(attention("q.npy", ""), {"input 'q': q_heads (3) must be a multiple of kv_heads (2"}, 1.0);
+  write("q17.npy", {1, 17, 2, 64}, values(17 * 128, 10));
+  refused(attention("q17.npy", ""), {"input 'q': q_len must be at most 16"}, 1.0);
+  write("q4.npy", {1, 4, 2, 64}, values(4 * 128, 11));
+  write_ints("lens.npy", {1}, {3});
+  refused(attention("q4.npy", ""), {"seq_len 3 of sequence 0 is below q_len 4"}, 1.0);
+}
+
 // The command line itself: repeated names and unknown ones, one line each.
 TEST_F(TkRunHostile, RefusesRepeatedInputsAndOutputs) {
   write_cache_inputs();

@@ -255,17 +255,23 @@ class Chunking {
       fail("needs at least 2 offsets (one sequence), got shape " + shape_string(device_copy->shape));
     tilekernels::detail::expect_tensor(ctx, kernel, "cu_seqlens", *device_copy, DType::i32, device_copy->shape);
     if (host_copy.empty()) return;
-    const auto cu = host_copy;
-    if (cu.size() != static_cast<std::size_t>(device_copy->shape[0]))
-      fail("the host copy holds " + std::to_string(cu.size()) + " offsets, the device copy " +
+    if (host_copy.size() != static_cast<std::size_t>(device_copy->shape[0]))
+      fail("the host copy holds " + std::to_string(host_copy.size()) + " offsets, the device copy " +
            std::to_string(device_copy->shape[0]));
-    if (cu.front() != 0) fail("must start at 0, got " + std::to_string(cu.front()));
-    if (cu.back() != T_)
-      fail("must end at T = " + std::to_string(T_) + " (the tokens of q), got " + std::to_string(cu.back()));
+    if (const std::string why = partition_problem(host_copy, T_); !why.empty()) fail(why);
+  }
+
+  // Why offsets `cu` are not a partition of T tokens into sequences (empty
+  // when they are): they must start at 0, end at T and never decrease.
+  static std::string partition_problem(std::span<const std::int32_t> cu, std::int64_t T) {
+    if (cu.empty()) return "no offsets";
+    if (cu.front() != 0) return "must start at 0, got " + std::to_string(cu.front());
+    if (cu.back() != T) return "must end at T = " + std::to_string(T) + " (the tokens of q), got " + std::to_string(cu.back());
     for (std::size_t n = 0; n + 1 < cu.size(); ++n)
       if (cu[n + 1] < cu[n])
-        fail("must not decrease; offsets " + std::to_string(n) + " and " + std::to_string(n + 1) + " are " +
-             std::to_string(cu[n]) + ", " + std::to_string(cu[n + 1]));
+        return "must not decrease; offsets " + std::to_string(n) + " and " + std::to_string(n + 1) + " are " +
+               std::to_string(cu[n]) + ", " + std::to_string(cu[n + 1]);
+    return {};
   }
 
   // Throws unless a variable-length call was given its index table
