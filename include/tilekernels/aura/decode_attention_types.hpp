@@ -206,7 +206,7 @@ struct DecodeAttentionRules {
   // half of the dims each) where the fragment layout is known
   // (decode_attention_lanes_layout). Faster than the staged variant at 16
   // rows per KV head, and than the CUDA-core variants at 4 and 8 rows from
-  // 1K keys on (bench/notes/2026-11-aura-decode-attention-tensor-cores.md, Sweep_DecodeAttentionCrossover).
+  // 1K keys on (bench/notes/2026-11-aura-decode-attention-step-cost.md, Sweep_DecodeAttentionCrossover).
   static Status lanes(const DeviceInfo& info, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (!decode_attention_lanes_layout(info)) return no("the device's fragment layout is not the one the lanes variant builds");
