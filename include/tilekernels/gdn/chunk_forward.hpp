@@ -173,9 +173,7 @@ class ChunkForward : public KernelBase<ChunkForward<Config>, GdnEnvelope> {
   static std::uint64_t workspace_bytes(const Problem& p) { return layout(p).bytes; }
 
   void check(const Problem& p) const {
-    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1))
-      throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, B = 1 with sequences");
+    detail::expect_stage_shape(name, StageProblem{p.B, p.T, p.Hg, p.H, p.N, true}, false);
     if (p.qk_l2norm && envelope_.options && !envelope_.options->qk_l2norm)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": qk_l2norm is outside the envelope's options");
     plan(p, workspace_bytes(p));

@@ -146,9 +146,7 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
   }
 
   void check(const Problem& p) const {
-    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1))
-      throw Error(ErrorCode::invalid_argument,
-                  std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, B = 1 with sequences");
+    detail::expect_stage_shape(name, p, false);
     if (!p.slot_major && !envelope_.token_major)
       throw Error(ErrorCode::invalid_argument, std::string(name) + ": token-major intermediates are outside the envelope");
     const Chunking ch = chunking(p);

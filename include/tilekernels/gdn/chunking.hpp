@@ -188,6 +188,17 @@ inline void expect_word_rows(std::string_view kernel, std::string_view name, con
                                     "written as 32-bit words), got offset " +
                   std::to_string(t.offset) + " bytes and strides " + strides_string(t));
 }
+// Throws unless `p` is the shape of a stage's call: B, T, Hg and H > 0, H a
+// multiple of Hg, B = 1 with sequences; and with `slot_major_only` (the
+// stages that have no token-major form), slot-major intermediates.
+inline void expect_stage_shape(std::string_view kernel, const StageProblem& p, bool slot_major_only) {
+  if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1) ||
+      (slot_major_only && !p.slot_major))
+    throw Error(ErrorCode::invalid_argument,
+                std::string(kernel) + ": B, T, Hg, H must be > 0, H a multiple of Hg, B = 1 with sequences" +
+                    (slot_major_only ? ", intermediates slot-major" : ""));
+}
+
 }  // namespace detail
 
 class Chunking {

@@ -114,10 +114,7 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
   }
 
   void check(const Problem& p) const {
-    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1) ||
-        !p.slot_major)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, "
-                                                                   "B = 1 with sequences, intermediates slot-major");
+    detail::expect_stage_shape(name, p, true);
     const Chunking ch = chunking(p);
     if (p.B * p.T * p.Hg * Config::K >= (std::int64_t(1) << 32) || ch.slots() * p.H * Config::BT >= (std::int64_t(1) << 32))
       throw Error(ErrorCode::unsupported, std::string(name) + ": too many elements for 32-bit indexing");

@@ -179,10 +179,7 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
   }
 
   void check(const Problem& p) const {
-    if (p.B <= 0 || p.T <= 0 || p.Hg <= 0 || p.H <= 0 || p.H % p.Hg != 0 || p.N < 0 || (p.N > 0 && p.B != 1) ||
-        !p.slot_major)
-      throw Error(ErrorCode::invalid_argument, std::string(name) + ": B, T, Hg, H must be > 0, H a multiple of Hg, "
-                                                                   "B = 1 with sequences, intermediates slot-major");
+    detail::expect_stage_shape(name, p, true);
     const Chunking ch = chunking(p);
     const std::int64_t K = Config::K, V = Config::V, limit = std::int64_t(1) << 32;
     if (ch.chunks() * p.H * K * V >= limit || p.B * p.T * p.Hg * K >= limit || ch.slots() * p.H * std::max(K, V) >= limit)
