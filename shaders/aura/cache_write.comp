@@ -28,6 +28,7 @@
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
 #include "../common/aura_cache.glsl"
+#include "../common/row_norm.glsl"
 
 TK_DECLARE_SPEC(TK_CACHE_WRITE_SPEC)
 TK_DECLARE_PUSH(TK_CACHE_WRITE_PUSH)
@@ -106,7 +107,7 @@ void main() {
   }
 
   // Each row scaled by the power of two that brings its largest magnitude
-  // into [0.5, 1): exact, so codes and norms are those of the row as given
+  // into [0.5, 4): exact, so codes and norms are those of the row as given
   // wherever its squares neither overflow nor underflow, and the norm is
   // finite wherever the row's is. (A row holding an infinity is not
   // scaled; a NaN stays NaN either way.)
@@ -120,12 +121,10 @@ void main() {
   if (inv < ROWS) {
     float m = 0.0;
     for (uint k = 0; k < PARTS; ++k) m = max(m, s_part[inv * PARTS + k]);
-    int e = 0;
-    if (m > 0.0 && m <= 3.4028235e38) frexp(m, e);
-    s_exp[inv] = e;
+    s_exp[inv] = tk_scale_exponent(m);  // row_norm.glsl
   }
   barrier();
-  for (uint e = inv; e < N; e += WG) s_x[e] = ldexp(s_x[e], -s_exp[e / DIM]);
+  for (uint e = inv; e < N; e += WG) s_x[e] *= tk_pow2(-s_exp[e / DIM]);
   barrier();
 
   // Squared norm: PARTS strided partial sums per row (the signs do not change it).
@@ -149,7 +148,7 @@ void main() {
     float sq = 0.0;
     for (uint k = 0; k < PARTS; ++k) sq += s_part[inv * PARTS + k];
     const float n = sqrt(sq);  // of the scaled row
-    s_norm[inv] = ldexp(n, s_exp[inv]);
+    s_norm[inv] = n * tk_pow2(s_exp[inv]);
     s_scale[inv] = (n > 0.0 ? 1.0 / n : 0.0) * (ROTATION == 1u ? pc.inv_sqrt_dim : 1.0);
   }
   barrier();
@@ -164,7 +163,7 @@ void main() {
       v = s_x[e] * s_scale[r];
     uint idx;
     TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
-    const bool finite = (floatBitsToUint(s_norm[r]) & 0x7f800000u) != 0x7f800000u;
+    const bool finite = tk_finite(s_norm[r]);
     s_code[e] = finite ? idx : 0u;
   }
   barrier();

@@ -67,6 +67,9 @@ vec4 load_input4(uint element) {
   if (IN_DTYPE == TK_F32) return in_f32[element >> 2];
   return tk_unpack4(IN_DTYPE, in_16[element >> 2]);
 }
+#define TK_ROW_VALUES
+float tk_row_value(uint i) { return load_input4(i & ~3u)[i & 3u]; }
+#include "../common/row_norm.glsl"
 
 const uint U_LOADS = (ROWS * KC / 4u + WG - 1u) / WG;  // vec4 loads per invocation per chunk
 const uint R_LOADS = (DIM * KC / 4u + WG - 1u) / WG;
@@ -155,7 +158,11 @@ void main() {
     }
   }
 
-  if (t < ROWS) s_norm[t] = sqrt(sumsq);
+  // A sum of squares outside f32's normal range (huge or tiny rows): the
+  // norm again from the row, scaled (row_norm.glsl). The product needs no
+  // such care: each of its partial sums is at most the norm.
+  if (t < ROWS)
+    s_norm[t] = tk_plain_sumsq_ok(sumsq) || row0 + t >= pc.rows ? sqrt(sumsq) : tk_rescaled_norm((row0 + t) * DIM, DIM);
   barrier();  // the chunks are consumed and the norms are visible
 
   if (BITS <= 4u) table = tk_cell_table_usable(table);
@@ -163,12 +170,13 @@ void main() {
   [[unroll]] for (uint m = 0; m < TM; ++m) {                                      \
     const uint r = rg * TM + m;                                                   \
     const float norm = s_norm[r];                                                 \
-    const float inv_norm = norm > 0.0 ? 1.0 / norm : 0.0;                         \
+    const float pre = tk_norm_prescale(norm);  /* row_norm.glsl */                \
+    const float inv_norm = norm > 0.0 ? 1.0 / (norm * pre) : 0.0;                 \
     float part = 0.0;                                                             \
     [[unroll]] for (uint h = 0; h < 2u; ++h) {                                    \
       uint word = 0u;                                                             \
       [[unroll]] for (uint c = 0; c < 4u; ++c) {                                  \
-        const float v = acc[2u * m + h][c] * inv_norm;                           \
+        const float v = tk_mul2(acc[2u * m + h][c], pre, inv_norm);              \
         if (TABLE) {                                                              \
           const uvec4 cell = tk_s_cell[tk_cell_of(v)];                            \
           part += uintBitsToFloat(cell.z);                                        \

@@ -105,10 +105,16 @@ shared float s_c2[LEVELS];
 shared bool s_last;  // this workgroup completes its row block (counter path)
 #endif
 
+#define TK_ROW_VALUES
+float tk_row_value(uint i) { return s_in[i >> 2][i & 3u]; }  // element i of the staged rows
+#include "../common/row_norm.glsl"
+
+// Rows whose sum of squares leaves f32's normal range take the rescaled
+// norm (row_norm.glsl); every invocation computes the same bits.
 float row_norm(uint r) {
   float sq = 0.0;
   [[unroll]] for (uint i = 0; i < 8u; ++i) sq += s_sum8[r * 8u + i];
-  return sqrt(sq);
+  return tk_plain_sumsq_ok(sq) ? sqrt(sq) : tk_rescaled_norm(r * DIM, DIM);
 }
 
 // The norm of row `row` (row r of this block), corrected by the row's sum
@@ -182,7 +188,8 @@ void main() {
     float sum = 0.0;
     [[unroll]] for (uint h = 0; h < KS; ++h) sum += s_part[(r * CW + cc) * KS + h];
     const float norm = row_norm(r);
-    const float v = sum * (norm > 0.0 ? 1.0 / norm : 0.0);
+    const float pre = tk_norm_prescale(norm);  // row_norm.glsl
+    const float v = tk_mul2(sum, pre, norm > 0.0 ? 1.0 / (norm * pre) : 0.0);
     uint idx;
     TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
     s_code[task] = idx;

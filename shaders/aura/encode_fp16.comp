@@ -151,6 +151,26 @@ void widen_piece(uvec4 h, vec4 f0, vec4 f1, out vec4 a, out vec4 b) {
   }
 }
 
+#include "../common/row_norm.glsl"
+
+// The norm of row t of the block at row0 from its pieces scaled by 2^s
+// (exact; the largest magnitude becomes < 2^15, so no square overflows),
+// for rows whose plain sum of squares left f32's normal range.
+float rescaled_norm(uint t, uint row0, int s) {
+  const float up = pow2(s);
+  float ss = 0.0;
+  for (uint c = 0; c < LPR; ++c) {
+    uvec4 h;
+    vec4 f0, f1, a, b;
+    load_piece(t * LPR + c, row0, h, f0, f1);
+    widen_piece(h, f0, f1, a, b);
+    a *= up;
+    b *= up;
+    ss += dot(a, a) + dot(b, b);
+  }
+  return sqrt(ss) * pow2(-s);
+}
+
 // x cut to a value fp16 holds exactly (toward zero: 11 significant bits, or
 // a multiple of 2^-24 below 2^-14), |x| < 65504. Integer masking rather than
 // unpackHalf2x16(packHalf2x16(x)): a compiler may fold that round trip to x
@@ -253,11 +273,14 @@ void main() {
         ss += uintBitsToFloat(word_load(t * LPR + c));
         m = max(m, uintBitsToFloat(word_load(RED_MAX + t * LPR + c)));
       }
-      const float norm = sqrt(ss);
       const int s = normalising_shift(m, -120, 120);
+      const float norm = tk_plain_sumsq_ok(ss) || row0 + t >= pc.rows ? sqrt(ss) : rescaled_norm(t, row0, s);
       s_norm[t] = norm;
       s_scale[t] = pow2(s);
-      s_rowf[t] = norm == 0.0 ? 0.0 : (isinf(norm) || isnan(norm) ? uintBitsToFloat(0x7fc00000u) : pow2(-s) / norm);
+      // 2^-s / norm with the division in range (row_norm.glsl)
+      const float pre = tk_norm_prescale(norm);
+      precise float num = pow2(-s) * pre, den = norm * pre;
+      s_rowf[t] = norm == 0.0 ? 0.0 : (isinf(norm) || isnan(norm) ? uintBitsToFloat(0x7fc00000u) : num / den);
     }
     barrier();
     [[unroll]] for (uint n = 0; n < MAX_XSW; ++n) {

@@ -76,6 +76,15 @@ shared float s_c2[LEVELS];     // squared centroids
 #define TK_AURA_CELL_TABLE
 #include "../common/aura_pack.glsl"
 
+// Element i of the input (row-major), widened: the rescaled norm's reads.
+#define TK_ROW_VALUES
+float tk_row_value(uint i) {
+  if (IN_DTYPE == TK_F32) return in_f32[i >> 2][i & 3u];
+  const uint w = in_16[i >> 3][(i >> 1) & 3u];
+  return tk_widen16(IN_DTYPE, (i & 1u) != 0u ? w >> 16 : w);
+}
+#include "../common/row_norm.glsl"
+
 uint g_t, g_j, g_r;  // invocation number (see above), lane within the row, row within the workgroup
 
 bool use_shuffle() {
@@ -262,6 +271,15 @@ void main() {
     }
   }
   [[unroll]] for (uint i = 0; i < V; ++i) sq = fma(v[i], v[i], sq);
+  const float sumsq = row_sum(sq);
+  // A row whose sum of squares leaves [2^-100, 2^100] is transformed times
+  // pre = 2^-+64 (tk_sumsq_prescale) and divided by its norm times pre:
+  // exact, no butterfly overflows where the norm fits, and the division
+  // stays in range. The same choice on all of the row's invocations
+  // (row_sum gives them the same bits).
+  const float pre = tk_sumsq_prescale(sumsq);
+  if (pre != 1.0)
+    [[unroll]] for (uint i = 0; i < V; ++i) v[i] *= pre;
 
   // Transform bits held in registers (e, then q).
   [[unroll]] for (uint h = 1u; h < V; h <<= 1)
@@ -299,10 +317,12 @@ void main() {
     }
   }
 
-  const float norm = sqrt(row_sum(sq));
-  // NaN/Inf rows (or a squared norm that overflows): norm NaN/Inf, codes 0.
-  const bool finite = (floatBitsToUint(norm) & 0x7f800000u) != 0x7f800000u;
-  const float scale = (norm > 0.0 ? 1.0 / norm : 0.0) * uintBitsToFloat(INV_SQRT_DIM_BITS);
+  // A sum of squares outside f32's normal range: the norm again from the
+  // row, scaled (row_norm.glsl); the same on each of the row's invocations.
+  const float norm = tk_plain_sumsq_ok(sumsq) || !live ? sqrt(sumsq) : tk_rescaled_norm(row * DIM, DIM);
+  // NaN/Inf rows: norm NaN/Inf, codes 0.
+  const bool finite = tk_finite(norm);
+  const float scale = (norm > 0.0 ? 1.0 / (norm * pre) : 0.0) * uintBitsToFloat(INV_SQRT_DIM_BITS);
 
   uvec2 field[Q];
   float part;

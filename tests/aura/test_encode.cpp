@@ -219,6 +219,48 @@ TEST_F(AuraEncode, ZeroNanAndInfRows) {
   check_special_rows<aura::HadamardEncode<aura::EncodeConfig<64, 6, DType::f16>>, 64, 6, DType::f16>(true);
 }
 
+// Rows whose sums of squares leave f32's range although their norms fit:
+// elements around 1e30 (the squares overflow), rows of norm about 2e38 (an
+// unscaled Hadamard butterfly would overflow too, and 1 / norm is
+// subnormal), one element near f32's largest, and elements around 1e-27
+// (the squares underflow), between rows of usual magnitude. Every variant must give
+// finite norms within budget and the reference's codes.
+template <std::uint32_t Dim, std::uint32_t Bits, DType In>
+void check_extreme_rows(std::uint64_t seed) {
+  using Config = aura::EncodeConfig<Dim, Bits, In>;
+  SCOPED_TRACE("Dim=" + std::to_string(Dim) + " Bits=" + std::to_string(Bits) + " In=" + std::string(dtype_name(In)));
+  Context& ctx = context();
+  const std::vector<float> scales{1.0f, 1e30f, static_cast<float>(2e38 / std::sqrt(double(Dim))), 1e-27f, 0.3f, 3e29f};
+  for (const std::size_t rows : {6, 200}) {
+    RandomRows<Config> t(ctx, rows, seed + rows, nullptr, &scales);
+    // And one element of 1.5 * 2^127 (exact in f32 and bf16) in the first
+    // row: its scaling takes the largest exponent.
+    t.x[3] = std::ldexp(1.5f, 127);
+    t.input = Tensor::from_floats(ctx, In, {t.R(), Dim}, t.x);
+    const auto& rot = dense_rotation(Dim);
+    auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
+    aura::Encode<Config> dense(ctx);
+    on_every_variant(ctx, dense, {t.input, rotation, t.bounds, t.codes, t.packed, t.norms}, t.packed, t.norms,
+                     [&](const EncodeRun& got, const std::string& label) { t.check(got, rot, label); });
+    if constexpr (std::has_single_bit(Dim)) {
+      const auto signs = aura::hadamard_signs(Dim, seed);
+      auto sign_t = Tensor::from_floats(ctx, DType::f32, {Dim}, signs);
+      aura::HadamardEncode<Config> had(ctx);
+      on_every_variant(ctx, had, {t.input, sign_t, t.bounds, t.codes, t.packed, t.norms}, t.packed, t.norms,
+                       [&](const EncodeRun& got, const std::string& label) {
+                         t.check(got, aura::hadamard_matrix(signs), label);
+                       });
+    }
+  }
+}
+
+TEST_F(AuraEncode, HugeAndTinyRowsGetFiniteNormsAndTheirCodes) {
+  check_extreme_rows<128, 4, DType::bf16>(800);
+  check_extreme_rows<64, 3, DType::f32>(810);
+  check_extreme_rows<96, 4, DType::f32>(820);
+  check_extreme_rows<256, 2, DType::bf16>(830);
+}
+
 // The Hadamard kernel in every geometry (values per invocation, workgroup
 // size, blocks per workgroup) on every variant, against the reference;
 // `bounds_override` replaces the boundaries (e.g. duplicated ones, which

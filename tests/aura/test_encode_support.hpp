@@ -41,11 +41,14 @@ inline const std::vector<float>& dense_rotation(std::uint32_t dim) {
   return it->second;
 }
 
-// Rows of normals with magnitudes spread over 1e-3 .. 1e3.
-inline std::vector<float> make_rows(Rng& rng, std::size_t rows, std::size_t dim, DType dtype) {
+// Rows of normals with magnitudes spread over 1e-3 .. 1e3, or row r times
+// row_scales[r % size] where given.
+inline std::vector<float> make_rows(Rng& rng, std::size_t rows, std::size_t dim, DType dtype,
+                                    const std::vector<float>* row_scales = nullptr) {
   std::vector<float> x(rows * dim);
   for (std::size_t r = 0; r < rows; ++r) {
-    const float scale = std::pow(10.0f, rng.uniform(-3.0f, 3.0f));
+    const float scale =
+        row_scales ? (*row_scales)[r % row_scales->size()] : std::pow(10.0f, rng.uniform(-3.0f, 3.0f));
     for (std::size_t d = 0; d < dim; ++d) x[r * dim + d] = rng.normal() * scale;
   }
   return rounded(dtype, x);
@@ -169,14 +172,16 @@ void on_every_variant(Context& ctx, Kernel& kernel, const typename Kernel::Args&
 }
 
 // Random rows of one (Dim, Bits, In) with the codebook's tables and
-// NaN-guarded outputs; `bounds_override` replaces the boundaries.
+// NaN-guarded outputs; `bounds_override` replaces the boundaries,
+// `row_scales` the rows' random magnitudes (make_rows).
 template <class Config>
 struct RandomRows {
-  RandomRows(Context& ctx, std::size_t rows_, std::uint64_t seed, const std::vector<float>* bounds_override = nullptr)
+  RandomRows(Context& ctx, std::size_t rows_, std::uint64_t seed, const std::vector<float>* bounds_override = nullptr,
+             const std::vector<float>* row_scales = nullptr)
       : rows(rows_),
         cb(codebook(Config::dim, Config::bits)),
         boundaries(bounds_override ? *bounds_override : cb.boundaries),
-        x(make_x(seed)),
+        x(make_x(seed, row_scales)),
         input(Tensor::from_floats(ctx, Config::in_dtype, {R(), Config::dim}, x)),
         bounds(Tensor::from_floats(ctx, DType::f32, {Config::levels - 1}, boundaries)),
         codes(Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook)),
@@ -184,9 +189,9 @@ struct RandomRows {
         norms(ctx, DType::f32, {R()}) {}
 
   std::int64_t R() const { return static_cast<std::int64_t>(rows); }
-  std::vector<float> make_x(std::uint64_t seed) const {
+  std::vector<float> make_x(std::uint64_t seed, const std::vector<float>* row_scales) const {
     Rng rng(seed);
-    return make_rows(rng, rows, Config::dim, Config::in_dtype);
+    return make_rows(rng, rows, Config::dim, Config::in_dtype, row_scales);
   }
 
   // Checks `got` against the reference encode with `rotation`: codes exact

@@ -24,10 +24,12 @@
 //   norms      [rows]               f32
 // Edge cases: a zero row gets norm 0 and the codes of the value 0 (decodes
 // to zeros). A row with NaN gets a NaN norm and code 0 for every coordinate;
-// a row with +-Inf (and no NaN), or whose squared norm overflows f32
-// (|x| >~ 1e19), gets norm +Inf and code 0 (NaN products); rows whose squared
-// norm underflows (|x| <~ 1e-19) are treated as zero rows. Other rows are
-// never affected.
+// a row with +-Inf (and no NaN) gets norm +Inf and code 0 (NaN products).
+// A row whose squares overflow or underflow f32 (|x| beyond ~1e19 or below
+// ~1e-15) has its norm computed again on the row scaled by a power of two,
+// and is divided by it in range (shaders/common/row_norm.glsl): its norm is
+// finite wherever ||x|| fits f32 and its codes are the row's. Other rows
+// are never affected.
 //
 // Encode's variants (Encode::variants), fastest first:
 // - few_rows_c{8,16,32}[_atomic64] (encode_few_rows.comp): calls of up to
