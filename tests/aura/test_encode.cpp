@@ -223,8 +223,8 @@ TEST_F(AuraEncode, ZeroNanAndInfRows) {
 // elements around 1e30 (the squares overflow), rows of norm about 2e38 (an
 // unscaled Hadamard butterfly would overflow too, and 1 / norm is
 // subnormal), one element near f32's largest, and elements around 1e-27
-// (the squares underflow), between rows of usual magnitude. Every variant must give
-// finite norms within budget and the reference's codes.
+// (the squares underflow), between rows of usual magnitude. Every variant
+// must give finite norms within budget and the reference's codes.
 template <std::uint32_t Dim, std::uint32_t Bits, DType In>
 void check_extreme_rows(std::uint64_t seed) {
   using Config = aura::EncodeConfig<Dim, Bits, In>;
