@@ -117,7 +117,7 @@ int normalising_shift(float m, int lo, int hi) {
   if (m == 0.0) return 0;
   return clamp(141 - int(floatBitsToUint(m) >> 23), lo, hi);
 }
-float pow2(int s) { return uintBitsToFloat(uint(s + 127) << 23); }  // s in [-126, 127]
+#include "../common/row_norm.glsl"  // tk_pow2, the rescaled norm's helpers
 
 // The 8 input values of piece q (row q / LPR, values (q % LPR) * 8 ..) of
 // the block at row0; zeros past the last row.
@@ -151,13 +151,11 @@ void widen_piece(uvec4 h, vec4 f0, vec4 f1, out vec4 a, out vec4 b) {
   }
 }
 
-#include "../common/row_norm.glsl"
-
 // The norm of row t of the block at row0 from its pieces scaled by 2^s
 // (exact; the largest magnitude becomes < 2^15, so no square overflows),
 // for rows whose plain sum of squares left f32's normal range.
 float rescaled_norm(uint t, uint row0, int s) {
-  const float up = pow2(s);
+  const float up = tk_pow2(s);
   float ss = 0.0;
   for (uint c = 0; c < LPR; ++c) {
     uvec4 h;
@@ -168,7 +166,7 @@ float rescaled_norm(uint t, uint row0, int s) {
     b *= up;
     ss += dot(a, a) + dot(b, b);
   }
-  return sqrt(ss) * pow2(-s);
+  return sqrt(ss) * tk_pow2(-s);
 }
 
 // x cut to a value fp16 holds exactly (toward zero: 11 significant bits, or
@@ -241,7 +239,7 @@ void main() {
   barrier();
   if (BITS <= 4u) table = tk_cell_table_usable(table);
   const int rshift = normalising_shift(uintBitsToFloat(s_rmax), -100, 100);
-  const float rscale = pow2(rshift), runscale = pow2(-rshift);
+  const float rscale = tk_pow2(rshift), runscale = tk_pow2(-rshift);
 
   const uint blocks = (pc.rows + BM - 1u) / BM;
   uvec4 xh[MAX_XSW];
@@ -276,10 +274,10 @@ void main() {
       const int s = normalising_shift(m, -120, 120);
       const float norm = tk_plain_sumsq_ok(ss) || row0 + t >= pc.rows ? sqrt(ss) : rescaled_norm(t, row0, s);
       s_norm[t] = norm;
-      s_scale[t] = pow2(s);
+      s_scale[t] = tk_pow2(s);
       // 2^-s / norm with the division in range (row_norm.glsl)
       const float pre = tk_norm_prescale(norm);
-      precise float num = pow2(-s) * pre, den = norm * pre;
+      precise float num = tk_pow2(-s) * pre, den = norm * pre;
       s_rowf[t] = norm == 0.0 ? 0.0 : (isinf(norm) || isnan(norm) ? uintBitsToFloat(0x7fc00000u) : num / den);
     }
     barrier();

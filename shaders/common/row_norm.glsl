@@ -47,15 +47,13 @@ bool tk_plain_sumsq_ok(float sumsq) { return tk_exponent(sumsq) >= 27u && tk_exp
 // GPUs) or infinite. So x / n is computed as tk_mul2(x, p, 1 / (n p)) with
 // p = tk_norm_prescale(n): 2^-64 for n >= 2^50, 2^64 below 2^-50, else 1
 // (exact, and the same bits as x / n for rows of usual magnitudes).
-float tk_norm_prescale(float n) {
-  const uint e = tk_exponent(n);
-  return e >= 177u ? uintBitsToFloat(63u << 23) : e < 77u ? uintBitsToFloat(191u << 23) : 1.0;
+// Biased exponent e >= hi: 2^-64; e < lo: 2^64; else 1.
+float tk_prescale_of_exponent(uint e, uint lo, uint hi) {
+  return e >= hi ? tk_pow2(-64) : e < lo ? tk_pow2(64) : 1.0;
 }
+float tk_norm_prescale(float n) { return tk_prescale_of_exponent(tk_exponent(n), 77u, 177u); }
 // The same choice from a row's sum of squares (before its norm is known).
-float tk_sumsq_prescale(float sumsq) {
-  const uint e = tk_exponent(sumsq);
-  return e >= 227u ? uintBitsToFloat(63u << 23) : e < 27u ? uintBitsToFloat(191u << 23) : 1.0;
-}
+float tk_sumsq_prescale(float sumsq) { return tk_prescale_of_exponent(tk_exponent(sumsq), 27u, 227u); }
 
 #ifdef TK_ROW_VALUES
 // The L2 norm of the n values from element `first` on.
