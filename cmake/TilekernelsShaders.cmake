@@ -8,7 +8,7 @@
 # which only the tests and benchmarks use, into one of their own that is not.
 #
 # A shader may state, in lines of its own:
-#   //! requires GL_NV_cooperative_matrix      (skipped unless glslc accepts it)
+#   //! requires GL_KHR_cooperative_matrix     (skipped unless a compiler accepts it)
 #   //! variant <suffix> -DNAME=VALUE ...       (one more module, <name>_<suffix>)
 # A shader with a `requires` line is optional: a build whose compilers lack
 # the extension writes an empty module in its place. The library's
@@ -80,7 +80,7 @@ endfunction()
 # _tilekernels_glslc_has_<ext>, _tilekernels_glslang_has_<ext> and
 # _tilekernels_glslang_val_<ext> (spirv-val knows the glslang module).
 function(_tilekernels_probe_extensions)
-  set(extensions GL_NV_cooperative_matrix GL_KHR_cooperative_matrix GL_EXT_bfloat16
+  set(extensions GL_KHR_cooperative_matrix GL_EXT_bfloat16
       GL_KHR_shader_subgroup_arithmetic GL_EXT_shader_explicit_arithmetic_types_float16)
   foreach(ext IN LISTS extensions)
     _tilekernels_probe_extension(glslc "${Vulkan_GLSLC_EXECUTABLE}" ${ext} ok)
@@ -100,6 +100,10 @@ function(_tilekernels_probe_extensions)
   set(_tilekernels_probed_extensions ${extensions} PARENT_SCOPE)
 endfunction()
 _tilekernels_probe_extensions()
+if(NOT _tilekernels_glslc_has_GL_KHR_cooperative_matrix AND NOT _tilekernels_glslang_has_GL_KHR_cooperative_matrix)
+  message(STATUS "tilekernels: no shader compiler accepts GL_KHR_cooperative_matrix, so no matrix-unit variant is "
+                 "built; pass a glslang that does as -DTILEKERNELS_GLSLANG (README, Requirements)")
+endif()
 
 set(TILEKERNELS_SHADER_FILTER "" CACHE STRING
     "Regex on shader paths relative to shaders/ (e.g. ^gdn/): build only those; empty builds all")

@@ -3,7 +3,7 @@
 // specialization constants of decode_attention.comp (include/tilekernels/
 // aura/decode_attention.hpp has both), with S = Q K^T and O += P V as
 // 16x16x16 fp16 matrix products (f32 accumulators). Included by
-// decode_attention_tc.comp (NV cooperative matrices) and by its emulated
+// decode_attention_tc.comp (KHR cooperative matrices) and by its emulated
 // twin shaders/test/aura_decode_attention_tc_emulated.comp (coopmat.glsl's
 // plain-GLSL matrices, so the tests run this code on lavapipe).
 //

@@ -6,7 +6,6 @@
 // 32, the fragment layout of NVIDIA's tensor cores): decode_attention_tc.glsl
 // with TK_TC_LANES, whose tile loop is decode_attention_tc_lanes.glsl.
 #define TK_TC_LANES 1
-#define TK_COOPMAT_FP16_KHR 1
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 #version 460
-//! requires GL_NV_cooperative_matrix
-// AURA fused encode, dense rotation, on NVIDIA tensor cores
-// (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32, 16x16x16 tiles):
+//! requires GL_KHR_cooperative_matrix
+// AURA fused encode, dense rotation, on cooperative matrices (fp16 x fp16
+// -> fp32 16x16x16 products on the device's tile, common/mma.glsl;
+// subgroups of 32):
 // per row the L2 norm, rotated = R x / ||x||, the Lloyd-Max codes
 // (boundaries strictly exceeded), the packed codes and ||x|| / ||codebook[code]||.
 //
@@ -44,7 +45,7 @@
 // squared norm past f32) gets code 0 for every coordinate and that norm; a
 // row whose squared norm underflows to 0 is a zero row (norm 0, the codes of 0).
 
-#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -56,6 +57,7 @@
 
 TK_DECLARE_SPEC(TK_ENCODE_SPEC)
 TK_DECLARE_PUSH(TK_ENCODE_PUSH)
+#include "../common/mma.glsl"
 const uint WG = gl_WorkGroupSize.x;  // 256 or 512
 
 const uint NSG = WG / 32u;
@@ -210,9 +212,6 @@ uint quantise(float v, bool table, inout float part) {
   return idx;
 }
 
-#define FRAG16 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define FRAG32 fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define SUBGROUP_SYNC() subgroupMemoryBarrierShared(); subgroupBarrier()
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
@@ -305,9 +304,10 @@ void main() {
         if (n < XSW) load_piece(t + n * WG, row0 + pc.groups * BM, xh[n], xf0[n], xf1[n]);
 
     // ---- products over k tiles, PARTS steps each --------------------------
-    FRAG32 acc[MAX_RPS * MAX_CPS];
-    [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) acc[x] = FRAG32(0.0);
-    FRAG16 ah[MAX_RPS], al[MAX_RPS], bf;
+    TK_MMA_C acc[MAX_RPS * MAX_CPS][TK_MMA_PARTS];
+    [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) TK_MMA_FILL(acc[x], 0.0);
+    TK_MMA_A ah[MAX_RPS][TK_MMA_PARTS], al[MAX_RPS][TK_MMA_PARTS];
+    TK_MMA_B bf[TK_MMA_PARTS];
     vec4 rr[4];
     load_r(0u, t, rr);
     const uint n4 = min(t, DIM - 1u) / 4u, kq = t % 4u;
@@ -341,15 +341,15 @@ void main() {
             [[unroll]] for (uint i = 0; i < MAX_RPS; ++i)
               if (i < RPS) {
                 const uint a0 = (rg * RPS + i) * 16u * XS + kt * 2u;
-                coopMatLoadNV(ah[i], smem, a0, XS, false);
-                if (IN_DTYPE == TK_F32) coopMatLoadNV(al[i], smem, X_LO + a0, XS, false);
+                TK_MMA_LOAD_A_ROW(ah[i], smem, a0, XS);
+                if (IN_DTYPE == TK_F32) TK_MMA_LOAD_A_ROW(al[i], smem, X_LO + a0, XS);
               }
           [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) {
             const uint j = x / MAX_RPS, i = x % MAX_RPS;
             if (j < CPS && i < RPS) {
-              if (i == 0u) coopMatLoadNV(bf, smem, rb + (cg * CPS + j) * 2u, XS, false);
-              acc[x] = coopMatMulAddNV(ah[i], bf, acc[x]);
-              if (IN_DTYPE == TK_F32 && p < 2u) acc[x] = coopMatMulAddNV(al[i], bf, acc[x]);
+              if (i == 0u) TK_MMA_LOAD_B_ROW(bf, smem, rb + (cg * CPS + j) * 2u, XS);
+              TK_MMA(acc[x], ah[i], bf);
+              if (IN_DTYPE == TK_F32 && p < 2u) TK_MMA(acc[x], al[i], bf);
             }
           }
         }
@@ -367,7 +367,7 @@ void main() {
       const uint j = x / MAX_RPS, i = x % MAX_RPS;                                             \
       if (j < CPS && i < RPS) {                                                                \
         TK_TC_STORE_TILE(x)                                                                    \
-        SUBGROUP_SYNC();                                                                       \
+        TK_MMA_SYNC();                                                                         \
         const uint row_l = (rg * RPS + i) * 16u + r;                                           \
         const uint col0 = (cg * CPS + j) * 16u + h * 8u;                                       \
         const float f = s_rowf[row_l];                                                         \
@@ -394,10 +394,10 @@ void main() {
           word_store(CODE_W + row_l * (DIM / 4u) + col0 / 4u, w0);                             \
           word_store(CODE_W + row_l * (DIM / 4u) + col0 / 4u + 1u, w1);                        \
         }                                                                                      \
-        SUBGROUP_SYNC();                                                                       \
+        TK_MMA_SYNC();                                                                         \
       }                                                                                        \
     }
-#define TK_TC_STORE_TILE(x) coopMatStoreNV(acc[x], smem, scr, SCR, false);
+#define TK_TC_STORE_TILE(x) TK_MMA_STORE_C_ROW(acc[x], smem, scr, SCR);
     if (table) {
       TK_TC_EPILOGUE(true)
     } else {

@@ -22,10 +22,9 @@
 //   *F_*:  f32 elements in a float array;
 // _ROW / _COL: row-major, or column-major (element (r, c) at c stride + r).
 //
-// fp16 operands (fp16 x fp16 -> f32; VK_NV_cooperative_matrix, or with
-// TK_COOPMAT_FP16_KHR VK_KHR_cooperative_matrix: the including shader enables
-// the extension when TK_COOPMAT_EMULATE is 0): TK_CMH_ACC (f32
-// accumulator), TK_CMH_A, TK_CMH_B (fp16 operands; one type under NV),
+// fp16 operands (fp16 x fp16 -> f32, 16x16x16; the including shader
+// enables GL_KHR_cooperative_matrix when TK_COOPMAT_EMULATE is 0):
+// TK_CMH_ACC (f32 accumulator), TK_CMH_A, TK_CMH_B (fp16 operands),
 // TK_CMH_MMA, TK_CMH_LOADH_ROW / _COL (fp16 elements in a uvec4 array),
 // TK_CMH_LOAD32_ROW, TK_CMH_STORE32_ROW (f32 elements in a uvec4 array).
 // TK_CM_SYNC(): the shared-memory barrier among the invocations of one
@@ -36,9 +35,6 @@
 
 #ifndef TK_COOPMAT_EMULATE
 #define TK_COOPMAT_EMULATE 0
-#endif
-#ifndef TK_COOPMAT_FP16_KHR
-#define TK_COOPMAT_FP16_KHR 0
 #endif
 
 // For loops whose bodies hold matrix operations: unrolled on hardware (so
@@ -84,7 +80,6 @@
 #define TK_CM_STOREF_ROW TK_CM_STORE16_ROW
 #define TK_CM_STOREF_COL TK_CM_STORE16_COL
 
-#if TK_COOPMAT_FP16_KHR
 #define TK_CMH_ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #define TK_CMH_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define TK_CMH_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -93,16 +88,6 @@
 #define TK_CMH_LOADH_COL(m, buf, off, stride) coopMatLoad(m, buf, off, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define TK_CMH_LOAD32_ROW TK_CMH_LOADH_ROW
 #define TK_CMH_STORE32_ROW(m, buf, off, stride) coopMatStore(m, buf, off, stride, gl_CooperativeMatrixLayoutRowMajor)
-#else
-#define TK_CMH_ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define TK_CMH_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define TK_CMH_B TK_CMH_A
-#define TK_CMH_MMA(a, b, c) coopMatMulAddNV(a, b, c)
-#define TK_CMH_LOADH_ROW(m, buf, off, stride) coopMatLoadNV(m, buf, off, stride, false)
-#define TK_CMH_LOADH_COL(m, buf, off, stride) coopMatLoadNV(m, buf, off, stride, true)
-#define TK_CMH_LOAD32_ROW(m, buf, off, stride) coopMatLoadNV(m, buf, off, stride, false)
-#define TK_CMH_STORE32_ROW(m, buf, off, stride) coopMatStoreNV(m, buf, off, stride, false)
-#endif
 #define TK_CM_SYNC()              \
   {                               \
     subgroupMemoryBarrierShared(); \

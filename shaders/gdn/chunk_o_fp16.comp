@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 #version 460
-//! requires GL_NV_cooperative_matrix
-// Gated DeltaNet chunk_fwd_o on NVIDIA tensor cores (fp16 operands, f32
-// accumulators), with every global load of a tile issued at once (one
-// memory round trip per tile). TILES_PER_GROUP tiles per workgroup (1: holding a next
-// tile's registers costs more occupancy than the overlap gains).
+//! requires GL_KHR_cooperative_matrix
+// Gated DeltaNet chunk_fwd_o on cooperative matrices (fp16 operands, f32
+// accumulators; the device's tile shape, common/mma.glsl), with every
+// global load of a tile issued at once (one memory round trip per tile).
+// TILES_PER_GROUP tiles per workgroup (1: holding a next tile's registers
+// costs more occupancy than the overlap gains).
 //
-// - A workgroup (WR x WC subgroups, WR = BT / 16; WC = 4 gives 512
-//   invocations at BT = 64) owns TILES_PER_GROUP consecutive tiles (chunk, head,
-//   V tile): the GQA heads sharing q and k run back to back.
+// - A workgroup (WR x WC subgroups of SUBGROUP invocations, WR = BT / 16;
+//   WC = 4 gives 16 subgroups at BT = 64) owns TILES_PER_GROUP consecutive
+//   tiles (chunk, head, V tile): the GQA heads sharing q and k run back to
+//   back.
 // - Every K stage of a tile (q, k, h), its v_new and its g live in registers
 //   (NK = K / KC stage sets). Right after a set is converted to fp16 and
 //   stored in shared memory, the same registers are refilled with that part
@@ -23,7 +25,7 @@
 //
 // o is a view: 16-byte stores where its rows start at multiples of 8
 // elements, four 32-bit words each with O_UNALIGNED (even elements).
-#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -33,15 +35,14 @@
 #include "tilekernels/gdn/chunk_o_abi.h"
 
 TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)
-const uint WG = gl_WorkGroupSize.x;  // 32 * WR * WC
+const uint WG = gl_WorkGroupSize.x;  // SUBGROUP * WR * WC
 const uint TILES_PER_GROUP = 1;                  // tiles per workgroup
 const uint KC = KSTAGE;              // K columns per shared stage
 
 #define CHUNK_O_GROUP 4u
 #include "../common/gdn_chunk_o.glsl"
 
-#define F16MAT fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define F32MAT fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#include "../common/mma.glsl"
 
 const uint WR = BT / 16;
 const uint NW = WR * WC;             // subgroups
@@ -49,6 +50,8 @@ const uint OT = BV / WC / 16;        // o tiles per subgroup
 const uint NB = WR * (WR + 1) / 2;   // lower-triangle blocks of q k^T
 const uint NA = (NB + NW - 1) / NW;  // of them per subgroup, at most
 const uint NK = KDIM / KC;           // K stages
+const uint PIECES = (32u + SUBGROUP - 1u) / SUBGROUP;  // scratch pieces per lane (below)
+const uint MAX_PIECES = 8u;                            // SUBGROUP >= 4 (the host's rule)
 // Shared memory in uvec4 units (8 fp16 or 4 f32 each).
 const uint SQ = KC / 8 + 1;          // stage row stride
 const uint SV = BV / 8 + 1;
@@ -134,18 +137,14 @@ void put_stage(uint kc, uint tid, inout uint bad) {
   }
 }
 
-void sync_subgroup() {
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-}
-
 void main() {
   const uint first = (gl_WorkGroupID.x + pc.group_offset) * TILES_PER_GROUP;
   if (first >= pc.total_groups) return;  // uniform over the workgroup; total_groups counts tiles here
   const uint tid = gl_LocalInvocationID.x;
-  const uint warp = tid / 32, lane = tid % 32;
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wr = warp / WC, wc = warp % WC;
-  const uint lr = lane / 2, lh = lane % 2;  // scratch row and 8-column half of this invocation
+  // A 16 x 16 f32 scratch tile is read back as 32 pieces (row p / 2, 8
+  // columns from 8 (p % 2)), piece p by lane p % SUBGROUP.
   const uint scr = SCR_OFF + warp * 16 * SS;
 
   // This subgroup's q k^T blocks (row block ar, column block ac <= ar).
@@ -172,10 +171,10 @@ void main() {
     const bool more = j + 1 < TILES_PER_GROUP && unit + 1 < pc.total_groups;
     const ChunkOTile nx = chunk_o_tile(more ? unit + 1 : unit);
 
-    F32MAT acc_o[OT];
-    F32MAT acc_a[NA];
-    [[unroll]] for (uint n = 0; n < OT; ++n) acc_o[n] = F32MAT(0.0);
-    [[unroll]] for (uint a = 0; a < NA; ++a) acc_a[a] = F32MAT(0.0);
+    TK_MMA_C acc_o[OT][TK_MMA_PARTS];
+    TK_MMA_C acc_a[NA][TK_MMA_PARTS];
+    [[unroll]] for (uint n = 0; n < OT; ++n) TK_MMA_FILL(acc_o[n], 0.0);
+    [[unroll]] for (uint a = 0; a < NA; ++a) TK_MMA_FILL(acc_a[a], 0.0);
 
     uint bad = 0u;
     [[unroll]] for (uint kc = 0; kc < NK; ++kc) {
@@ -189,19 +188,20 @@ void main() {
       barrier();
       if (more) load_stage(nx, tid, kc);
       [[unroll]] for (uint ks = 0; ks < KC / 16; ++ks) {
-        F16MAT qa;
-        coopMatLoadNV(qa, smem, Q_OFF + 16 * wr * SQ + 2 * ks, SQ, false);
+        TK_MMA_A qa[TK_MMA_PARTS];
+        TK_MMA_LOAD_A_ROW(qa, smem, Q_OFF + 16 * wr * SQ + 2 * ks, SQ);
         [[unroll]] for (uint n = 0; n < OT; ++n) {
-          F16MAT hb;  // h^T block: column n of it is row n of h
-          coopMatLoadNV(hb, smem, H_OFF + (wc * OT + n) * 16 * SQ + 2 * ks, SQ, true);
-          acc_o[n] = coopMatMulAddNV(qa, hb, acc_o[n]);
+          TK_MMA_B hb[TK_MMA_PARTS];  // h^T block: column n of it is row n of h
+          TK_MMA_LOAD_B_COL(hb, smem, H_OFF + (wc * OT + n) * 16 * SQ + 2 * ks, SQ);
+          TK_MMA(acc_o[n], qa, hb);
         }
         [[unroll]] for (uint a = 0; a < NA; ++a) {
           if (warp + a * NW < NB) {
-            F16MAT qb, kb;
-            coopMatLoadNV(qb, smem, Q_OFF + 16 * ar[a] * SQ + 2 * ks, SQ, false);
-            coopMatLoadNV(kb, smem, K_OFF + 16 * ac[a] * SQ + 2 * ks, SQ, true);
-            acc_a[a] = coopMatMulAddNV(qb, kb, acc_a[a]);
+            TK_MMA_A qb[TK_MMA_PARTS];
+            TK_MMA_B kb[TK_MMA_PARTS];
+            TK_MMA_LOAD_A_ROW(qb, smem, Q_OFF + 16 * ar[a] * SQ + 2 * ks, SQ);
+            TK_MMA_LOAD_B_COL(kb, smem, K_OFF + 16 * ac[a] * SQ + 2 * ks, SQ);
+            TK_MMA(acc_a[a], qb, kb);
           }
         }
       }
@@ -216,25 +216,29 @@ void main() {
     // bf16(tril_incl(q k^T * exp(gi - gj))) as fp16 into the A region.
     [[unroll]] for (uint a = 0; a < NA; ++a) {
       if (warp + a * NW >= NB) continue;
-      coopMatStoreNV(acc_a[a], smem, scr, SS, false);
-      sync_subgroup();
-      const uint i = 16 * ar[a] + lr;
-      const float gi = gsh[i];
-      const uvec4 x0 = smem[scr + lr * SS + 2 * lh], x1 = smem[scr + lr * SS + 2 * lh + 1];
-      uvec4 packed;
-      [[unroll]] for (uint e = 0; e < 4; ++e) {
-        vec2 x;
-        [[unroll]] for (uint p = 0; p < 2; ++p) {
-          const uint m = 2 * e + p;
-          const uint jj = 16 * ac[a] + 8 * lh + m;
-          const float val = uintBitsToFloat(m < 4 ? x0[m] : x1[m - 4]) * exp(gi - gsh[jj]);
-          x[p] = jj <= i ? round_bf16(val) : 0.0;
-          if (!(abs(x[p]) < 65536.0)) bad |= 1u;  // beyond fp16, Inf or NaN
+      TK_MMA_STORE_C_ROW(acc_a[a], smem, scr, SS);
+      TK_MMA_SYNC();
+      [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+        const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;  // scratch row, 8-column half
+        if (x >= PIECES || piece >= 32u) continue;
+        const uint i = 16 * ar[a] + lr;
+        const float gi = gsh[i];
+        const uvec4 x0 = smem[scr + lr * SS + 2 * lh], x1 = smem[scr + lr * SS + 2 * lh + 1];
+        uvec4 packed;
+        [[unroll]] for (uint e = 0; e < 4; ++e) {
+          vec2 x;
+          [[unroll]] for (uint p = 0; p < 2; ++p) {
+            const uint m = 2 * e + p;
+            const uint jj = 16 * ac[a] + 8 * lh + m;
+            const float val = uintBitsToFloat(m < 4 ? x0[m] : x1[m - 4]) * exp(gi - gsh[jj]);
+            x[p] = jj <= i ? round_bf16(val) : 0.0;
+            if (!(abs(x[p]) < 65536.0)) bad |= 1u;  // beyond fp16, Inf or NaN
+          }
+          packed[e] = packHalf2x16(x);
         }
-        packed[e] = packHalf2x16(x);
+        smem[A_OFF + i * SA + 2 * ac[a] + lh] = packed;
       }
-      smem[A_OFF + i * SA + 2 * ac[a] + lh] = packed;
-      sync_subgroup();
+      TK_MMA_SYNC();
     }
     if (bad != 0u) atomicOr(bad_flag, 1u);
     barrier();  // A, v and the flag complete
@@ -242,45 +246,56 @@ void main() {
       chunk_o_scalar(s, tid);
     } else {
       // o = scale * (exp(gi) (q h^T) + A v), one 16-column tile at a time.
-      F16MAT af[WR];
+      TK_MMA_A af[WR][TK_MMA_PARTS];
       [[unroll]] for (uint jt = 0; jt < WR; ++jt)
-        if (jt <= wr) coopMatLoadNV(af[jt], smem, A_OFF + 16 * wr * SA + 2 * jt, SA, false);
-      const uint i = 16 * wr + lr;
-      const float eg = exp(gsh[i]);
-      const bool row_ok = i < s.c.rows;
-      const uint orow = chunk_o_element(s.c.token + i, s.ih) + s.v0;  // element 0 of the tile's row of o
+        if (jt <= wr) TK_MMA_LOAD_A_ROW(af[jt], smem, A_OFF + 16 * wr * SA + 2 * jt, SA);
       [[unroll]] for (uint n = 0; n < OT; ++n) {
         const uint c16 = wc * OT + n;  // 16-column tile within the V tile
-        F32MAT av = F32MAT(0.0);
+        TK_MMA_C av[TK_MMA_PARTS];
+        TK_MMA_FILL(av, 0.0);
         [[unroll]] for (uint jt = 0; jt < WR; ++jt) {
           if (jt <= wr) {
-            F16MAT vb;
-            coopMatLoadNV(vb, smem, V_OFF + 16 * jt * SV + 2 * c16, SV, false);
-            av = coopMatMulAddNV(af[jt], vb, av);
+            TK_MMA_B vb[TK_MMA_PARTS];
+            TK_MMA_LOAD_B_ROW(vb, smem, V_OFF + 16 * jt * SV + 2 * c16, SV);
+            TK_MMA(av, af[jt], vb);
           }
         }
-        coopMatStoreNV(acc_o[n], smem, scr, SS, false);
-        sync_subgroup();
-        const vec4 qh0 = uintBitsToFloat(smem[scr + lr * SS + 2 * lh]);
-        const vec4 qh1 = uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1]);
-        sync_subgroup();
-        coopMatStoreNV(av, smem, scr, SS, false);
-        sync_subgroup();
-        const vec4 y0 = (qh0 * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh])) * pc.scale;
-        const vec4 y1 = (qh1 * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1])) * pc.scale;
-        if (row_ok) {
-          const uvec4 packed = uvec4(tk_f32_to_bf16(y0.x) | (tk_f32_to_bf16(y0.y) << 16),
-                                     tk_f32_to_bf16(y0.z) | (tk_f32_to_bf16(y0.w) << 16),
-                                     tk_f32_to_bf16(y1.x) | (tk_f32_to_bf16(y1.y) << 16),
-                                     tk_f32_to_bf16(y1.z) | (tk_f32_to_bf16(y1.w) << 16));
-          const uint oe = orow + 16 * c16 + 8 * lh;
-          if (O_UNALIGNED == 0u) {
-            o_4[oe / 8] = packed;
-          } else {  // an even element: four words
-            [[unroll]] for (uint w = 0; w < 4; ++w) o_w[oe / 2 + w] = packed[w];
+        // q h^T, then A v, through the scratch tile; a lane keeps its
+        // pieces of q h^T in registers between the two.
+        vec4 qh[2 * MAX_PIECES];
+        TK_MMA_STORE_C_ROW(acc_o[n], smem, scr, SS);
+        TK_MMA_SYNC();
+        [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+          const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;
+          if (x < PIECES && piece < 32u) {
+            qh[2 * x] = uintBitsToFloat(smem[scr + lr * SS + 2 * lh]);
+            qh[2 * x + 1] = uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1]);
           }
         }
-        sync_subgroup();
+        TK_MMA_SYNC();
+        TK_MMA_STORE_C_ROW(av, smem, scr, SS);
+        TK_MMA_SYNC();
+        [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+          const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;
+          const uint i = 16 * wr + lr;
+          if (x < PIECES && piece < 32u && i < s.c.rows) {
+            const float eg = exp(gsh[i]);
+            const vec4 y0 = (qh[2 * x] * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh])) * pc.scale;
+            const vec4 y1 = (qh[2 * x + 1] * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1])) * pc.scale;
+            const uvec4 packed = uvec4(tk_f32_to_bf16(y0.x) | (tk_f32_to_bf16(y0.y) << 16),
+                                       tk_f32_to_bf16(y0.z) | (tk_f32_to_bf16(y0.w) << 16),
+                                       tk_f32_to_bf16(y1.x) | (tk_f32_to_bf16(y1.y) << 16),
+                                       tk_f32_to_bf16(y1.z) | (tk_f32_to_bf16(y1.w) << 16));
+            // element 0 of the tile's row of o, then this piece's 8
+            const uint oe = chunk_o_element(s.c.token + i, s.ih) + s.v0 + 16 * c16 + 8 * lh;
+            if (O_UNALIGNED == 0u) {
+              o_4[oe / 8] = packed;
+            } else {  // an even element: four words
+              [[unroll]] for (uint w = 0; w < 4; ++w) o_w[oe / 2 + w] = packed[w];
+            }
+          }
+        }
+        TK_MMA_SYNC();
       }
     }
     s = nx;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 #version 460
-//! requires GL_NV_cooperative_matrix
-// Gated DeltaNet WY representation on NVIDIA tensor cores, built for memory
-// bandwidth (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32, 16x16x16):
+//! requires GL_KHR_cooperative_matrix
+// Gated DeltaNet WY representation on cooperative matrices, built for
+// memory bandwidth (fp16 x fp16 -> fp32 16x16x16 products on the device's
+// tile, common/mma.glsl):
 //   u = A bf16(v * beta),   w = A bf16((k * beta) * exp(g)).
 //
 // Geometry (the host relies on it):
@@ -10,15 +11,17 @@
 //   (D = V columns), the odd one w (D = K columns). They are adjacent in the
 //   grid, so the second read of the chunk's A block (and of the k rows shared
 //   by the heads of one GQA group, adjacent too) is served by the L2 cache;
-// - WG = 128, 256 or 512 invocations (NSG = 4, 8 or 16 subgroups of 32;
-//   at most 16 * BT). Every global load of the workgroup (operand rows, A,
+// - NSG = 8 or 16 subgroups of SUBGROUP >= 8 invocations (WG = NSG x
+//   SUBGROUP, at most 16 * BT at SUBGROUP 32). Every global load of the workgroup (operand rows, A,
 //   beta, g) is issued up front, unconditionally (clamped addresses, selects
 //   afterwards), in 16-byte pieces, before the first value is used (v is a
 //   view whose pieces, with V_UNALIGNED, are read as the 32-bit words that
 //   hold them);
 // - operand rows: invocation (row, lane16) = (tid / 16 + n * WG / 16,
 //   tid % 16) holds the 8 columns 8 * (lane16 + 16 q) .. + 7; the 16 lanes
-//   of a row are one half-subgroup. A: BT / 8 lanes per row, 8 columns each;
+//   of a row share its largest magnitude by shuffles within a subgroup of
+//   16 or more, through shared atomics in subgroups of 8. A: BT / 8 lanes
+//   per row, 8 columns each;
 // - subgroup s multiplies row tile s % RT against the MT = ceil(CT / SPR)
 //   consecutive column tiles from (s / RT) * MT on (RT = BT / 16 row tiles,
 //   CT = D / 16 column tiles, SPR = NSG / RT subgroups per row tile); the
@@ -36,7 +39,7 @@
 // the accumulator row is multiplied by 2^-r_i before rounding to bf16. Only
 // A loses precision (fp16 keeps 11 bits). Shifts are clamped to [-64, 64].
 
-#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -48,11 +51,12 @@
 
 TK_DECLARE_SPEC(TK_RECOMPUTE_WU_SPEC)
 TK_DECLARE_PUSH(TK_RECOMPUTE_WU_PUSH)
-const uint WG = gl_WorkGroupSize.x;             // 128, 256 or 512 invocations
+#include "../common/mma.glsl"
+const uint WG = gl_WorkGroupSize.x;             // NSG * SUBGROUP invocations
+const uint NSG = WG / SUBGROUP;
 const uint OPS = TK_RECOMPUTE_WU_OPS(K, V);    // uvec4 per staged operand row
-const uint SMEM_VEC4 = TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, WG);
+const uint SMEM_VEC4 = TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, NSG);
 
-const uint NSG = WG / 32;
 const uint RT = BT / 16;              // row tiles
 const uint SPR = NSG / RT;            // subgroups per row tile
 const uint OPR = WG / 16;             // operand rows per sweep
@@ -64,10 +68,12 @@ const uint AS = BT / 8 + 1;           // uvec4 per staged A row (odd: no bank co
 const uint A_BASE = BT * OPS;
 const uint SCR = 5;                   // uvec4 per scratch row: 16 f32 + 4 of skew
 const uint SCR_SG = 16 * SCR;         // scratch uvec4 per subgroup
+const uint PIECES = (32u + SUBGROUP - 1u) / SUBGROUP;  // scratch pieces per lane (below)
+const uint MAX_PIECES = 4u;                            // SUBGROUP >= 8 (the host's rule)
 
 // Literal bounds (largest over the allowed specialisations) with the
 // specialised bound as a guard: glslc unrolls, arrays stay in registers.
-const uint MAX_OSW = 8;   // BT = 64, WG = 128
+const uint MAX_OSW = 8;   // BT = 64, WG = 128 (NSG 16, SUBGROUP 8)
 const uint MAX_CG = 2;    // D = 256
 const uint MAX_ASW = 4;   // BT = 64, WG = 128
 const uint MAX_RT = 4;
@@ -91,6 +97,7 @@ layout(std430, binding = 7) readonly buffer IndexBuf { uvec4 index_table[]; };
 shared uvec4 smem[SMEM_VEC4];
 shared int s_col_shift[BT];  // s_j
 shared int s_row_shift[BT];  // r_i
+shared uint s_row_max[BT];   // subgroups of 8: an operand row's largest magnitude (f32 bits)
 
 // Shift that brings a largest magnitude m (>= 0) into [2^14, 2^15).
 int normalising_shift(float m) {
@@ -123,6 +130,23 @@ uvec4 pack_out(vec4 lo, vec4 hi) { return uvec4(tk_pack4(TK_BF16, lo), tk_pack4(
 
 uvec4 pack8(vec4 lo, vec4 hi) {
   return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+}
+
+// A lane's 16 (D <= 128) or 32 columns of operand row r (live: r < rows),
+// scaled and rounded to bf16; zero where past the row or D.
+void operand_row(uvec4 raw0, uvec4 raw1, bool live_row, uint lane16, uint D8, float f, float g, bool is_w,
+                 out vec4 x0, out vec4 x1, out vec4 x2, out vec4 x3) {
+  const float d = exp(g);
+  const bool g0 = live_row && lane16 < D8, g1 = 16 < D8 && live_row && lane16 + 16 < D8;
+  x2 = vec4(0.0);
+  x3 = vec4(0.0);
+  convert8(mix(uvec4(0u), raw0, bvec4(g0)), f, d, is_w, x0, x1);
+  if (16 < D8) convert8(mix(uvec4(0u), raw1, bvec4(g1)), f, d, is_w, x2, x3);
+}
+
+float row_magnitude(vec4 x0, vec4 x1, vec4 x2, vec4 x3) {
+  const vec4 mag = max(max(tk_finite_abs(x0), tk_finite_abs(x1)), max(tk_finite_abs(x2), tk_finite_abs(x3)));
+  return max(max(mag.x, mag.y), max(mag.z, mag.w));
 }
 
 // The whole kernel for u (IS_W false) or w (IS_W true). main() calls it
@@ -199,22 +223,34 @@ void body(const bool IS_W) {
   }
 
   // ---- operand rows: scale, round to bf16 (as FLA), normalise, stage fp16 -
+  // column groups q = 0 and 1 written out (MAX_CG = 2): no nested loop
+  if (SUBGROUP < 16) {  // the row maxima through shared memory first
+    if (tid < BT) s_row_max[tid] = 0u;
+    barrier();
+    [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {
+      if (n < OSW) {
+        vec4 x0, x1, x2, x3;
+        operand_row(raw[n * MAX_CG], raw[n * MAX_CG + 1], orow0 + n * OPR < rows, lane16, D8, row_f[n], row_d[n], IS_W,
+                    x0, x1, x2, x3);
+        atomicMax(s_row_max[orow0 + n * OPR], floatBitsToUint(row_magnitude(x0, x1, x2, x3)));
+      }
+    }
+    barrier();
+  }
   [[unroll]] for (uint n = 0; n < MAX_OSW; ++n) {
     if (n < OSW) {
       const uint r = orow0 + n * OPR;
-      const bool live_row = r < rows;
-      const float f = row_f[n], d = exp(row_d[n]);
-      // column groups q = 0 and 1 written out (MAX_CG = 2): no nested loop
-      const bool g0 = live_row && lane16 < D8, g1 = 16 < D8 && live_row && lane16 + 16 < D8;
-      vec4 x0, x1, x2 = vec4(0.0), x3 = vec4(0.0);
-      convert8(mix(uvec4(0u), raw[n * MAX_CG], bvec4(g0)), f, d, IS_W, x0, x1);
-      if (16 < D8) convert8(mix(uvec4(0u), raw[n * MAX_CG + 1], bvec4(g1)), f, d, IS_W, x2, x3);
-      const vec4 mag = max(max(tk_finite_abs(x0), tk_finite_abs(x1)), max(tk_finite_abs(x2), tk_finite_abs(x3)));
-      float m = max(max(mag.x, mag.y), max(mag.z, mag.w));
-      m = max(m, subgroupShuffleXor(m, 1u));
-      m = max(m, subgroupShuffleXor(m, 2u));
-      m = max(m, subgroupShuffleXor(m, 4u));
-      m = max(m, subgroupShuffleXor(m, 8u));
+      vec4 x0, x1, x2, x3;
+      operand_row(raw[n * MAX_CG], raw[n * MAX_CG + 1], r < rows, lane16, D8, row_f[n], row_d[n], IS_W, x0, x1, x2, x3);
+      float m = row_magnitude(x0, x1, x2, x3);
+      if (SUBGROUP >= 16) {
+        m = max(m, subgroupShuffleXor(m, 1u));
+        m = max(m, subgroupShuffleXor(m, 2u));
+        m = max(m, subgroupShuffleXor(m, 4u));
+        m = max(m, subgroupShuffleXor(m, 8u));
+      } else {
+        m = uintBitsToFloat(s_row_max[r]);
+      }
       const int s = normalising_shift(m);
       if (lane16 == 0) s_col_shift[r] = s;
       const float scale = pow2(s);
@@ -263,47 +299,50 @@ void body(const bool IS_W) {
   const uint CT = D / 16;
   const uint MT = (CT + SPR - 1) / SPR;
   const uint ct0 = cs * MT;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[MAX_MT];
-  [[unroll]] for (uint m = 0; m < MAX_MT; ++m) acc[m] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> am, xb;
+  TK_MMA_C acc[MAX_MT][TK_MMA_PARTS];
+  [[unroll]] for (uint m = 0; m < MAX_MT; ++m) TK_MMA_FILL(acc[m], 0.0);
+  TK_MMA_A am[TK_MMA_PARTS];
+  TK_MMA_B xb[TK_MMA_PARTS];
   // No runtime condition around the loads and products: a subgroup whose
   // range runs past the last column tile repeats that tile (its result is
   // not stored).
   [[unroll]] for (uint x = 0; x < MAX_RT * MAX_MT; ++x) {
     const uint kk = x / MAX_MT, m = x % MAX_MT;
-    if (kk < RT && m == 0) coopMatLoadNV(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS, false);
+    if (kk < RT && m == 0) TK_MMA_LOAD_A_ROW(am, smem, A_BASE + rt * 16 * AS + kk * 2, AS);
     if (kk < RT && m < MT) {  // specialisation constants only
-      coopMatLoadNV(xb, smem, kk * 16 * OPS + min(ct0 + m, CT - 1) * 2, OPS, false);
-      acc[m] = coopMatMulAddNV(am, xb, acc[m]);
+      TK_MMA_LOAD_B_ROW(xb, smem, kk * 16 * OPS + min(ct0 + m, CT - 1) * 2, OPS);
+      TK_MMA(acc[m], am, xb);
     }
   }
   barrier();  // every subgroup is done with the staged operands: the memory becomes scratch
 
   // ---- output: one tile at a time through this subgroup's scratch --------
+  // A tile is read back as 32 pieces (row p / 2, 8 columns from 8 (p %
+  // 2)), piece p by lane p % SUBGROUP; two pieces make one 32-byte sector.
   const uint lane = gl_SubgroupInvocationID;
-#define SCRATCH_SYNC() subgroupMemoryBarrierShared(); subgroupBarrier()
-  const uint orow = lane / 2, half_ = lane % 2;  // row of the tile, 8-column half
-  const uint i = rt * 16 + orow;
-  const float unscale = pow2(-s_row_shift[i]);
   const uint scr = sg * SCR_SG;
-  const uint bh_out = (tr.slot + i) * H + h;
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
     if (m < MT) {  // specialisation constants only
       const bool live = ct0 + m < CT;  // uniform per subgroup
-      if (live) {
-        coopMatStoreNV(acc[m], smem, scr, SCR, false);
+      if (live) TK_MMA_STORE_C_ROW(acc[m], smem, scr, SCR);
+      TK_MMA_SYNC();
+      [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+        const uint piece = lane + x * SUBGROUP;
+        const uint orow = piece / 2, half_ = piece % 2;  // row of the tile, 8-column half
+        const uint i = rt * 16 + orow;
+        if (x < PIECES && piece < 32u && live && i < rows) {
+          const float unscale = pow2(-s_row_shift[i]);
+          const uint base = scr + orow * SCR + 2 * half_;
+          const uvec4 outv = pack_out(uintBitsToFloat(smem[base]) * unscale, uintBitsToFloat(smem[base + 1]) * unscale);
+          const uint col8 = (ct0 + m) * 2 + half_;
+          const uint bh_out = (tr.slot + i) * H + h;
+          if (IS_W)
+            w8[bh_out * (K / 8) + col8] = outv;
+          else
+            u8[bh_out * (V / 8) + col8] = outv;
+        }
       }
-      SCRATCH_SYNC();
-      if (live && i < rows) {  // two lanes write one 32-byte sector of a row
-        const uint base = scr + orow * SCR + 2 * half_;
-        const uvec4 outv = pack_out(uintBitsToFloat(smem[base]) * unscale, uintBitsToFloat(smem[base + 1]) * unscale);
-        const uint col8 = (ct0 + m) * 2 + half_;
-        if (IS_W)
-          w8[bh_out * (K / 8) + col8] = outv;
-        else
-          u8[bh_out * (V / 8) + col8] = outv;
-      }
-      SCRATCH_SYNC();  // the scratch is read before the next tile overwrites it
+      TK_MMA_SYNC();  // the scratch is read before the next tile overwrites it
     }
   }
 }

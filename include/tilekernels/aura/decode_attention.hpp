@@ -127,11 +127,11 @@ class DecodeAttentionKernel {
   static constexpr std::string_view lanes_name = "tensor_core_fp16_lanes";
   static constexpr std::array<Variant<Problem>, 6> variants{{
       {lanes_name, Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
-       DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_bf16 = true, .subgroup_size = 32}, lanes_workgroup,
+       DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_fp16 = true, .subgroup_size = 32}, lanes_workgroup,
        decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup, true), &DecodeAttentionRules::lanes},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
        DeviceNeeds{.cooperative_matrix_fp16 = true, .subgroup_size = 32}, tc_workgroup,
-       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &DecodeAttentionRules::tensor_core},
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &DecodeAttentionRules::tensor_core_tiles},
       {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
        64, least_shared, &DecodeAttentionRules::subgroup_gpu},
       {"subgroup_compact", Path::subgroup, spirv::aura_decode_attention_subgroup_compact,

@@ -108,17 +108,20 @@ constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, s
          4 * (subgroups * 16 * 5 + 16 + workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
 }
 
+// The tensor-core variants multiply whole 16 x 16 x 16 fp16 tiles
+// (shaders/common/coopmat.glsl).
+inline bool decode_attention_tc_tile(const DeviceInfo& info) {
+  return info.cooperative_matrix_fp16 && info.fp16_tile == MatrixTile{16, 16, 16};
+}
+
 // Whether the device's 16 x 16 fp16 cooperative matrices have the fragment
 // layout that the lanes variant (shaders/aura/decode_attention_tc_lanes.glsl)
 // builds its operands in: NVIDIA's tensor cores (mma.sync's m16n8k16
-// layout) under VK_KHR_cooperative_matrix, subgroups of 32. The Context
-// enables the KHR matrices together with bf16 (DeviceInfo::
-// cooperative_matrix_bf16), so a driver without bf16 ones keeps the other
-// variants.
+// layout) under VK_KHR_cooperative_matrix, subgroups of 32.
 // tests/aura/test_decode_attention_tc.cpp reads the layout back from the
 // driver and fails if it changes.
 inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
-  return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.float16 && info.subgroup_size == 32;
+  return info.vendor_id == 0x10de && decode_attention_tc_tile(info) && info.subgroup_size == 32;
 }
 
 // Query rows per KV head of a call (GQA x new tokens).
@@ -199,6 +202,12 @@ struct DecodeAttentionRules {
     if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
     if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
     return Status::success();
+  }
+  // The tensor-core variant on the device's matrices: their 16x16x16 tile.
+  static Status tensor_core_tiles(const DeviceInfo& info, const Problem& p) {
+    if (!decode_attention_tc_tile(info))
+      return Status::failure(ErrorCode::unsupported, "needs a 16x16x16 fp16 cooperative-matrix tile");
+    return tensor_core(info, p);
   }
   // The lanes variant: the tensor-core variant with both products' operands
   // built in registers from the codes (no shared-memory stage), for coded K

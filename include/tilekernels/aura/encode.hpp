@@ -453,6 +453,7 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
       spec.PARTS = options_.rotation_parts;
       spec.NBUF = fp16.buffers;
       spec.PREFETCH = 1;
+      detail::set_matrix_spec(spec, ctx_->info(), v);
     } else if (v.name == "tiled") {
       spec.workgroup = Config::tiled_invocations;
       spec.ROW_GROUPS = Config::row_groups;

@@ -10,7 +10,8 @@
 // KC rotation columns per staged chunk. tensor_core_fp16: BM rows per
 // block, RPS x CPS accumulator tiles per subgroup, PARTS fp16 parts of R
 // (2 or 3), NBUF staging buffers for them, PREFETCH 1 to load the next
-// block's rows during this block's products.
+// block's rows during this block's products; MMA_M, MMA_N, MMA_K,
+// SUBGROUP: its matrix tile and subgroup size (shaders/common/mma.glsl).
 #define TK_ENCODE_SPEC(F) \
   F(1, DIM, 128)          \
   F(2, BITS, 4)           \
@@ -23,7 +24,8 @@
   F(9, CPS, 4)            \
   F(10, PARTS, 2)         \
   F(11, NBUF, 2)          \
-  F(12, PREFETCH, 1)
+  F(12, PREFETCH, 1)      \
+  TK_MMA_SPEC(F, 13, 14, 15, 16)
 
 // groups: workgroups in the whole tensor_core_fp16 grid (its block stride).
 #define TK_ENCODE_PUSH(F) \

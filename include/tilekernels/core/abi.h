@@ -23,6 +23,15 @@
 // (e.g. the shared memory of a variant, from its specialization constants).
 #define TK_ABI_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+// The constants of a variant built on the device's cooperative-matrix
+// tiles (shaders/common/mma.glsl): the tile's M, N, K and the subgroup
+// size, at ids a .. d of the kernel's list; set by detail::set_matrix_spec.
+#define TK_MMA_SPEC(F, a, b, c, d) \
+  F(a, MMA_M, 16)                  \
+  F(b, MMA_N, 16)                  \
+  F(c, MMA_K, 16)                  \
+  F(d, SUBGROUP, 32)
+
 #ifdef __cplusplus
 
 #include <cstddef>

@@ -83,7 +83,10 @@ struct AdoptedFeatures {
   bool subgroup_size_control = false;
   bool storage_16bit = false;
   bool float16 = false;
-  bool cooperative_matrix_nv = false;
+  // VK_KHR_cooperative_matrix (cooperativeMatrix), shaderFloat16 and
+  // storageBuffer16BitAccess: the fp16 matrix variants, on a tile the
+  // device lists (DeviceInfo::fp16_tile).
+  bool cooperative_matrix_fp16 = false;
   // VK_KHR_cooperative_matrix (cooperativeMatrix), VK_KHR_shader_bfloat16
   // (shaderBFloat16Type, shaderBFloat16CooperativeMatrix), shaderInt16,
   // shaderFloat16 and storageBuffer16BitAccess, with a 16x16x16
@@ -157,8 +160,13 @@ class Context {
     info_.subgroup_size_control = f.subgroup_size_control && info_.subgroup_size_control;
     info_.storage_16bit = f.storage_16bit;
     info_.float16 = f.float16;
-    info_.cooperative_matrix_nv = f.cooperative_matrix_nv;
     info_.cooperative_matrix_bf16 = f.cooperative_matrix_bf16;
+    if (f.cooperative_matrix_fp16 && detail::matrix_units_usable(info_)) {
+      const auto tiles = detail::khr_matrix_tiles(instance_, physical_, *instance_dispatch_);
+      info_.fp16_tile = detail::fp16_matrix_tile(tiles);
+      info_.fp16_tiles_listed = detail::fp16_matrix_tiles(tiles);
+      info_.cooperative_matrix_fp16 = info_.fp16_tile.m != 0;
+    }
     info_.int64_atomics = f.int64_atomics;
     info_.pipeline_robustness = f.pipeline_robustness;
     queue_family_ = a.queue_family;

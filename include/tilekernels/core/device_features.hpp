@@ -40,6 +40,7 @@ struct BFloat16FeaturesKHR {
   VkBool32 shaderBFloat16DotProduct = VK_FALSE;
   VkBool32 shaderBFloat16CooperativeMatrix = VK_FALSE;
 };
+inline constexpr std::int32_t kComponentFloat16 = 0;
 inline constexpr std::int32_t kComponentFloat32 = 1;
 inline constexpr std::int32_t kComponentBFloat16 = 1000141000;
 inline constexpr std::int32_t kScopeSubgroup = 3;
@@ -124,42 +125,67 @@ inline DeviceInfo read_device_info(vk::PhysicalDevice physical, const InstanceDi
   return info;
 }
 
-// The NV extension lists its shapes; the fp16 tensor-core kernels use
-// 16x16x16 (or 16x8x16) fp16 x fp16 -> fp32 in subgroup scope.
-inline bool has_fp16_coopmat_shape(vk::PhysicalDevice physical, const InstanceDispatch& d) {
-  if (!d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) return false;
-  std::uint32_t count = 0;
-  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical, &count, nullptr);
-  VkCooperativeMatrixPropertiesNV blank{};
-  blank.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-  std::vector<VkCooperativeMatrixPropertiesNV> props(count, blank);
-  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical, &count, props.data());
-  for (const auto& p : props)
-    if (p.MSize == 16 && p.KSize == 16 && (p.NSize == 16 || p.NSize == 8) && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
-      return true;
-  return false;
-}
-
-// The KHR extension lists its shapes; the bf16 kernels use 16x16x16
-// bf16 x bf16 -> f32 in subgroup scope.
-inline bool has_bf16_coopmat_shape(vk::Instance instance, vk::PhysicalDevice physical, const InstanceDispatch& d) {
+// The tiles VK_KHR_cooperative_matrix lists (none where the device or the
+// loader lacks it).
+inline std::vector<CoopMatPropertiesKHR> khr_matrix_tiles(vk::Instance instance, vk::PhysicalDevice physical,
+                                                          const InstanceDispatch& d) {
   using Query = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, CoopMatPropertiesKHR*);
   const auto query = reinterpret_cast<Query>(
       d.vkGetInstanceProcAddr(static_cast<VkInstance>(instance), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  if (!query) return false;
+  if (!query) return {};
   const auto handle = static_cast<VkPhysicalDevice>(physical);
   std::uint32_t count = 0;
-  if (query(handle, &count, nullptr) != VK_SUCCESS) return false;
+  if (query(handle, &count, nullptr) != VK_SUCCESS) return {};
   std::vector<CoopMatPropertiesKHR> props(count);
-  if (query(handle, &count, props.data()) != VK_SUCCESS) return false;
-  for (const auto& p : props)
+  if (query(handle, &count, props.data()) != VK_SUCCESS) return {};
+  props.resize(count);
+  return props;
+}
+
+// lavapipe (Mesa 26.2) crashes compiling any cooperative-matrix shader at
+// LP_NATIVE_VECTOR_WIDTH 512 and above (subgroups of 16 or more;
+// bench/notes/2026-12-khr-matrices.md): its matrices are used only at
+// subgroups of 8.
+inline bool matrix_units_usable(const DeviceInfo& info) {
+  return !(info.driver_id == vk::DriverId::eMesaLlvmpipe && info.subgroup_size > 8);
+}
+
+// The bf16 kernels use 16x16x16 bf16 x bf16 -> f32 in subgroup scope.
+inline bool has_bf16_coopmat_shape(const std::vector<CoopMatPropertiesKHR>& tiles) {
+  for (const auto& p : tiles)
     if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == kComponentBFloat16 &&
         p.BType == kComponentBFloat16 && p.CType == kComponentFloat32 && p.ResultType == kComponentFloat32 &&
         p.scope == kScopeSubgroup)
       return true;
   return false;
+}
+
+inline bool is_fp16_subgroup_tile(const CoopMatPropertiesKHR& p) {
+  return p.AType == kComponentFloat16 && p.BType == kComponentFloat16 && p.CType == kComponentFloat32 &&
+         p.ResultType == kComponentFloat32 && p.scope == kScopeSubgroup;
+}
+
+inline std::vector<MatrixTile> fp16_matrix_tiles(const std::vector<CoopMatPropertiesKHR>& tiles) {
+  std::vector<MatrixTile> out;
+  for (const auto& p : tiles)
+    if (is_fp16_subgroup_tile(p)) out.push_back({p.MSize, p.NSize, p.KSize});
+  return out;
+}
+
+// The fp16 x fp16 -> f32 subgroup tile the fp16 matrix variants compose
+// their 16 x 16 x 16 products of (shaders/common/mma.glsl: M, N and K of 8
+// or 16): the largest listed, ties to the taller; m = 0 where none is.
+inline MatrixTile fp16_matrix_tile(const std::vector<CoopMatPropertiesKHR>& tiles) {
+  MatrixTile best;
+  const auto fits = [](std::uint32_t x) { return x == 8 || x == 16; };
+  for (const auto& p : tiles) {
+    if (!(fits(p.MSize) && fits(p.NSize) && fits(p.KSize) && is_fp16_subgroup_tile(p))) continue;
+    const MatrixTile t{p.MSize, p.NSize, p.KSize};
+    const auto volume = [](const MatrixTile& x) { return x.m * x.n * x.k; };
+    if (volume(t) > volume(best) || (volume(t) == volume(best) && (t.m > best.m || (t.m == best.m && t.n > best.n))))
+      best = t;
+  }
+  return best;
 }
 
 // Where the device has extension `ext` and its feature `member` (of the
@@ -202,10 +228,9 @@ inline vk::Device create_device(vk::Instance instance, vk::PhysicalDevice physic
 
   const auto supported = physical.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
                                                vk::PhysicalDeviceVulkan12Features,
-                                               vk::PhysicalDeviceSubgroupSizeControlFeatures,
-                                               vk::PhysicalDeviceCooperativeMatrixFeaturesNV>(d);
+                                               vk::PhysicalDeviceSubgroupSizeControlFeatures>(d);
   vk::StructureChain<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features, vk::PhysicalDeviceVulkan12Features,
-                     vk::PhysicalDeviceSubgroupSizeControlFeatures, vk::PhysicalDeviceCooperativeMatrixFeaturesNV>
+                     vk::PhysicalDeviceSubgroupSizeControlFeatures>
       enable;
   auto& head = enable.get<vk::PhysicalDeviceFeatures2>();
   auto& f10 = head.features;
@@ -235,40 +260,40 @@ inline vk::Device create_device(vk::Instance instance, vk::PhysicalDevice physic
   }
   if (!info.subgroup_size_control) enable.unlink<vk::PhysicalDeviceSubgroupSizeControlFeatures>();
 
-  if (has_extension(available, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
-      supported.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix && info.float16 &&
-      info.storage_16bit && has_fp16_coopmat_shape(physical, d)) {
-    enable.get<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>().cooperativeMatrix = VK_TRUE;
-    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    info.cooperative_matrix_nv = true;
-  } else {
-    enable.unlink<vk::PhysicalDeviceCooperativeMatrixFeaturesNV>();
-  }
-
-  // bf16 tensor cores: VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16,
-  // chained by hand (newer than the Vulkan headers this builds against).
+  // VK_KHR_cooperative_matrix: fp16 tiles, and bf16 ones with
+  // VK_KHR_shader_bfloat16; chained by hand (newer than the Vulkan headers
+  // this builds against).
   CoopMatFeaturesKHR coopmat_khr;
   BFloat16FeaturesKHR bf16_features;
-  if (has_extension(available, "VK_KHR_cooperative_matrix") && has_extension(available, "VK_KHR_shader_bfloat16") &&
-      f10.shaderInt16 && info.float16 && info.storage_16bit && has_bf16_coopmat_shape(instance, physical, d)) {
+  if (has_extension(available, "VK_KHR_cooperative_matrix") && info.float16 && info.storage_16bit &&
+      matrix_units_usable(info)) {
+    const bool bf16_ext = has_extension(available, "VK_KHR_shader_bfloat16");
     CoopMatFeaturesKHR coopmat_supported;
     BFloat16FeaturesKHR bf16_supported;
-    coopmat_supported.pNext = &bf16_supported;
+    if (bf16_ext) coopmat_supported.pNext = &bf16_supported;
     VkPhysicalDeviceFeatures2 query{};
     query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
     query.pNext = &coopmat_supported;
     d.vkGetPhysicalDeviceFeatures2(static_cast<VkPhysicalDevice>(physical), &query);
-    if (coopmat_supported.cooperativeMatrix && bf16_supported.shaderBFloat16Type &&
-        bf16_supported.shaderBFloat16CooperativeMatrix) {
-      coopmat_khr.cooperativeMatrix = VK_TRUE;
+    const auto tiles = coopmat_supported.cooperativeMatrix ? khr_matrix_tiles(instance, physical, d)
+                                                           : std::vector<CoopMatPropertiesKHR>{};
+    info.fp16_tile = fp16_matrix_tile(tiles);
+    info.fp16_tiles_listed = fp16_matrix_tiles(tiles);
+    info.cooperative_matrix_fp16 = info.fp16_tile.m != 0;
+    if (bf16_ext && f10.shaderInt16 && bf16_supported.shaderBFloat16Type &&
+        bf16_supported.shaderBFloat16CooperativeMatrix && has_bf16_coopmat_shape(tiles)) {
       bf16_features.shaderBFloat16Type = VK_TRUE;
       bf16_features.shaderBFloat16CooperativeMatrix = VK_TRUE;
       bf16_features.pNext = head.pNext;
-      coopmat_khr.pNext = &bf16_features;
-      head.pNext = &coopmat_khr;
-      extensions.push_back("VK_KHR_cooperative_matrix");
+      head.pNext = &bf16_features;
       extensions.push_back("VK_KHR_shader_bfloat16");
       info.cooperative_matrix_bf16 = true;
+    }
+    if (info.cooperative_matrix_fp16 || info.cooperative_matrix_bf16) {
+      coopmat_khr.cooperativeMatrix = VK_TRUE;
+      coopmat_khr.pNext = head.pNext;
+      head.pNext = &coopmat_khr;
+      extensions.push_back("VK_KHR_cooperative_matrix");
     }
   }
 

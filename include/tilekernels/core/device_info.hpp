@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tilekernels/core/vulkan.hpp"
 
@@ -15,6 +16,12 @@ namespace tilekernels {
 // the device supports; `portable` forces the path that runs on any Vulkan 1.2
 // device (also forced by TILEKERNELS_PATH=portable).
 enum class PathPreference { automatic, portable };
+
+// A cooperative-matrix tile: an M x K by K x N product into M x N.
+struct MatrixTile {
+  std::uint32_t m = 0, n = 0, k = 0;
+  bool operator==(const MatrixTile&) const = default;
+};
 
 struct DeviceInfo {
   std::string name;
@@ -67,7 +74,12 @@ struct DeviceInfo {
   bool subgroup_size_control = false;
   bool storage_16bit = false;  // storageBuffer16BitAccess
   bool float16 = false;        // shaderFloat16
-  bool cooperative_matrix_nv = false;  // fp16 x fp16 -> fp32 16x16x16 tiles in compute
+  // VK_KHR_cooperative_matrix with shaderFloat16 and storageBuffer16BitAccess,
+  // and fp16_tile: the fp16 x fp16 -> f32 subgroup tile the fp16 matrix
+  // variants are built with (shaders/common/mma.glsl).
+  bool cooperative_matrix_fp16 = false;
+  MatrixTile fp16_tile;
+  std::vector<MatrixTile> fp16_tiles_listed;  // every fp16 x fp16 -> f32 subgroup tile the device lists
   // VK_KHR_cooperative_matrix with VK_KHR_shader_bfloat16 (and shaderInt16,
   // shaderFloat16, storageBuffer16BitAccess):
   // bf16 x bf16 -> fp32 16x16x16 tiles in subgroup scope, bf16 shader values.

@@ -28,7 +28,7 @@ namespace tilekernels {
 enum class Path : std::uint8_t {
   portable,          // any Vulkan 1.2 device: no subgroup operations, <= 32 KiB of shared memory
   subgroup,          // subgroup shuffles or reductions, correct for any subgroup size
-  tensor_core_fp16,  // VK_NV_cooperative_matrix: fp16 operands, f32 accumulators
+  tensor_core_fp16,  // cooperative matrices with fp16 operands, f32 accumulators
   tensor_core_bf16,  // VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16: bf16 operands, f32 accumulators
 };
 
@@ -46,6 +46,10 @@ constexpr std::string_view to_string(Path p) noexcept {
 struct DeviceNeeds {
   bool subgroup_shuffle = false;
   bool subgroup_arithmetic = false;
+  // VK_KHR_cooperative_matrix fp16 tiles (DeviceInfo::fp16_tile,
+  // shaders/common/mma.glsl). With subgroup_size 0, at the device's
+  // subgroup size, whatever it is: the variant's `invocations` then counts
+  // subgroups of 32 (detail::matrix_workgroup scales it).
   bool cooperative_matrix_fp16 = false;
   bool cooperative_matrix_bf16 = false;
   bool int64_atomics = false;
@@ -78,6 +82,14 @@ struct Variant {
   Status (*applies)(const DeviceInfo&, const Problem&) = nullptr;
 };
 
+namespace detail {
+// The workgroup of a variant on the device's fp16 matrix tiles with
+// `subgroups` subgroups: they run at the device's subgroup size.
+inline std::uint32_t matrix_workgroup(const DeviceInfo& info, std::uint32_t subgroups) {
+  return subgroups * info.subgroup_size;
+}
+}  // namespace detail
+
 // Whether `v` can run `problem` on `ctx`, and if not, why.
 template <class Problem>
 Status eligibility(const Context& ctx, const Variant<Problem>& v, const Problem& problem) {
@@ -88,15 +100,24 @@ Status eligibility(const Context& ctx, const Variant<Problem>& v, const Problem&
   const auto& n = v.needs;
   if (n.subgroup_shuffle && !info.subgroup_shuffle) return no("the device has no subgroup shuffles in compute");
   if (n.subgroup_arithmetic && !info.subgroup_arithmetic) return no("the device has no subgroup arithmetic in compute");
-  if (n.cooperative_matrix_fp16 && !info.cooperative_matrix_nv)
-    return no("the device (or Context) has no fp16 VK_NV_cooperative_matrix");
+  if (n.cooperative_matrix_fp16 && !info.cooperative_matrix_fp16) {
+    std::string seen;
+    for (const auto& t : info.fp16_tiles_listed)
+      seen += (seen.empty() ? "" : ", ") + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" + std::to_string(t.k);
+    return no("the device (or Context) has no VK_KHR_cooperative_matrix fp16 x fp16 -> f32 subgroup tile with M, N "
+              "and K of 8 or 16 (it lists " + (seen.empty() ? std::string("none") : seen) + ")");
+  }
+  const bool any_subgroup = n.cooperative_matrix_fp16 && n.subgroup_size == 0;
+  if (any_subgroup && !(info.subgroups_as_reported && info.subgroup_size >= 4))
+    return no("its subgroups are not what the device reports, or fewer than 4 invocations");
   if (n.cooperative_matrix_bf16 && !info.cooperative_matrix_bf16)
     return no("the device (or Context) has no bf16 VK_KHR_cooperative_matrix");
   if (n.int64_atomics && !info.int64_atomics) return no("the device (or Context) has no 64-bit buffer atomics");
   if (n.subgroup_size && !info.allows_subgroup_size(n.subgroup_size))
     return no("needs subgroups of " + std::to_string(n.subgroup_size) + " invocations");
-  if (v.invocations > info.max_workgroup_invocations)
-    return no("needs workgroups of " + std::to_string(v.invocations) + " invocations, the device allows " +
+  const std::uint32_t invocations = any_subgroup ? detail::matrix_workgroup(info, v.invocations / 32) : v.invocations;
+  if (invocations > info.max_workgroup_invocations)
+    return no("needs workgroups of " + std::to_string(invocations) + " invocations, the device allows " +
               std::to_string(info.max_workgroup_invocations));
   if (v.shared_bytes > info.max_shared_memory)
     return no("needs " + std::to_string(v.shared_bytes) + " bytes of shared memory, the device has " +
@@ -144,9 +165,20 @@ Status status_of(F&& f) noexcept {
 // already fits). Requiring it also asks for full subgroups.
 template <class Problem>
 std::uint32_t required_subgroup_size(const Context& ctx, const Variant<Problem>& v) {
-  const auto n = v.needs.subgroup_size;
+  auto n = v.needs.subgroup_size;
+  if (n == 0 && v.needs.cooperative_matrix_fp16) n = ctx.info().subgroup_size;
   if (n == 0) return 0;
   return ctx.info().subgroup_size_control ? n : 0;
+}
+
+// The specialization constants of variant `v` on the device's fp16 matrix
+// tiles (TK_MMA_SPEC): the tile and the subgroup size it runs at.
+template <class Spec, class Problem>
+void set_matrix_spec(Spec& spec, const DeviceInfo& info, const Variant<Problem>& v) {
+  spec.MMA_M = info.fp16_tile.m;
+  spec.MMA_N = info.fp16_tile.n;
+  spec.MMA_K = info.fp16_tile.k;
+  spec.SUBGROUP = v.needs.subgroup_size ? v.needs.subgroup_size : info.subgroup_size;
 }
 
 }  // namespace detail

@@ -39,8 +39,8 @@
 //   (tk_round_bf16_split, shaders/common/convert.glsl): to nearest even, as
 //   FLA, for magnitudes up to 5.19e33; +-Inf and larger values there become
 //   NaN, where the other variants keep them.
-// - tensor_core_fp16: VK_NV_cooperative_matrix, fp16 operands, f32
-//   accumulators. Operands are converted bf16 -> fp16 exactly when
+// - tensor_core_fp16: VK_KHR_cooperative_matrix on the device's fp16 tile
+//   (shaders/common/mma.glsl), any subgroup size, f32 accumulators. Operands are converted bf16 -> fp16 exactly when
 //   2^-17 <= |x| <= 65504; a workgroup that meets a finite input or bf16(A)
 //   element beyond 65504 recomputes its tile with the scalar f32 algorithm
 //   (the portable variant's rounding points), so nothing overflows silently.
@@ -84,11 +84,12 @@ struct ChunkOConfig {
   static_assert(portable_shared_bytes <= 32 * 1024, "ChunkOConfig: the portable path must fit 32 KiB of shared memory");
 
   // tensor_core_fp16: all of V up to 128 columns per tile, 4 subgroups along
-  // V (512 invocations at BT = 64), K in shared stages of 64 columns.
+  // V (16 subgroups at BT = 64, of the device's size), K in shared stages of
+  // 64 columns.
   static constexpr std::uint32_t fp16_bv = V < 128 ? V : 128;
   static constexpr std::uint32_t fp16_wc = 4;
   static constexpr std::uint32_t fp16_kc = 64;
-  static constexpr std::uint32_t fp16_workgroup = BT / 16 * fp16_wc * 32;
+  static constexpr std::uint32_t fp16_subgroups = BT / 16 * fp16_wc;
   static constexpr std::uint32_t fp16_shared_bytes = TK_CHUNK_O_FP16_SHARED_BYTES(BT, fp16_bv, fp16_wc, fp16_kc);
   static_assert(fp16_shared_bytes <= 48 * 1024, "ChunkOConfig: the fp16 tensor-core tiles must fit 48 KiB of shared memory");
 
@@ -125,7 +126,13 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
                                  : Status::failure(ErrorCode::unsupported, "holds all of V in a tile: V <= 128 only");
        }},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::gdn_chunk_o_fp16,
-       {.cooperative_matrix_fp16 = true, .subgroup_size = 32}, Config::fp16_workgroup, Config::fp16_shared_bytes},
+       {.cooperative_matrix_fp16 = true}, Config::fp16_subgroups * 32, Config::fp16_shared_bytes,
+       [](const DeviceInfo& info, const Problem&) {
+         return info.is_cpu() && Config::BT > 16
+                    ? Status::failure(ErrorCode::unsupported, "on a CPU device chunks of 16 only (lavapipe takes up to "
+                                                              "a minute to compile a pipeline of larger ones)")
+                    : Status::success();
+       }},
       {"portable", Path::portable, spirv::gdn_chunk_o, {}, Config::portable_workgroup, Config::portable_shared_bytes},
   }};
 
@@ -273,7 +280,8 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
     if (v.path == Path::tensor_core_bf16) {
       spec.workgroup = 512;
     } else if (v.path == Path::tensor_core_fp16) {
-      spec.workgroup = Config::fp16_workgroup;
+      spec.workgroup = detail::matrix_workgroup(ctx_->info(), Config::fp16_subgroups);
+      detail::set_matrix_spec(spec, ctx_->info(), v);
       bv = Config::fp16_bv;
       spec.WC = Config::fp16_wc;
       spec.KSTAGE = Config::fp16_kc;

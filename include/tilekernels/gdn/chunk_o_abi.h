@@ -11,7 +11,9 @@
 // shared stage (fp16); VARLEN, SLOTS: as in recompute_wu_abi.h;
 // O_UNALIGNED (tensor-core variants): 1 where the rows of the o view may
 // start at any even element (written by 32-bit words), 0 where every one
-// starts at a multiple of 8 elements (16-byte stores).
+// starts at a multiple of 8 elements (16-byte stores); MMA_M, MMA_N, MMA_K,
+// SUBGROUP (fp16): the device's matrix tile and subgroup size
+// (shaders/common/mma.glsl).
 #define TK_CHUNK_O_SPEC(F) \
   F(1, BT, 64)             \
   F(2, KDIM, 128)          \
@@ -21,7 +23,8 @@
   F(6, KSTAGE, 64)         \
   F(7, VARLEN, 0)          \
   F(8, SLOTS, 0)           \
-  F(9, O_UNALIGNED, 0)
+  F(9, O_UNALIGNED, 0)     \
+  TK_MMA_SPEC(F, 10, 11, 12, 13)
 
 // batch, NT: B and ceil(T / BT), or 1 and every sequence's chunks with
 // varlen; total_groups: tiles (batch * NT * H * VDIM / BV); stride:

@@ -40,7 +40,8 @@
 // - tensor_core_bf16: the same products in pairs of persistent workgroups,
 //   one for u and one for w (A in f32 enters as bf16 + bf16 residual,
 //   about 16 bits);
-// - tensor_core_fp16: VK_NV_cooperative_matrix; power-of-two row scalings
+// - tensor_core_fp16: VK_KHR_cooperative_matrix on the device's fp16 tile
+//   (shaders/common/mma.glsl), subgroups of 8 to 64; power-of-two row scalings
 //   keep every fp16 value below 2^15, so bf16 inputs beyond the fp16 range
 //   (65504) neither overflow nor lose precision; A is rounded to fp16 (11
 //   bits);
@@ -93,9 +94,10 @@ struct RecomputeWUConfig {
   static_assert(portable_shared_bytes <= 32768,
                 "RecomputeWUConfig: the portable path must fit the portable 32 KiB of shared memory");
 
-  // tensor_core_fp16: 512 invocations (at most one operand row per 16 lanes).
-  static constexpr std::uint32_t fp16_workgroup = std::min<std::uint32_t>(512, BT * 16);
-  static constexpr std::uint32_t fp16_shared_bytes = TK_RECOMPUTE_WU_FP16_SHARED_BYTES(BT, K, V, fp16_workgroup);
+  // tensor_core_fp16: 16 subgroups (8 at BT = 16: at most one operand row
+  // per 16 lanes in subgroups of 32), of the device's size.
+  static constexpr std::uint32_t fp16_subgroups = std::min<std::uint32_t>(16, BT / 2);
+  static constexpr std::uint32_t fp16_shared_bytes = TK_RECOMPUTE_WU_FP16_SHARED_BYTES(BT, K, V, fp16_subgroups);
   static_assert(fp16_shared_bytes <= 49152, "RecomputeWUConfig: the fp16 tensor-core path must fit 48 KiB of shared memory");
 
   // tensor_core_bf16: 512 invocations where its shared memory fits 48 KiB,
@@ -147,7 +149,16 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
                     : Status::failure(ErrorCode::unsupported, "its tiles for these head sizes exceed 48 KiB of shared memory");
        }},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::gdn_recompute_wu_fp16,
-       {.cooperative_matrix_fp16 = true, .subgroup_size = 32}, Config::fp16_workgroup, Config::fp16_shared_bytes},
+       {.cooperative_matrix_fp16 = true}, Config::fp16_subgroups * 32, Config::fp16_shared_bytes,
+       [](const DeviceInfo& info, const Problem&) {
+         if (info.subgroup_size < 8 || info.subgroup_size > 64)
+           return Status::failure(ErrorCode::unsupported, "its operand rows need subgroups of 8 to 64 invocations");
+         if (info.is_cpu() && Config::bt > 16)
+           return Status::failure(ErrorCode::unsupported,
+                                  "on a CPU device chunks of 16 only (lavapipe compiles a pipeline of larger ones in "
+                                  "14 to 100 s)");
+         return Status::success();
+       }},
       {"portable", Path::portable, spirv::gdn_recompute_wu, {}, Config::portable_workgroup,
        Config::portable_shared_bytes},
   }};
@@ -312,8 +323,10 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
       spec.workgroup = 512;
     else if (v.path == Path::tensor_core_bf16)
       spec.workgroup = Config::bf16_workgroup;
-    else if (v.path == Path::tensor_core_fp16)
-      spec.workgroup = Config::fp16_workgroup;
+    else if (v.path == Path::tensor_core_fp16) {
+      spec.workgroup = detail::matrix_workgroup(ctx_->info(), Config::fp16_subgroups);
+      detail::set_matrix_spec(spec, ctx_->info(), v);
+    }
     else
       spec.workgroup = Config::portable_workgroup;
     return detail::pipeline_key<Push>(*ctx_, v, spec, 8);

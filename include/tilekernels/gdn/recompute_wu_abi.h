@@ -16,7 +16,8 @@
 // either); V_UNALIGNED: 1 where the rows of the v view may start at any
 // element (read by 32-bit words), 0 where every one starts at a multiple
 // of 8 elements (16-byte loads; a constant, so that the default pipelines
-// carry no trace of the other way).
+// carry no trace of the other way); MMA_M, MMA_N, MMA_K, SUBGROUP (fp16):
+// the device's matrix tile and subgroup size (shaders/common/mma.glsl).
 #define TK_RECOMPUTE_WU_SPEC(F) \
   F(1, BT, 64)                  \
   F(2, K, 128)                  \
@@ -25,7 +26,8 @@
   F(5, SHAPE, 0)                \
   F(6, VARLEN, 0)               \
   F(7, SLOTS, 0)                \
-  F(8, V_UNALIGNED, 0)
+  F(8, V_UNALIGNED, 0)          \
+  TK_MMA_SPEC(F, 9, 10, 11, 12)
 
 // batch, chunks: B and ceil(T / BT), or 1 and every sequence's chunks
 // with varlen; stride: the persistent bf16 kernels' grid (pairs of
@@ -51,10 +53,10 @@
 #define TK_RECOMPUTE_WU_OPS(K, V) (TK_ABI_MAX(K, V) / 8u + 1u)
 // tensor_core_fp16, uvec4 units: fp16 operand rows [BT][OPS] and A
 // [BT][BT / 8 + 1], later reused as a 16 x 20 f32 scratch tile per
-// subgroup; plus two shift tables of BT ints.
-#define TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, WG) \
-  TK_ABI_MAX((BT) * TK_RECOMPUTE_WU_OPS(K, V) + (BT) * ((BT) / 8u + 1u), (WG) / 32u * 80u)
-#define TK_RECOMPUTE_WU_FP16_SHARED_BYTES(BT, K, V, WG) (16u * TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, WG) + 8u * (BT))
+// subgroup (NSG of them); plus three tables of BT words.
+#define TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, NSG) \
+  TK_ABI_MAX((BT) * TK_RECOMPUTE_WU_OPS(K, V) + (BT) * ((BT) / 8u + 1u), (NSG) * 80u)
+#define TK_RECOMPUTE_WU_FP16_SHARED_BYTES(BT, K, V, NSG) (16u * TK_RECOMPUTE_WU_FP16_VEC4(BT, K, V, NSG) + 12u * (BT))
 // tensor_core_bf16, uvec4 units: bf16 operand rows [BT][OPS], A [BT][BT /
 // 8 + 1] (twice for A in f32: bf16 + residual), then a [16][3] output
 // scratch per subgroup.

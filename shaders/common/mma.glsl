@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+// 16 x 16 x 16 products of fp16 operands into f32 accumulators, built from
+// the cooperative-matrix tiles the device lists (VK_KHR_cooperative_matrix,
+// subgroup scope). The host picks one M x N x K tile, each of 8 or 16, when
+// it builds the pipeline, and passes it with the subgroup size as the
+// specialization constants MMA_M, MMA_N, MMA_K and SUBGROUP (declared by
+// the kernel's ABI list). A 16 x 16 matrix is an array of TK_MMA_PARTS
+// device tiles:
+//   A operand: part i * TK_MMA_RK + k holds rows M i.., columns K k..
+//   B operand: part k * TK_MMA_RN + j holds rows K k.., columns N j..
+//   accumulator: part i * TK_MMA_RN + j holds rows M i.., columns N j..
+// Declare them as TK_MMA_A x[TK_MMA_PARTS] (arrays of them as
+// x[n][TK_MMA_PARTS]); parts past those the tile needs stay unused.
+// Loads and stores name a uvec4 array (shared or buffer) and take the
+// offset and row stride in uvec4 units: fp16 elements 8 to a uvec4, f32
+// elements 4. Row-major: element (r, c) at off + r stride + c / 8 (or / 4);
+// column-major (B only): element (r, c) at off + c stride + r / 8.
+// The including shader enables GL_KHR_cooperative_matrix,
+// GL_KHR_memory_scope_semantics and
+// GL_EXT_shader_explicit_arithmetic_types_float16.
+#ifndef TK_MMA_GLSL
+#define TK_MMA_GLSL
+
+const uint TK_MMA_RM = 16u / MMA_M;  // device tiles along a 16 x 16 matrix's rows
+const uint TK_MMA_RN = 16u / MMA_N;  // ... its columns (B, accumulator)
+const uint TK_MMA_RK = 16u / MMA_K;  // ... the product's depth
+const uint TK_MMA_PARTS = 4u;        // the most device tiles one matrix takes (two of M, N, K at 8)
+
+#define TK_MMA_A coopmat<float16_t, gl_ScopeSubgroup, MMA_M, MMA_K, gl_MatrixUseA>
+#define TK_MMA_B coopmat<float16_t, gl_ScopeSubgroup, MMA_K, MMA_N, gl_MatrixUseB>
+#define TK_MMA_C coopmat<float, gl_ScopeSubgroup, MMA_M, MMA_N, gl_MatrixUseAccumulator>
+
+#define TK_MMA_FILL(c, v)                                                        \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p) (c)[tk_p] = TK_MMA_C(v)
+
+// c += a b
+#define TK_MMA(c, a, b)                                                                                          \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN * TK_MMA_RK; ++tk_p) {                           \
+    const uint tk_i = tk_p / (TK_MMA_RN * TK_MMA_RK), tk_j = (tk_p / TK_MMA_RK) % TK_MMA_RN, tk_k = tk_p % TK_MMA_RK; \
+    (c)[tk_i * TK_MMA_RN + tk_j] =                                                                               \
+        coopMatMulAdd((a)[tk_i * TK_MMA_RK + tk_k], (b)[tk_k * TK_MMA_RN + tk_j], (c)[tk_i * TK_MMA_RN + tk_j]); \
+  }
+
+#define TK_MMA_LOAD_A_ROW(m, buf, off, stride)                                                    \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RK; ++tk_p)                          \
+    coopMatLoad((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RK) * MMA_M * (stride) + (tk_p % TK_MMA_RK) * (MMA_K / 8u), \
+                stride, gl_CooperativeMatrixLayoutRowMajor)
+#define TK_MMA_LOAD_B_ROW(m, buf, off, stride)                                                    \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RK * TK_MMA_RN; ++tk_p)                          \
+    coopMatLoad((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RN) * MMA_K * (stride) + (tk_p % TK_MMA_RN) * (MMA_N / 8u), \
+                stride, gl_CooperativeMatrixLayoutRowMajor)
+#define TK_MMA_LOAD_B_COL(m, buf, off, stride)                                                    \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RK * TK_MMA_RN; ++tk_p)                          \
+    coopMatLoad((m)[tk_p], buf, (off) + (tk_p % TK_MMA_RN) * MMA_N * (stride) + (tk_p / TK_MMA_RN) * (MMA_K / 8u), \
+                stride, gl_CooperativeMatrixLayoutColumnMajor)
+// f32 accumulator, row-major.
+#define TK_MMA_STORE_C_ROW(m, buf, off, stride)                                                   \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)                          \
+    coopMatStore((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RN) * MMA_M * (stride) + (tk_p % TK_MMA_RN) * (MMA_N / 4u), \
+                 stride, gl_CooperativeMatrixLayoutRowMajor)
+
+// The shared-memory barrier among the invocations of one subgroup.
+#define TK_MMA_SYNC()              \
+  {                                \
+    subgroupMemoryBarrierShared(); \
+    subgroupBarrier();             \
+  }
+
+#endif
