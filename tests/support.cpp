@@ -20,35 +20,52 @@ ContextOptions validated_options() {
 }
 }  // namespace
 
-Context& context() {
-  static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options = validated_options();
-    auto c = std::make_unique<Context>(options);
-    const auto& info = c->info();
-    std::printf("[tilekernels] device: %s (subgroup %u, multiprocessors %u, validation %s, path %s)\n",
-                info.name.c_str(), info.subgroup_size, info.multiprocessors, c->validation_enabled() ? "on" : "off",
-                c->force_portable() ? "portable forced" : "automatic");
-    return c;
-  }();
-  return *ctx;
-}
-
-Context& sync_context() {
-  static std::unique_ptr<Context> ctx = [] {
-    ContextOptions options = validated_options();
-    options.synchronization_validation = true;
-    return std::make_unique<Context>(options);
-  }();
-  return *ctx;
-}
-
 namespace {
+std::unique_ptr<Context>& context_slot() {
+  static std::unique_ptr<Context> ctx;
+  return ctx;
+}
+std::unique_ptr<Context>& sync_slot() {
+  static std::unique_ptr<Context> ctx;
+  return ctx;
+}
 // Created by the first test that asks for it: most runs never do.
 std::unique_ptr<Context>& emulation_slot() {
   static std::unique_ptr<Context> ctx;
   return ctx;
 }
 }  // namespace
+
+Context& context() {
+  std::unique_ptr<Context>& ctx = context_slot();
+  if (!ctx) {
+    ContextOptions options = validated_options();
+    ctx = std::make_unique<Context>(options);
+    const auto& info = ctx->info();
+    std::printf("[tilekernels] device: %s (subgroup %u, multiprocessors %u, validation %s, path %s)\n",
+                info.name.c_str(), info.subgroup_size, info.multiprocessors, ctx->validation_enabled() ? "on" : "off",
+                ctx->force_portable() ? "portable forced" : "automatic");
+  }
+  return *ctx;
+}
+
+Context& sync_context() {
+  std::unique_ptr<Context>& ctx = sync_slot();
+  if (!ctx) {
+    ContextOptions options = validated_options();
+    options.synchronization_validation = true;
+    ctx = std::make_unique<Context>(options);
+  }
+  return *ctx;
+}
+
+// Before exit: a validation layer may tear its own state down before the
+// destructors of function-local statics run (Debian unstable's does).
+void release_contexts() {
+  emulation_slot().reset();
+  sync_slot().reset();
+  context_slot().reset();
+}
 
 Context& emulation_context() {
   std::unique_ptr<Context>& ctx = emulation_slot();
@@ -61,7 +78,7 @@ Context& emulation_context() {
 }
 
 void expect_no_validation_messages() {
-  for (Context* ctx : {&context(), &sync_context(), emulation_slot().get()}) {
+  for (Context* ctx : {context_slot().get(), sync_slot().get(), emulation_slot().get()}) {
     if (!ctx) continue;
     for (const auto& m : ctx->validation_messages()) ADD_FAILURE() << "validation layer: " << m;
     ctx->clear_validation_messages();

@@ -35,6 +35,8 @@ Context& sync_context();
 // coopmat.glsl): the first dispatch of each specialization waits for
 // lavapipe's compiler, past the other Contexts' fence timeout.
 Context& emulation_context();
+// Destroys the contexts above (main() calls it after the tests).
+void release_contexts();
 
 // Fails the current test if the validation layer said anything since the
 // last call (on any of the three Contexts that exist), and clears the logs.

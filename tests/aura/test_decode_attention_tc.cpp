@@ -335,8 +335,8 @@ TEST_F(DecodeAttentionTensorCoreEmulated, MatchesReference) {
 TEST(CoopmatFp16Layout, IsWhatTheLanesVariantAssumes) {
   Context& ctx = context();
   if (spirv::test_coopmat_fp16_layout.size() == 0) GTEST_SKIP() << "not built (glslc lacks GL_KHR_cooperative_matrix)";
-  if (!ctx.info().cooperative_matrix_bf16 || ctx.info().subgroup_size != 32)
-    GTEST_SKIP() << "no VK_KHR_cooperative_matrix with subgroups of 32 on " << ctx.info().name;
+  if (!aura::decode_attention_tc_tile(ctx.info()) || ctx.info().subgroup_size != 32)
+    GTEST_SKIP() << "no VK_KHR_cooperative_matrix 16x16x16 fp16 tile with subgroups of 32 on " << ctx.info().name;
   const auto w = run_probe(ctx, spirv::test_coopmat_fp16_layout, 3 * 32 * 17);
   const bool nvidia = ctx.info().vendor_id == 0x10de;
   const char* names[3] = {"A", "B", "accumulator"};

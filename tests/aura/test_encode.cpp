@@ -415,7 +415,8 @@ TEST(AuraEncodeSplit, GridLargerThanOneDispatch) {
 }
 
 // ---- the tensor-core kernel ----------------------------------------------
-// On a device with VK_NV_cooperative_matrix (skipped elsewhere).
+// On a device with VK_KHR_cooperative_matrix fp16 tiles and subgroups of 32
+// (skipped elsewhere).
 
 template <class Config>
 const tilekernels::Variant<typename aura::Encode<Config>::Problem>* tensor_core_variant(std::size_t rows) {

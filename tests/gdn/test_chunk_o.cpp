@@ -243,16 +243,17 @@ TEST_F(ChunkORange, InfiniteInputStaysContained) {
 }
 
 // The automatic choice is the fastest path the device and the build have:
-// bf16 tensor cores, else NV fp16 tensor cores (both in subgroups of 32),
-// else portable (lavapipe); a Context that forces the portable path gets
-// the portable variant.
+// bf16 tensor cores (subgroups of 32), else fp16 cooperative matrices on the
+// device's own tile (on a CPU device chunks of 16 only), else portable; a
+// Context that forces the portable path gets the portable variant.
 TEST(ChunkOVariantChoice, FastestPathTheDeviceHas) {
   const auto& info = context().info();
   const bool sg32 = info.allows_subgroup_size(32);
   const char* want = "portable";
   if (info.cooperative_matrix_bf16 && sg32 && TILEKERNELS_HAS_GDN_CHUNK_O_BF16)
     want = "tensor_core_bf16";
-  else if (info.cooperative_matrix_nv && sg32 && TILEKERNELS_HAS_GDN_CHUNK_O_FP16)
+  else if (info.cooperative_matrix_fp16 && info.subgroups_as_reported && !info.is_cpu() &&
+           gdn::ChunkOConfig<>::fp16_shared_bytes <= info.max_shared_memory && TILEKERNELS_HAS_GDN_CHUNK_O_FP16)
     want = "tensor_core_fp16";
   expect_automatic_choice<gdn::ChunkO<gdn::ChunkOConfig<>>>({1, 64, 1, 1}, want);
 }

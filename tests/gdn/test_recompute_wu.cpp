@@ -299,8 +299,9 @@ TEST_F(RecomputeWUErrors, NamesTheBadTensor) {
 
 // The automatic choice is the fastest path the device and the build have:
 // for A in bf16 at BT 64, K = V = 128, bf16 tensor cores with u and w in one
-// workgroup, else NV fp16 tensor cores (both in subgroups of 32), else
-// portable (lavapipe); a Context that forces the portable path gets the
+// workgroup (subgroups of 32), else fp16 cooperative matrices on the
+// device's own tile (subgroups of 8 to 64; on a CPU device chunks of 16
+// only), else portable; a Context that forces the portable path gets the
 // portable variant.
 TEST(RecomputeWUVariantChoice, FastestPathTheDeviceHas) {
   const auto& info = context().info();
@@ -310,7 +311,8 @@ TEST(RecomputeWUVariantChoice, FastestPathTheDeviceHas) {
     want = "tensor_core_bf16_joint";
   else if (info.cooperative_matrix_bf16 && sg32 && TILEKERNELS_HAS_GDN_RECOMPUTE_WU_BF16)
     want = "tensor_core_bf16";
-  else if (info.cooperative_matrix_nv && sg32 && TILEKERNELS_HAS_GDN_RECOMPUTE_WU_FP16)
+  else if (info.cooperative_matrix_fp16 && info.subgroups_as_reported && info.subgroup_size >= 8 &&
+           info.subgroup_size <= 64 && !info.is_cpu() && TILEKERNELS_HAS_GDN_RECOMPUTE_WU_FP16)
     want = "tensor_core_fp16";
   expect_automatic_choice<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>({1, 64, 1, 1}, want);
 }
