@@ -53,11 +53,12 @@ void BM_ChunkO(benchmark::State& state, const char* variant, std::uint32_t workg
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t i = 0; i < H; ++i) gv[static_cast<std::size_t>((b * T + t) * H + i)] = -0.05f * float(t % BT + i % 3);
   g.upload_floats(gv);
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   const Kernel::Args args{q, k, v, h, g, o, 0.08838834764f, {}, {}, {}};
   auto plan = kernel.plan(args);
   if (!choose_variant<Kernel>(state, ctx, variant, kernel.problem(args), plan.variant)) return;
   plan.workgroups = workgroups;
+  kernel.prepare(plan);  // a variant chosen by hand
 
   const double bytes = 2.0 * (2.0 * B * T * Hg * K + 2.0 * B * T * H * V + double(B) * NT * H * V * K) +
                        4.0 * B * T * H;

@@ -29,11 +29,12 @@ void BM_RecomputeWU(benchmark::State& state, const char* variant, std::uint32_t 
     state.SkipWithError("shape too large for a CPU device");
     return;
   }
-  const Kernel kernel(ctx);
+  Kernel kernel(ctx);
   typename Kernel::Plan plan{nullptr, workgroups};
   const typename Kernel::Problem problem{B, T, Hg, H};
   plan.variant = &select_variant(ctx, Kernel::name, Kernel::variants, problem);
   if (!choose_variant<Kernel>(state, ctx, variant, problem, plan.variant)) return;
+  kernel.prepare(plan);  // a variant chosen by hand
   const double bytes = double(Kernel::bytes(B, T, Hg, H));
   const double flops = double(Kernel::flops(B, T, H));
   const int sets = rotation_sets(bytes);
