@@ -10,6 +10,7 @@
 # A shader may state, in lines of its own:
 #   //! requires GL_KHR_cooperative_matrix     (skipped unless a compiler accepts it)
 #   //! variant <suffix> -DNAME=VALUE ...       (one more module, <name>_<suffix>)
+#   //! optimize                                (glslang modules: spirv-opt -O after glslang, as glslc -O does)
 # A shader with a `requires` line is optional: a build whose compilers lack
 # the extension writes an empty module in its place. The library's
 # tilekernels/spirv/features.hpp says what the build compiled:
@@ -20,8 +21,11 @@
 # (`glslang`, e.g. from the Vulkan SDK or a glslang build) for the shaders
 # whose extensions the glslc lacks (GL_KHR_cooperative_matrix and
 # GL_EXT_bfloat16 on Debian bookworm). It compiles only those shaders,
-# without SPIR-V optimisation (spirv-opt -O made them slower on the H100:
-# bench/notes/2026-11-gdn-chunk-o-recompute-wu.md); spirv-val checks them when it knows
+# without SPIR-V optimisation (spirv-opt -O made the bf16 ones slower on the
+# H100: bench/notes/2026-11-gdn-chunk-o-recompute-wu.md) except those marked
+# `//! optimize`, which TILEKERNELS_SPIRV_OPT (optional) optimises
+# (recompute_wu_fp16 runs at half speed on the H200 without:
+# bench/notes/2026-12-khr-matrices.md); spirv-val checks them when it knows
 # their extensions, and says so when it does not.
 #
 # Everything defined here that is not a TILEKERNELS_ cache variable starts
@@ -30,6 +34,8 @@
 set(TILEKERNELS_GLSLC_TARGET_ENV vulkan1.2 CACHE STRING
     "glslc --target-env (vulkan1.2: vulkan1.3 emits LocalSizeId, which needs maintenance4)")
 find_program(TILEKERNELS_SPIRV_VAL spirv-val)
+set(TILEKERNELS_SPIRV_OPT "" CACHE FILEPATH
+    "spirv-opt that knows the extensions of TILEKERNELS_GLSLANG's modules: runs -O on those marked //! optimize")
 set(TILEKERNELS_GLSLANG "" CACHE FILEPATH
     "Optional newer glslang standalone compiler for shaders needing extensions glslc lacks (see TilekernelsShaders.cmake)")
 
@@ -140,7 +146,8 @@ function(_tilekernels_add_shaders target shader_dir gen_dir)
     if(family IN_LIST arg_EXCLUDE)
       continue()
     endif()
-    file(STRINGS "${src}" directives REGEX "^//! (requires|variant) ")
+    file(STRINGS "${src}" directives REGEX "^//! (requires|variant|optimize)")
+    set(optimize FALSE)   # an `optimize` line
     set(optional FALSE)   # a `requires` line: the build may leave it out
     set(glslc_ok TRUE)    # glslc has every required extension
     set(glslang_ok TRUE)  # TILEKERNELS_GLSLANG has every required extension
@@ -158,6 +165,8 @@ function(_tilekernels_add_shaders target shader_dir gen_dir)
         if(NOT _tilekernels_glslang_val_${CMAKE_MATCH_1} AND NOT _tilekernels_glslc_has_${CMAKE_MATCH_1})
           set(validate_ok FALSE)
         endif()
+      elseif(line MATCHES "^//! optimize")
+        set(optimize TRUE)
       elseif(line MATCHES "^//! variant ([A-Za-z0-9_]+) (.*)$")
         list(APPEND variants "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
       endif()
@@ -176,6 +185,9 @@ function(_tilekernels_add_shaders target shader_dir gen_dir)
       set(use_glslang TRUE)
       if(NOT validate_ok AND NOT skip)
         message(STATUS "tilekernels: ${rel}: compiled by ${TILEKERNELS_GLSLANG}; spirv-val is too old to check it")
+      endif()
+      if(optimize AND NOT skip AND NOT TILEKERNELS_SPIRV_OPT)
+        message(STATUS "tilekernels: ${rel}: not optimized (no TILEKERNELS_SPIRV_OPT): about half its speed on NVIDIA")
       endif()
     endif()
     foreach(variant IN LISTS variants)
@@ -224,6 +236,10 @@ function(_tilekernels_add_shaders target shader_dir gen_dir)
                             --depfile "${spv}.d" -o "${spv}" "${src}"
                     COMMAND "${CMAKE_COMMAND}" -DDEPFILE=${spv}.d -DTARGET=${hdr}
                             -P "${PROJECT_SOURCE_DIR}/cmake/retarget_depfile.cmake")
+        if(optimize AND TILEKERNELS_SPIRV_OPT)
+          list(APPEND compile COMMAND "${TILEKERNELS_SPIRV_OPT}" -O "${spv}" -o "${spv}.opt"
+                              COMMAND "${CMAKE_COMMAND}" -E rename "${spv}.opt" "${spv}")
+        endif()
       else()
         set(compile COMMAND "${Vulkan_GLSLC_EXECUTABLE}" -O --target-env=${TILEKERNELS_GLSLC_TARGET_ENV} ${defines} -I${PROJECT_SOURCE_DIR}/include
                             -MD -MF "${spv}.d" -MT "${hdr}" -o "${spv}" "${src}")

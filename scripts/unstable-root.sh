@@ -10,7 +10,8 @@
 #
 # creates ROOT (once), installs the packages, mounts /proc and binds this
 # checkout at its own path inside ROOT, and writes ROOT.bin/glslang,
-# ROOT.bin/spirv-val (for -DTILEKERNELS_GLSLANG and -DTILEKERNELS_SPIRV_VAL)
+# ROOT.bin/spirv-val, ROOT.bin/spirv-opt (for -DTILEKERNELS_GLSLANG,
+# -DTILEKERNELS_SPIRV_VAL and -DTILEKERNELS_SPIRV_OPT)
 # and ROOT.bin/run (runs a command inside ROOT, in the current directory).
 set -euo pipefail
 root=$(realpath -m "$1")
@@ -29,7 +30,7 @@ $sudo cp /etc/resolv.conf "$root/etc/resolv.conf"
 $sudo chroot "$root" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   glslang-tools spirv-tools mesa-vulkan-drivers libvulkan1 vulkan-validationlayers >/tmp/tk-apt.log 2>&1 || { tail -20 /tmp/tk-apt.log; exit 1; }'
 mkdir -p "$root.bin"
-for tool in glslang spirv-val; do
+for tool in glslang spirv-val spirv-opt; do
   printf '#!/bin/sh\nexec %s chroot %s sh -c '"'"'cd "$0" && exec %s "$@"'"'"' "$PWD" "$@"\n' "$sudo" "$root" "$tool" \
     >"$root.bin/$tool"
 done

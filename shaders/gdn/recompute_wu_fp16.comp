@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #version 460
 //! requires GL_KHR_cooperative_matrix
+//! optimize
 // Gated DeltaNet WY representation on cooperative matrices, built for
 // memory bandwidth (fp16 x fp16 -> fp32 16x16x16 products on the device's
 // tile, common/mma.glsl):
