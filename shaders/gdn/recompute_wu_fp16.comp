@@ -13,11 +13,11 @@
 //   grid, so the second read of the chunk's A block (and of the k rows shared
 //   by the heads of one GQA group, adjacent too) is served by the L2 cache;
 // - NSG = 8 or 16 subgroups of SUBGROUP >= 8 invocations (WG = NSG x
-//   SUBGROUP, at most 16 * BT at SUBGROUP 32). Every global load of the workgroup (operand rows, A,
-//   beta, g) is issued up front, unconditionally (clamped addresses, selects
-//   afterwards), in 16-byte pieces, before the first value is used (v is a
-//   view whose pieces, with V_UNALIGNED, are read as the 32-bit words that
-//   hold them);
+//   SUBGROUP, at most 16 * BT at SUBGROUP 32). Every global load of the
+//   workgroup (operand rows, A, beta, g) is issued up front,
+//   unconditionally (clamped addresses, selects afterwards), in 16-byte
+//   pieces, before the first value is used (v is a view whose pieces, with
+//   V_UNALIGNED, are read as the 32-bit words that hold them);
 // - operand rows: invocation (row, lane16) = (tid / 16 + n * WG / 16,
 //   tid % 16) holds the 8 columns 8 * (lane16 + 16 q) .. + 7; the 16 lanes
 //   of a row share its largest magnitude by shuffles within a subgroup of

@@ -40,10 +40,11 @@
 //   FLA, for magnitudes up to 5.19e33; +-Inf and larger values there become
 //   NaN, where the other variants keep them.
 // - tensor_core_fp16: VK_KHR_cooperative_matrix on the device's fp16 tile
-//   (shaders/common/mma.glsl), any subgroup size, f32 accumulators. Operands are converted bf16 -> fp16 exactly when
-//   2^-17 <= |x| <= 65504; a workgroup that meets a finite input or bf16(A)
-//   element beyond 65504 recomputes its tile with the scalar f32 algorithm
-//   (the portable variant's rounding points), so nothing overflows silently.
+//   (shaders/common/mma.glsl), any subgroup size, f32 accumulators.
+//   Operands are converted bf16 -> fp16 exactly when 2^-17 <= |x| <= 65504;
+//   a workgroup that meets a finite input or bf16(A) element beyond 65504
+//   recomputes its tile with the scalar f32 algorithm (the portable
+//   variant's rounding points), so nothing overflows silently.
 // - portable: any Vulkan 1.2 device, f32 arithmetic.
 #pragma once
 

@@ -41,10 +41,10 @@
 //   one for u and one for w (A in f32 enters as bf16 + bf16 residual,
 //   about 16 bits);
 // - tensor_core_fp16: VK_KHR_cooperative_matrix on the device's fp16 tile
-//   (shaders/common/mma.glsl), subgroups of 8 to 64; power-of-two row scalings
-//   keep every fp16 value below 2^15, so bf16 inputs beyond the fp16 range
-//   (65504) neither overflow nor lose precision; A is rounded to fp16 (11
-//   bits);
+//   (shaders/common/mma.glsl), subgroups of 8 to 64; power-of-two row
+//   scalings keep every fp16 value below 2^15, so bf16 inputs beyond the
+//   fp16 range (65504) neither overflow nor lose precision; A is rounded to
+//   fp16 (11 bits);
 // - portable: any Vulkan 1.2 device, A kept in f32.
 // The bf16 variants round to bf16 (operands and results) with three float
 // operations (tk_round_bf16_split, shaders/common/convert.glsl): to nearest
