@@ -47,8 +47,10 @@ struct ContextOptions {
   // an engine enables layers on its own instance.)
   std::optional<bool> validation;
   // With validation: also the layer's synchronization validation (hazards
-  // between dependent dispatches in one command buffer). Slower; for tests
-  // that record several dependent dispatches.
+  // between dependent dispatches in one command buffer), with its
+  // shader-access heuristic where the layer takes settings (without it,
+  // recent layers see no access a shader makes through a descriptor).
+  // Slower; for tests that record several dependent dispatches.
   bool synchronization_validation = false;
   // Kernel path choice; TILEKERNELS_PATH=portable overrides `automatic`.
   PathPreference path = PathPreference::automatic;
@@ -118,6 +120,30 @@ struct AdoptedDevice {
   const VkAllocationCallbacks* allocator = nullptr;
 };
 
+namespace detail {
+
+// VK_EXT_layer_settings (a validation layer's instance extension), written
+// out by the specification's layout because the Vulkan headers of the
+// oldest supported distribution (1.3.239) predate it.
+inline constexpr const char* layer_settings_extension = "VK_EXT_layer_settings";
+inline constexpr VkStructureType layer_settings_create_info = static_cast<VkStructureType>(1000496000);
+inline constexpr std::int32_t layer_setting_bool32 = 0;
+struct LayerSetting {
+  const char* layer;
+  const char* name;
+  std::int32_t type;
+  std::uint32_t count;
+  const void* values;
+};
+struct LayerSettingsCreateInfo {
+  VkStructureType type;
+  const void* next;
+  std::uint32_t count;
+  const LayerSetting* settings;
+};
+
+}  // namespace detail
+
 class Context {
  public:
   explicit Context(ContextOptions options = {}) : options_(std::move(options)) {
@@ -162,10 +188,7 @@ class Context {
     info_.float16 = f.float16;
     info_.cooperative_matrix_bf16 = f.cooperative_matrix_bf16;
     if (f.cooperative_matrix_fp16 && detail::matrix_units_usable(info_)) {
-      const auto tiles = detail::khr_matrix_tiles(instance_, physical_, *instance_dispatch_);
-      info_.fp16_tile = detail::fp16_matrix_tile(tiles);
-      info_.fp16_tiles_listed = detail::fp16_matrix_tiles(tiles);
-      info_.cooperative_matrix_fp16 = info_.fp16_tile.m != 0;
+      detail::set_fp16_tiles(info_, detail::khr_matrix_tiles(instance_, physical_, *instance_dispatch_));
     }
     info_.int64_atomics = f.int64_atomics;
     info_.pipeline_robustness = f.pipeline_robustness;
@@ -257,7 +280,11 @@ class Context {
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
     auto* log = static_cast<Log*>(user);
     std::lock_guard lock(log->mutex);
-    log->messages.emplace_back(data && data->pMessage ? data->pMessage : "(no message)");
+    // The message id's name (SYNC-HAZARD-READ-AFTER-WRITE, VUID-...) first:
+    // newer layers no longer repeat it in the text.
+    std::string text = data && data->pMessageIdName ? std::string("[") + data->pMessageIdName + "] " : std::string();
+    text += data && data->pMessage ? data->pMessage : "(no message)";
+    log->messages.push_back(std::move(text));
     return VK_FALSE;
   }
 
@@ -281,14 +308,19 @@ class Context {
   void create_own() {
     raii_.emplace();
     std::vector<const char*> layers, extensions;
-    bool validation = false;
+    bool validation = false, layer_settings = false;
     if (want_validation()) {
       for (const auto& l : raii_->enumerateInstanceLayerProperties())
         if (std::string(l.layerName.data()) == "VK_LAYER_KHRONOS_validation") validation = true;
       if (validation) {
         layers.push_back("VK_LAYER_KHRONOS_validation");
         extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
-        if (options_.synchronization_validation) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+        if (options_.synchronization_validation) {
+          extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+          for (const auto& e : raii_->enumerateInstanceExtensionProperties(std::string("VK_LAYER_KHRONOS_validation")))
+            if (std::string(e.extensionName.data()) == detail::layer_settings_extension) layer_settings = true;
+          if (layer_settings) extensions.push_back(detail::layer_settings_extension);
+        }
       }
     }
     const std::uint32_t loader = raii_->enumerateInstanceVersion();
@@ -297,7 +329,17 @@ class Context {
     vk::InstanceCreateInfo create_info({}, &app, layers, extensions);
     const vk::ValidationFeatureEnableEXT sync = vk::ValidationFeatureEnableEXT::eSynchronizationValidation;
     const vk::ValidationFeaturesEXT features(sync);
-    if (validation && options_.synchronization_validation) create_info.pNext = &features;
+    // Recent layers check what shaders access through descriptors only with
+    // this heuristic on; older ones, without VK_EXT_layer_settings, always
+    // did.
+    const VkBool32 on = VK_TRUE;
+    const detail::LayerSetting heuristic{"VK_LAYER_KHRONOS_validation", "syncval_shader_accesses_heuristic",
+                                         detail::layer_setting_bool32, 1, &on};
+    const detail::LayerSettingsCreateInfo settings{detail::layer_settings_create_info, nullptr, 1, &heuristic};
+    vk::ValidationFeaturesEXT features_with_settings = features;
+    features_with_settings.pNext = &settings;
+    if (validation && options_.synchronization_validation)
+      create_info.pNext = layer_settings ? &features_with_settings : &features;
     own_instance_.emplace(*raii_, create_info);
     instance_ = **own_instance_;
     if (validation) {
