@@ -59,6 +59,15 @@ const uint TK_MMA_PARTS = 4u;        // the most device tiles one matrix takes (
     coopMatStore((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RN) * MMA_M * (stride) + (tk_p % TK_MMA_RN) * (MMA_N / 4u), \
                  stride, gl_CooperativeMatrixLayoutRowMajor)
 
+// A 16 x 16 f32 tile stored to shared scratch is read back in 32 pieces of
+// 8 columns, piece p being row p / 2, columns 8 (p % 2)..; lane l takes
+// pieces l, l + SUBGROUP, ...: the x-th exists where tk_mma_piece(x, l).
+// Loops run x to TK_MMA_MAX_PIECES (subgroups of 4 or more), a literal
+// bound so that they unroll and arrays indexed by x stay in registers.
+const uint TK_MMA_PIECES = (32u + SUBGROUP - 1u) / SUBGROUP;
+#define TK_MMA_MAX_PIECES 8u
+bool tk_mma_piece(uint x, uint lane) { return x < TK_MMA_PIECES && lane + x * SUBGROUP < 32u; }
+
 // The shared-memory barrier among the invocations of one subgroup.
 #define TK_MMA_SYNC()              \
   {                                \

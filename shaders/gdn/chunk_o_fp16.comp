@@ -50,8 +50,6 @@ const uint OT = BV / WC / 16;        // o tiles per subgroup
 const uint NB = WR * (WR + 1) / 2;   // lower-triangle blocks of q k^T
 const uint NA = (NB + NW - 1) / NW;  // of them per subgroup, at most
 const uint NK = KDIM / KC;           // K stages
-const uint PIECES = (32u + SUBGROUP - 1u) / SUBGROUP;  // scratch pieces per lane (below)
-const uint MAX_PIECES = 8u;                            // SUBGROUP >= 4 (the host's rule)
 // Shared memory in uvec4 units (8 fp16 or 4 f32 each).
 const uint SQ = KC / 8 + 1;          // stage row stride
 const uint SV = BV / 8 + 1;
@@ -143,8 +141,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wr = warp / WC, wc = warp % WC;
-  // A 16 x 16 f32 scratch tile is read back as 32 pieces (row p / 2, 8
-  // columns from 8 (p % 2)), piece p by lane p % SUBGROUP.
+  // This subgroup's f32 scratch tile, read back in pieces (mma.glsl).
   const uint scr = SCR_OFF + warp * 16 * SS;
 
   // This subgroup's q k^T blocks (row block ar, column block ac <= ar).
@@ -218,9 +215,9 @@ void main() {
       if (warp + a * NW >= NB) continue;
       TK_MMA_STORE_C_ROW(acc_a[a], smem, scr, SS);
       TK_MMA_SYNC();
-      [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+      [[unroll]] for (uint x = 0; x < TK_MMA_MAX_PIECES; ++x) {
         const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;  // scratch row, 8-column half
-        if (x >= PIECES || piece >= 32u) continue;
+        if (!tk_mma_piece(x, lane)) continue;
         const uint i = 16 * ar[a] + lr;
         const float gi = gsh[i];
         const uvec4 x0 = smem[scr + lr * SS + 2 * lh], x1 = smem[scr + lr * SS + 2 * lh + 1];
@@ -262,12 +259,12 @@ void main() {
         }
         // q h^T, then A v, through the scratch tile; a lane keeps its
         // pieces of q h^T in registers between the two.
-        vec4 qh[2 * MAX_PIECES];
+        vec4 qh[2 * TK_MMA_MAX_PIECES];
         TK_MMA_STORE_C_ROW(acc_o[n], smem, scr, SS);
         TK_MMA_SYNC();
-        [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+        [[unroll]] for (uint x = 0; x < TK_MMA_MAX_PIECES; ++x) {
           const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;
-          if (x < PIECES && piece < 32u) {
+          if (tk_mma_piece(x, lane)) {
             qh[2 * x] = uintBitsToFloat(smem[scr + lr * SS + 2 * lh]);
             qh[2 * x + 1] = uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1]);
           }
@@ -275,10 +272,10 @@ void main() {
         TK_MMA_SYNC();
         TK_MMA_STORE_C_ROW(av, smem, scr, SS);
         TK_MMA_SYNC();
-        [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+        [[unroll]] for (uint x = 0; x < TK_MMA_MAX_PIECES; ++x) {
           const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;
           const uint i = 16 * wr + lr;
-          if (x < PIECES && piece < 32u && i < s.c.rows) {
+          if (tk_mma_piece(x, lane) && i < s.c.rows) {
             const float eg = exp(gsh[i]);
             const vec4 y0 = (qh[2 * x] * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh])) * pc.scale;
             const vec4 y1 = (qh[2 * x + 1] * eg + uintBitsToFloat(smem[scr + lr * SS + 2 * lh + 1])) * pc.scale;

@@ -69,8 +69,6 @@ const uint AS = BT / 8 + 1;           // uvec4 per staged A row (odd: no bank co
 const uint A_BASE = BT * OPS;
 const uint SCR = 5;                   // uvec4 per scratch row: 16 f32 + 4 of skew
 const uint SCR_SG = 16 * SCR;         // scratch uvec4 per subgroup
-const uint PIECES = (32u + SUBGROUP - 1u) / SUBGROUP;  // scratch pieces per lane (below)
-const uint MAX_PIECES = 4u;                            // SUBGROUP >= 8 (the host's rule)
 
 // Literal bounds (largest over the allowed specialisations) with the
 // specialised bound as a guard: glslc unrolls, arrays stay in registers.
@@ -318,8 +316,8 @@ void body(const bool IS_W) {
   barrier();  // every subgroup is done with the staged operands: the memory becomes scratch
 
   // ---- output: one tile at a time through this subgroup's scratch --------
-  // A tile is read back as 32 pieces (row p / 2, 8 columns from 8 (p %
-  // 2)), piece p by lane p % SUBGROUP; two pieces make one 32-byte sector.
+  // A tile is read back in pieces (mma.glsl); two pieces make one 32-byte
+  // sector of w or u.
   const uint lane = gl_SubgroupInvocationID;
   const uint scr = sg * SCR_SG;
   [[unroll]] for (uint m = 0; m < MAX_MT; ++m) {
@@ -327,11 +325,11 @@ void body(const bool IS_W) {
       const bool live = ct0 + m < CT;  // uniform per subgroup
       if (live) TK_MMA_STORE_C_ROW(acc[m], smem, scr, SCR);
       TK_MMA_SYNC();
-      [[unroll]] for (uint x = 0; x < MAX_PIECES; ++x) {
+      [[unroll]] for (uint x = 0; x < TK_MMA_MAX_PIECES; ++x) {
         const uint piece = lane + x * SUBGROUP;
         const uint orow = piece / 2, half_ = piece % 2;  // row of the tile, 8-column half
         const uint i = rt * 16 + orow;
-        if (x < PIECES && piece < 32u && live && i < rows) {
+        if (tk_mma_piece(x, lane) && live && i < rows) {
           const float unscale = pow2(-s_row_shift[i]);
           const uint base = scr + orow * SCR + 2 * half_;
           const uvec4 outv = pack_out(uintBitsToFloat(smem[base]) * unscale, uintBitsToFloat(smem[base + 1]) * unscale);
