@@ -27,7 +27,7 @@ CoopMatPropertiesKHR tile(std::uint32_t m, std::uint32_t n, std::uint32_t k, std
 }
 
 MatrixTile choose(const std::vector<CoopMatPropertiesKHR>& listed) {
-  return tilekernels::detail::fp16_matrix_tile(listed);
+  return tilekernels::detail::fp16_matrix_tile(tilekernels::detail::fp16_matrix_tiles(listed));
 }
 
 TEST(MatrixTiles, TheLargestUsableFp16TileIsChosen) {

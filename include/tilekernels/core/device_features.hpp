@@ -174,18 +174,25 @@ inline std::vector<MatrixTile> fp16_matrix_tiles(const std::vector<CoopMatProper
 
 // The fp16 x fp16 -> f32 subgroup tile the fp16 matrix variants compose
 // their 16 x 16 x 16 products of (shaders/common/mma.glsl: M, N and K of 8
-// or 16): the largest listed, ties to the taller; m = 0 where none is.
-inline MatrixTile fp16_matrix_tile(const std::vector<CoopMatPropertiesKHR>& tiles) {
+// or 16), among those fp16_matrix_tiles() lists: the largest, ties to the
+// taller; m = 0 where none is usable.
+inline MatrixTile fp16_matrix_tile(const std::vector<MatrixTile>& listed) {
   MatrixTile best;
   const auto fits = [](std::uint32_t x) { return x == 8 || x == 16; };
-  for (const auto& p : tiles) {
-    if (!(fits(p.MSize) && fits(p.NSize) && fits(p.KSize) && is_fp16_subgroup_tile(p))) continue;
-    const MatrixTile t{p.MSize, p.NSize, p.KSize};
-    const auto volume = [](const MatrixTile& x) { return x.m * x.n * x.k; };
+  const auto volume = [](const MatrixTile& x) { return x.m * x.n * x.k; };
+  for (const auto& t : listed) {
+    if (!(fits(t.m) && fits(t.n) && fits(t.k))) continue;
     if (volume(t) > volume(best) || (volume(t) == volume(best) && (t.m > best.m || (t.m == best.m && t.n > best.n))))
       best = t;
   }
   return best;
+}
+
+// DeviceInfo's fp16 matrix fields from the driver's list.
+inline void set_fp16_tiles(DeviceInfo& info, const std::vector<CoopMatPropertiesKHR>& tiles) {
+  info.fp16_tiles_listed = fp16_matrix_tiles(tiles);
+  info.fp16_tile = fp16_matrix_tile(info.fp16_tiles_listed);
+  info.cooperative_matrix_fp16 = info.fp16_tile.m != 0;
 }
 
 // Where the device has extension `ext` and its feature `member` (of the
@@ -277,9 +284,7 @@ inline vk::Device create_device(vk::Instance instance, vk::PhysicalDevice physic
     d.vkGetPhysicalDeviceFeatures2(static_cast<VkPhysicalDevice>(physical), &query);
     const auto tiles = coopmat_supported.cooperativeMatrix ? khr_matrix_tiles(instance, physical, d)
                                                            : std::vector<CoopMatPropertiesKHR>{};
-    info.fp16_tile = fp16_matrix_tile(tiles);
-    info.fp16_tiles_listed = fp16_matrix_tiles(tiles);
-    info.cooperative_matrix_fp16 = info.fp16_tile.m != 0;
+    set_fp16_tiles(info, tiles);
     if (bf16_ext && f10.shaderInt16 && bf16_supported.shaderBFloat16Type &&
         bf16_supported.shaderBFloat16CooperativeMatrix && has_bf16_coopmat_shape(tiles)) {
       bf16_features.shaderBFloat16Type = VK_TRUE;

@@ -128,12 +128,7 @@ class ChunkO : public KernelBase<ChunkO<Config>, GdnEnvelope> {
        }},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::gdn_chunk_o_fp16,
        {.cooperative_matrix_fp16 = true}, Config::fp16_subgroups * 32, Config::fp16_shared_bytes,
-       [](const DeviceInfo& info, const Problem&) {
-         return info.is_cpu() && Config::BT > 16
-                    ? Status::failure(ErrorCode::unsupported, "on a CPU device chunks of 16 only (lavapipe takes up to "
-                                                              "a minute to compile a pipeline of larger ones)")
-                    : Status::success();
-       }},
+       [](const DeviceInfo& info, const Problem&) { return detail::cpu_chunk_rule(info, Config::BT); }},
       {"portable", Path::portable, spirv::gdn_chunk_o, {}, Config::portable_workgroup, Config::portable_shared_bytes},
   }};
 

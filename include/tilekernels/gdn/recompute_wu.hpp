@@ -153,11 +153,7 @@ class RecomputeWU : public KernelBase<RecomputeWU<Config>, GdnEnvelope> {
        [](const DeviceInfo& info, const Problem&) {
          if (info.subgroup_size < 8 || info.subgroup_size > 64)
            return Status::failure(ErrorCode::unsupported, "its operand rows need subgroups of 8 to 64 invocations");
-         if (info.is_cpu() && Config::bt > 16)
-           return Status::failure(ErrorCode::unsupported,
-                                  "on a CPU device chunks of 16 only (lavapipe compiles a pipeline of larger ones in "
-                                  "14 to 100 s)");
-         return Status::success();
+         return detail::cpu_chunk_rule(info, Config::bt);
        }},
       {"portable", Path::portable, spirv::gdn_recompute_wu, {}, Config::portable_workgroup,
        Config::portable_shared_bytes},
