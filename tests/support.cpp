@@ -11,18 +11,20 @@
 namespace tktest {
 
 namespace {
-// The validation layer on unless TILEKERNELS_VALIDATION=0. Fence waits
-// up to 10 minutes: lavapipe compiles a pipeline when a queue first runs
-// it, inside the wait, and a matrix-unit pipeline takes over a minute with
-// a cold shader cache on a loaded 2-core machine.
+// The validation layer on unless TILEKERNELS_VALIDATION=0.
 ContextOptions validated_options() {
-  ContextOptions options;
+  ContextOptions options = test_options();
   const char* v = std::getenv("TILEKERNELS_VALIDATION");
   options.validation = !(v && std::string(v) == "0");
-  options.fence_timeout = std::chrono::minutes(10);
   return options;
 }
 }  // namespace
+
+ContextOptions test_options() {
+  ContextOptions options;
+  options.fence_timeout = std::chrono::minutes(10);
+  return options;
+}
 
 namespace {
 std::unique_ptr<Context>& context_slot() {

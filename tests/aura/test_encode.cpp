@@ -384,7 +384,7 @@ TEST_F(AuraEncode, ErrorsNameTheTensor) {
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.
 TEST(AuraEncodeSplit, GridLargerThanOneDispatch) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.max_groups_per_dispatch = 3;
   options.validation = false;
   Context ctx(options);

@@ -44,7 +44,7 @@ AdoptedDevice adopted_from(const Context& owner, const VkAllocationCallbacks* al
 }
 
 TEST(ContextAdopt, RunsOnTheCallersDeviceAndLeavesItAlive) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.validation = false;
   Context owner(options);
   const auto expected = merge_once(owner);
@@ -88,7 +88,7 @@ struct CountingAllocator {
 // allocation callbacks where the driver allocates host memory for it, and
 // is freed through them by the time the Context is gone.
 TEST(ContextAdopt, UsesTheEnginesAllocationCallbacks) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.validation = false;
   Context owner(options);
   CountingAllocator counter;
@@ -103,7 +103,7 @@ TEST(ContextAdopt, UsesTheEnginesAllocationCallbacks) {
 }
 
 TEST(ContextAdopt, RefusesAMissingLoaderEntryPoint) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.validation = false;
   Context owner(options);
   AdoptedDevice a = adopted_from(owner);
@@ -126,7 +126,7 @@ TEST(ContextPipelineCache, CreatesThroughTheEnginesCache) {
   const vk::PipelineCache cache = owner.device().createPipelineCache(vk::PipelineCacheCreateInfo(), nullptr, d);
   const std::size_t empty = owner.device().getPipelineCacheData(cache, d).size();
   {
-    ContextOptions options;
+    ContextOptions options = test_options();
     options.external_pipeline_cache = cache;
     Context adopted(adopted_from(owner), options);
     merge_once(adopted);
@@ -154,7 +154,7 @@ TEST(ContextDeviceInfo, MultiprocessorsArePlausible) {
 }
 
 TEST(ContextPipelineCache, SavedDataSeedsANewContext) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.validation = false;
   std::vector<std::uint8_t> data;
   {
@@ -169,7 +169,7 @@ TEST(ContextPipelineCache, SavedDataSeedsANewContext) {
 }
 
 TEST(ContextPipelineStatistics, ReportsEachPipelineWhereTheDriverCan) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.validation = true;  // the extension's use must be valid too
   options.pipeline_statistics = true;
   Context ctx(options);
@@ -191,7 +191,7 @@ TEST(ContextPipelineStatistics, ReportsEachPipelineWhereTheDriverCan) {
 }
 
 TEST(ContextPipelineStatistics, OffByDefault) {
-  ContextOptions options;
+  ContextOptions options = test_options();
   options.validation = false;
   options.pipeline_statistics = false;
   Context ctx(options);
