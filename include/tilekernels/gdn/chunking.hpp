@@ -163,13 +163,12 @@ inline void expect_options(const Context& ctx, const char* kernel, const GdnOpti
 inline bool aligned_rows(const ViewLayout& l) { return l.aligned(8); }
 
 // The fp16 matrix-unit variants on a CPU device take chunks of 16 only:
-// lavapipe compiles a pipeline when a queue first runs it, taking 14 to
-// 100 s for larger chunks (bench/notes/2026-12-khr-matrices.md).
+// lavapipe compiles a pipeline when a queue first runs it, and its compile
+// time grows steeply with the chunk (bench/notes/2026-12-khr-matrices.md).
 inline Status cpu_chunk_rule(const DeviceInfo& info, std::uint32_t bt) {
   return info.is_cpu() && bt > 16
              ? Status::failure(ErrorCode::unsupported,
-                               "on a CPU device chunks of 16 only (lavapipe compiles pipelines of larger ones in "
-                               "14 to 100 s)")
+                               "on a CPU device chunks of 16 only (lavapipe takes minutes to compile larger ones)")
              : Status::success();
 }
 
