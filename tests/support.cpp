@@ -13,20 +13,12 @@ namespace tktest {
 namespace {
 // The validation layer on unless TILEKERNELS_VALIDATION=0.
 ContextOptions validated_options() {
-  ContextOptions options = test_options();
+  ContextOptions options;
   const char* v = std::getenv("TILEKERNELS_VALIDATION");
   options.validation = !(v && std::string(v) == "0");
   return options;
 }
-}  // namespace
 
-ContextOptions test_options() {
-  ContextOptions options;
-  options.fence_timeout = std::chrono::minutes(10);
-  return options;
-}
-
-namespace {
 std::unique_ptr<Context>& context_slot() {
   static std::unique_ptr<Context> ctx;
   return ctx;

@@ -29,11 +29,6 @@ Context& context();
 // synchronization validation on, for tests that record several dependent
 // dispatches (a whole decode step, a whole GDN forward): a missing barrier
 // shows there, on lavapipe only by chance. Its messages fail the test too.
-// ContextOptions' defaults with fence waits of 10 minutes, for every
-// Context a test makes: lavapipe compiles a pipeline when a queue first
-// runs it, inside the wait, and a matrix-unit pipeline takes over a minute
-// with a cold shader cache on a loaded 2-core machine.
-ContextOptions test_options();
 Context& sync_context();
 
 // A third Context for the emulated tensor-core kernels (shaders/common/
@@ -235,7 +230,7 @@ void expect_automatic_choice(const typename Kernel::Problem& problem, std::strin
   }
   std::printf("[%s] %s: automatic variant %s\n", Kernel::name, ctx.info().name.c_str(),
               std::string(chosen.name).c_str());
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   options.path = PathPreference::portable;
   Context portable(options);

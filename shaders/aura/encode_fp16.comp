@@ -2,8 +2,8 @@
 #version 460
 //! requires GL_KHR_cooperative_matrix
 // AURA fused encode, dense rotation, on cooperative matrices (fp16 x fp16
-// -> fp32 16x16x16 products on the device's tile, common/mma.glsl;
-// subgroups of 32):
+// -> fp32 16x16x16 products on the device's tile and subgroup size,
+// common/mma.glsl):
 // per row the L2 norm, rotated = R x / ||x||, the Lloyd-Max codes
 // (boundaries strictly exceeded), the packed codes and ||x|| / ||codebook[code]||.
 //
@@ -24,17 +24,22 @@
 // - rotated = (acc * 2^-t) * (2^-s / ||x||), ||x|| summed in f32 from the input.
 //
 // Geometry (the host relies on it):
-// - WG = 256 or 512 invocations (NSG subgroups of 32); a workgroup encodes blocks of
+// - NSG subgroups of SUBGROUP invocations (WG = NSG * SUBGROUP, any size);
+//   a workgroup encodes blocks of
 //   BM consecutive rows: block gl_WorkGroupID.x + group_offset, then + groups
 //   (push constant) until the rows run out, so the rotation's scale and the
 //   quantiser tables are set up once per workgroup;
 // - subgroup sg owns row tiles (sg % RG) * RPS .. + RPS - 1 and column tiles
 //   (sg / RG) * CPS .. + CPS - 1 of the block's [BM, DIM] result
 //   (RG = BM / 16 / RPS, RG * DIM / 16 / CPS = NSG), accumulated over k tiles;
-// - the staged block: fp16 rows [BM][DIM + 8] (and the lo plane for f32);
+// - the staged block: fp16 rows [BM][DIM + 8] (and the lo plane for f32),
+//   XSW pieces of 8 values per invocation, kept in registers from the norm
+//   pass to the staging pass (and, with PREFETCH, loaded for the next block
+//   during the products) where XSW <= MAX_XSW, else loaded again;
 //   per (k tile, part) step one part of R^T's 16 rows [16][DIM + 8] is
-//   converted from f32 (global loads of the next k tile in flight) into one
-//   of NBUF buffers: with two, one barrier per step;
+//   converted from f32 (global loads of the next k tile in flight, RW
+//   column quads per invocation) into one of NBUF buffers: with two, one
+//   barrier per step;
 // - after the products the shared memory becomes the epilogue's: a 16 x 16
 //   f32 scratch per subgroup, the code bytes [BM][DIM] (2, 3 and 6 bits;
 //   4- and 8-bit codes go to memory as whole words straight away), and
@@ -58,15 +63,14 @@
 TK_DECLARE_SPEC(TK_ENCODE_SPEC)
 TK_DECLARE_PUSH(TK_ENCODE_PUSH)
 #include "../common/mma.glsl"
-const uint WG = gl_WorkGroupSize.x;  // 256 or 512
-
-const uint NSG = WG / 32u;
+const uint WG = gl_WorkGroupSize.x;
+const uint NSG = WG / SUBGROUP;
 const uint LEVELS = 1u << BITS;
 const uint WORDS = DIM * BITS / 32u;
 const uint LPR = DIM / 8u;            // 8-value pieces per row
 const uint XS = DIM / 8u + 1u;        // uvec4 per staged row (8 fp16 each; one of skew)
 const uint PLANES = IN_DTYPE == TK_F32 ? 2u : 1u;
-const uint MEM_VEC4 = TK_ENCODE_FP16_VEC4(DIM, PLANES, WG, BM, RPS, NBUF);  // shared scratch
+const uint MEM_VEC4 = TK_ENCODE_FP16_VEC4(DIM, PLANES, NSG, BM, RPS, NBUF);  // shared scratch
 const uint X_LO = BM * XS;            // the lo plane (f32 input)
 const uint R_BASE = PLANES * BM * XS;
 const uint RBUF = 16u * XS;           // one part of 16 rows of R^T
@@ -88,8 +92,10 @@ const bool DIRECT = BITS == 4u || BITS == 8u;
 // specialised values, so that arrays are indexed by constants after unrolling.
 const uint MAX_RPS = 2u;
 const uint MAX_CPS = 8u;
-const uint MAX_XSW = 8u;  // BM * LPR / WG
+const uint MAX_XSW = 8u;  // BM * LPR / WG where the pieces stay in registers
 const uint XSW = (BM * LPR + WG - 1u) / WG;
+const bool KEEP = XSW <= MAX_XSW;
+const uint RW = (DIM + WG - 1u) / WG;  // R^T column quads per invocation
 
 layout(std430, binding = 0) readonly buffer InputF { vec4 in_f32[]; };
 layout(std430, binding = 0) readonly buffer InputH { uvec4 in_16[]; };  // 8 16-bit values
@@ -185,10 +191,36 @@ vec4 f16_cut4(vec4 v) { return vec4(f16_cut(v.x), f16_cut(v.y), f16_cut(v.z), f1
 uvec4 pack8(vec4 a, vec4 b) { return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw)); }
 vec4 unpack4(uvec2 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 
-// Global loads of R rows n4*4 .. +3, columns kt*16 + kq*4 .. +3 (invocation t < DIM: n4 = t / 4, kq = t % 4).
+// Global loads of R rows n4*4 .. +3, columns kt*16 + kq*4 .. +3 (column quad t < DIM: n4 = t / 4, kq = t % 4;
+// quads past DIM load a valid address).
 void load_r(uint kt, uint t, out vec4 r[4]) {
   const uint n4 = min(t, DIM - 1u) / 4u, kq = t % 4u;
   [[unroll]] for (uint e = 0; e < 4u; ++e) r[e] = rot[((n4 * 4u + e) * DIM + kt * 16u + kq * 4u) / 4u];
+}
+
+// Column quad t's fp16 parts of R^T: pk[p * 4 + c] holds part p of row
+// kq*4 + c of R^T, R[n4*4 .. +3][kt*16 + kq*4 + c] (hi, mid, lo).
+void r_parts(vec4 r[4], float rscale, out uvec2 pk[3 * 4]) {
+  [[unroll]] for (uint c = 0; c < 4u; ++c) {
+    const vec4 v = vec4(r[0][c], r[1][c], r[2][c], r[3][c]) * rscale;
+    const vec4 hv = f16_cut4(v);
+    const vec4 r1 = v - hv;  // exact, at most 13 significant bits
+    const vec4 mv = f16_cut4(r1);
+    const vec4 r2 = r1 - mv;  // exact, at most 2 significant bits
+    pk[c] = uvec2(packHalf2x16(hv.xy), packHalf2x16(hv.zw));
+    pk[4u + c] = uvec2(packHalf2x16(mv.xy), packHalf2x16(mv.zw));
+    pk[8u + c] = uvec2(packHalf2x16(r2.xy), packHalf2x16(r2.zw));
+  }
+}
+
+// Part p of column quad t into the staging buffer at rb.
+void stage_r(uint rb, uint t, uvec2 pk[3 * 4], uint p) {
+  const uint n4 = t / 4u, kq = t % 4u;
+  [[unroll]] for (uint c = 0; c < 4u; ++c) {
+    const uint i = rb + (kq * 4u + c) * XS + n4 / 2u;
+    smem[i][(n4 % 2u) * 2u] = pk[p * 4u + c].x;
+    smem[i][(n4 % 2u) * 2u + 1u] = pk[p * 4u + c].y;
+  }
 }
 
 // The code of v and its codebook value squared added to part (the cell
@@ -212,6 +244,47 @@ uint quantise(float v, bool table, inout float part) {
   return idx;
 }
 
+
+// The norm pass over piece q: its sum of squares and largest magnitude.
+void piece_partials(uint q, uvec4 h, vec4 f0, vec4 f1) {
+  vec4 a, b;
+  widen_piece(h, f0, f1, a, b);
+  const vec4 m4 = max(abs(a), abs(b));
+  word_store(q, floatBitsToUint(dot(a, a) + dot(b, b)));
+  word_store(RED_MAX + q, floatBitsToUint(max(max(m4.x, m4.y), max(m4.z, m4.w))));
+}
+
+// The staging pass over piece q: scaled by its row's 2^s, as fp16 (hi and
+// lo planes for f32 input).
+void stage_piece(uint q, uvec4 h, vec4 f0, vec4 f1) {
+  vec4 a, b;
+  widen_piece(h, f0, f1, a, b);
+  const uint row = q / LPR, c8 = q % LPR;
+  const float sc = s_scale[row];
+  a *= sc;
+  b *= sc;
+  if (IN_DTYPE == TK_F32) {
+    const vec4 ha = f16_cut4(a), hb = f16_cut4(b);
+    smem[row * XS + c8] = pack8(ha, hb);
+    smem[X_LO + row * XS + c8] = pack8(a - ha, b - hb);
+  } else {
+    smem[row * XS + c8] = pack8(a, b);  // exact
+  }
+}
+
+// PASS(q, values) for each of this invocation's pieces q = t + n WG of the
+// block at row0 (q < BM * LPR): from the registers where they hold every
+// piece (KEEP), else loaded here.
+#define TK_FOR_PIECES(row0, PASS)                                                  \
+  if (KEEP) {                                                                      \
+    [[unroll]] for (uint n = 0; n < MAX_XSW; ++n)                                  \
+      if (n < XSW && t + n * WG < BM * LPR) PASS(t + n * WG, xh[n], xf0[n], xf1[n]); \
+  } else {                                                                         \
+    for (uint q = t; q < BM * LPR; q += WG) {                                      \
+      load_piece(q, row0, xh[0], xf0[0], xf1[0]);                                  \
+      PASS(q, xh[0], xf0[0], xf1[0]);                                              \
+    }                                                                              \
+  }
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
@@ -243,63 +316,37 @@ void main() {
   const uint blocks = (pc.rows + BM - 1u) / BM;
   uvec4 xh[MAX_XSW];
   vec4 xf0[MAX_XSW], xf1[MAX_XSW];
-  if (PREFETCH != 0u)
+  if (KEEP && PREFETCH != 0u)
     [[unroll]] for (uint n = 0; n < MAX_XSW; ++n)
       if (n < XSW) load_piece(t + n * WG, (gl_WorkGroupID.x + pc.group_offset) * BM, xh[n], xf0[n], xf1[n]);
   for (uint block = gl_WorkGroupID.x + pc.group_offset; block < blocks; block += pc.groups) {
     const uint row0 = block * BM;
 
     // ---- the block's rows: norms, shifts, staged fp16 --------------------
-    if (PREFETCH == 0u)
+    if (KEEP && PREFETCH == 0u)
       [[unroll]] for (uint n = 0; n < MAX_XSW; ++n)
         if (n < XSW) load_piece(t + n * WG, row0, xh[n], xf0[n], xf1[n]);
-    [[unroll]] for (uint n = 0; n < MAX_XSW; ++n) {
-      const uint q = t + n * WG;
-      if (n < XSW && q < BM * LPR) {
-        vec4 a, b;
-        widen_piece(xh[n], xf0[n], xf1[n], a, b);
-        const vec4 m4 = max(abs(a), abs(b));
-        word_store(q, floatBitsToUint(dot(a, a) + dot(b, b)));
-        word_store(RED_MAX + q, floatBitsToUint(max(max(m4.x, m4.y), max(m4.z, m4.w))));
-      }
-    }
+    TK_FOR_PIECES(row0, piece_partials)
     barrier();
-    if (t < BM) {
+    for (uint row = t; row < BM; row += WG) {
       float ss = 0.0, m = 0.0;
       for (uint c = 0; c < LPR; ++c) {
-        ss += uintBitsToFloat(word_load(t * LPR + c));
-        m = max(m, uintBitsToFloat(word_load(RED_MAX + t * LPR + c)));
+        ss += uintBitsToFloat(word_load(row * LPR + c));
+        m = max(m, uintBitsToFloat(word_load(RED_MAX + row * LPR + c)));
       }
       const int s = normalising_shift(m, -120, 120);
-      const float norm = tk_plain_sumsq_ok(ss) || row0 + t >= pc.rows ? sqrt(ss) : rescaled_norm(t, row0, s);
-      s_norm[t] = norm;
-      s_scale[t] = tk_pow2(s);
+      const float norm = tk_plain_sumsq_ok(ss) || row0 + row >= pc.rows ? sqrt(ss) : rescaled_norm(row, row0, s);
+      s_norm[row] = norm;
+      s_scale[row] = tk_pow2(s);
       // 2^-s / norm with the division in range (row_norm.glsl)
       const float pre = tk_norm_prescale(norm);
       precise float num = tk_pow2(-s) * pre, den = norm * pre;
-      s_rowf[t] = norm == 0.0 ? 0.0 : (isinf(norm) || isnan(norm) ? uintBitsToFloat(0x7fc00000u) : num / den);
+      s_rowf[row] = norm == 0.0 ? 0.0 : (isinf(norm) || isnan(norm) ? uintBitsToFloat(0x7fc00000u) : num / den);
     }
     barrier();
-    [[unroll]] for (uint n = 0; n < MAX_XSW; ++n) {
-      const uint q = t + n * WG;
-      if (n < XSW && q < BM * LPR) {
-        vec4 a, b;
-        widen_piece(xh[n], xf0[n], xf1[n], a, b);
-        const uint row = q / LPR, c8 = q % LPR;
-        const float sc = s_scale[row];
-        a *= sc;
-        b *= sc;
-        if (IN_DTYPE == TK_F32) {
-          const vec4 ha = f16_cut4(a), hb = f16_cut4(b);
-          smem[row * XS + c8] = pack8(ha, hb);
-          smem[X_LO + row * XS + c8] = pack8(a - ha, b - hb);
-        } else {
-          smem[row * XS + c8] = pack8(a, b);  // exact
-        }
-      }
-    }
+    TK_FOR_PIECES(row0, stage_piece)
     // (the first step's barrier makes the staged rows visible)
-    if (PREFETCH != 0u)  // the next block's rows (zeros past the end), in flight during the products
+    if (KEEP && PREFETCH != 0u)  // the next block's rows (zeros past the end), in flight during the products
       [[unroll]] for (uint n = 0; n < MAX_XSW; ++n)
         if (n < XSW) load_piece(t + n * WG, row0 + pc.groups * BM, xh[n], xf0[n], xf1[n]);
 
@@ -308,34 +355,34 @@ void main() {
     [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) TK_MMA_FILL(acc[x], 0.0);
     TK_MMA_A ah[MAX_RPS][TK_MMA_PARTS], al[MAX_RPS][TK_MMA_PARTS];
     TK_MMA_B bf[TK_MMA_PARTS];
+    // Column quad t + w WG (w < RW) of R^T: rows n4 * 4 .. + 3 of R, columns kq * 4 .. + 3 of the k tile.
+    // With WG >= DIM, invocation t < DIM converts column quad t and keeps
+    // the next k tile's loads in flight; smaller workgroups load and convert
+    // their quads in each step.
     vec4 rr[4];
-    load_r(0u, t, rr);
-    const uint n4 = min(t, DIM - 1u) / 4u, kq = t % 4u;
+    if (RW == 1u) load_r(0u, t, rr);
     for (uint kt = 0; kt < CT; ++kt) {
-      // This k tile's parts: row kq*4 + c of R^T holds R[n4*4 .. +3][kt*16 + kq*4 + c].
       uvec2 pk[3 * 4];
-      [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        const vec4 v = vec4(rr[0][c], rr[1][c], rr[2][c], rr[3][c]) * rscale;
-        const vec4 hv = f16_cut4(v);
-        const vec4 r1 = v - hv;  // exact, at most 13 significant bits
-        const vec4 mv = f16_cut4(r1);
-        const vec4 r2 = r1 - mv;  // exact, at most 2 significant bits
-        pk[c] = uvec2(packHalf2x16(hv.xy), packHalf2x16(hv.zw));
-        pk[4u + c] = uvec2(packHalf2x16(mv.xy), packHalf2x16(mv.zw));
-        pk[8u + c] = uvec2(packHalf2x16(r2.xy), packHalf2x16(r2.zw));
+      if (RW == 1u) {
+        r_parts(rr, rscale, pk);
+        load_r(min(kt + 1u, CT - 1u), t, rr);  // the next k tile's loads, in flight during this one
       }
-      load_r(min(kt + 1u, CT - 1u), t, rr);  // the next k tile's loads, in flight during this one
       [[unroll]] for (uint p = 0; p < 3u; ++p) {
         if (p < PARTS) {
           const uint buf = NBUF == 2u ? (kt * PARTS + p) % 2u : 0u;
           const uint rb = R_BASE + buf * RBUF;
           if (NBUF == 1u) barrier();  // the previous step's products are done with the buffer
-          if (t < DIM)
-            [[unroll]] for (uint c = 0; c < 4u; ++c) {
-              const uint i = rb + (kq * 4u + c) * XS + n4 / 2u;
-              smem[i][(n4 % 2u) * 2u] = pk[p * 4u + c].x;
-              smem[i][(n4 % 2u) * 2u + 1u] = pk[p * 4u + c].y;
+          if (RW == 1u) {
+            if (t < DIM) stage_r(rb, t, pk, p);
+          } else {
+            for (uint tw = t; tw < DIM; tw += WG) {
+              vec4 r[4];
+              uvec2 q[3 * 4];
+              load_r(kt, tw, r);
+              r_parts(r, rscale, q);
+              stage_r(rb, tw, q, p);
             }
+          }
           barrier();
           if (p == 0u)
             [[unroll]] for (uint i = 0; i < MAX_RPS; ++i)
@@ -358,61 +405,72 @@ void main() {
     barrier();  // every product is done: the shared memory becomes the epilogue's
 
     // ---- epilogue: scale, quantise, code bytes, partial sums --------------
+    // Tile x goes through the subgroup's scratch; its pieces (mma.glsl) are
+    // rows r = piece / 2, columns 8 h .. + 7 (h = piece % 2): a piece's 8
+    // codes are whole words for 4 and 8 bits.
     const uint scr = sg * SCR_SG;
-    const uint r = lane / 2u, h = lane % 2u;
-    float part[MAX_RPS];
-    [[unroll]] for (uint i = 0; i < MAX_RPS; ++i) part[i] = 0.0;
-#define TK_TC_EPILOGUE(TABLE)                                                                  \
-    [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) {                                  \
-      const uint j = x / MAX_RPS, i = x % MAX_RPS;                                             \
-      if (j < CPS && i < RPS) {                                                                \
-        TK_TC_STORE_TILE(x)                                                                    \
-        TK_MMA_SYNC();                                                                         \
-        const uint row_l = (rg * RPS + i) * 16u + r;                                           \
-        const uint col0 = (cg * CPS + j) * 16u + h * 8u;                                       \
-        const float f = s_rowf[row_l];                                                         \
-        const vec4 va = uintBitsToFloat(smem[scr + r * SCR + 2u * h]);                         \
-        const vec4 vb = uintBitsToFloat(smem[scr + r * SCR + 2u * h + 1u]);                    \
-        uint w0 = 0u, w1 = 0u;                                                                 \
-        [[unroll]] for (uint c = 0; c < 4u; ++c) {                                             \
-          const uint qa = quantise((va[c] * runscale) * f, TABLE, part[i]);                    \
-          const uint qb = quantise((vb[c] * runscale) * f, TABLE, part[i]);                    \
-          if (BITS == 4u) {                                                                    \
-            w0 |= (qa << (4u * c)) | (qb << (4u * c + 16u));                                   \
-          } else {                                                                             \
-            w0 |= qa << (8u * c);                                                              \
-            w1 |= qb << (8u * c);                                                              \
-          }                                                                                    \
-        }                                                                                      \
-        if (DIRECT) {                                                                          \
-          if (row0 + row_l < pc.rows) {                                                        \
-            const uint gw = (row0 + row_l) * WORDS + col0 * BITS / 32u;                         \
-            packed[gw] = w0;                                                                   \
-            if (BITS == 8u) packed[gw + 1u] = w1;                                              \
-          }                                                                                    \
-        } else {                                                                               \
-          word_store(CODE_W + row_l * (DIM / 4u) + col0 / 4u, w0);                             \
-          word_store(CODE_W + row_l * (DIM / 4u) + col0 / 4u + 1u, w1);                        \
-        }                                                                                      \
-        TK_MMA_SYNC();                                                                         \
-      }                                                                                        \
+    // A piece's sum of codebook[code]^2 over the subgroup's column tiles
+    // accumulates, in column order, in its row's slot of the partial sums
+    // (one owner per slot: only that invocation reads and writes it). The
+    // pieces are a loop that is not unrolled: one copy of its body keeps
+    // the tile loop small enough for the driver to unroll, so that acc[x]
+    // stays in registers.
+#define TK_TC_EPILOGUE(TABLE)                                                                   \
+    [[unroll]] for (uint x = 0; x < MAX_RPS * MAX_CPS; ++x) {                                   \
+      const uint j = x / MAX_RPS, i = x % MAX_RPS;                                              \
+      if (j < CPS && i < RPS) {                                                                 \
+        TK_MMA_STORE_C_ROW(acc[x], smem, scr, SCR);                                             \
+        TK_MMA_SYNC();                                                                          \
+        [[dont_unroll]] for (uint y = 0; y < TK_MMA_PIECES; ++y) {                              \
+          if (tk_mma_piece(y, lane)) {                                                          \
+            const uint r = (lane + y * SUBGROUP) / 2u, h = (lane + y * SUBGROUP) % 2u;          \
+            const uint row_l = (rg * RPS + i) * 16u + r;                                        \
+            const uint col0 = (cg * CPS + j) * 16u + h * 8u;                                    \
+            const float f = s_rowf[row_l];                                                      \
+            const uint slot = PART_W + row_l * PPR + cg * 2u + h;                               \
+            float part = j == 0u ? 0.0 : uintBitsToFloat(word_load(slot));                      \
+            const vec4 va = uintBitsToFloat(smem[scr + r * SCR + 2u * h]);                      \
+            const vec4 vb = uintBitsToFloat(smem[scr + r * SCR + 2u * h + 1u]);                 \
+            uint w0 = 0u, w1 = 0u;                                                              \
+            [[unroll]] for (uint c = 0; c < 4u; ++c) {                                          \
+              const uint qa = quantise((va[c] * runscale) * f, TABLE, part);                    \
+              const uint qb = quantise((vb[c] * runscale) * f, TABLE, part);                    \
+              if (BITS == 4u) {                                                                 \
+                w0 |= (qa << (4u * c)) | (qb << (4u * c + 16u));                                \
+              } else {                                                                          \
+                w0 |= qa << (8u * c);                                                           \
+                w1 |= qb << (8u * c);                                                           \
+              }                                                                                 \
+            }                                                                                   \
+            if (DIRECT) {                                                                       \
+              if (row0 + row_l < pc.rows) {                                                     \
+                const uint gw = (row0 + row_l) * WORDS + col0 * BITS / 32u;                     \
+                packed[gw] = w0;                                                                \
+                if (BITS == 8u) packed[gw + 1u] = w1;                                           \
+              }                                                                                 \
+            } else {                                                                            \
+              word_store(CODE_W + row_l * (DIM / 4u) + col0 / 4u, w0);                          \
+              word_store(CODE_W + row_l * (DIM / 4u) + col0 / 4u + 1u, w1);                     \
+            }                                                                                   \
+            word_store(slot, floatBitsToUint(part));                                            \
+          }                                                                                     \
+        }                                                                                       \
+        TK_MMA_SYNC();                                                                          \
+      }                                                                                         \
     }
-#define TK_TC_STORE_TILE(x) TK_MMA_STORE_C_ROW(acc[x], smem, scr, SCR);
     if (table) {
       TK_TC_EPILOGUE(true)
     } else {
       TK_TC_EPILOGUE(false)
     }
-    [[unroll]] for (uint i = 0; i < MAX_RPS; ++i)
-      if (i < RPS) word_store(PART_W + ((rg * RPS + i) * 16u + r) * PPR + cg * 2u + h, floatBitsToUint(part[i]));
     barrier();
 
     // ---- norms and packed words --------------------------------------------
-    if (t < BM && row0 + t < pc.rows) {
+    for (uint row = t; row < BM && row0 + row < pc.rows; row += WG) {
       float recon_sq = 0.0;
-      for (uint l = 0; l < PPR; ++l) recon_sq += uintBitsToFloat(word_load(PART_W + t * PPR + l));
+      for (uint l = 0; l < PPR; ++l) recon_sq += uintBitsToFloat(word_load(PART_W + row * PPR + l));
       const float recon = sqrt(recon_sq);
-      norms[row0 + t] = recon > 1e-30 ? s_norm[t] / recon : s_norm[t];
+      norms[row0 + row] = recon > 1e-30 ? s_norm[row] / recon : s_norm[row];
     }
     for (uint w = t; !DIRECT && w < BM * WORDS; w += WG) {
       const uint row = w / WORDS, wi = w % WORDS;

@@ -280,7 +280,7 @@ TEST_F(DecodeAttentionTest, OneWorkspaceAcrossBatchesAndLengths) {
 // More workgroups than one dispatch may have: the dispatcher slices the
 // grid, and the split states still meet in one merge.
 TEST(DecodeAttentionSplit, GridLargerThanOneDispatch) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.max_groups_per_dispatch = 7;
   options.validation = false;
   Context ctx(options);

@@ -186,7 +186,7 @@ TEST_F(FaReduceHadamardGeometryTest, ChoosesDocumentedGeometry) {
 // More workgroups than one dispatch may have: the dispatcher splits the grid
 // (a Context capped at 7 workgroups per dispatch exercises it anywhere).
 TEST(FaReduceHadamardSplit, GridLargerThanOneDispatch) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.max_groups_per_dispatch = 7;
   options.validation = false;
   Context ctx(options);

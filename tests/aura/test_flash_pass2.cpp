@@ -251,7 +251,7 @@ TEST_F(FlashPass2Errors, NamesTheBadTensor) {
 // splits the grid. A Context that caps dispatches at 7 workgroups exercises
 // the split on any device.
 TEST(FlashPass2Split, GridLargerThanOneDispatch) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.max_groups_per_dispatch = 7;
   options.validation = false;
   Context ctx(options);

@@ -43,8 +43,19 @@ AdoptedDevice adopted_from(const Context& owner, const VkAllocationCallbacks* al
   return a;
 }
 
+// Fence waits: a minute by default, ten on a CPU device (which compiles
+// pipelines inside the wait); the option overrides both.
+TEST(ContextOptionsTest, FenceTimeoutDependsOnTheDeviceUnlessGiven) {
+  const Context& ctx = tktest::context();
+  EXPECT_EQ(ctx.fence_timeout(), ctx.info().is_cpu() ? std::chrono::minutes(10) : std::chrono::minutes(1));
+  ContextOptions options;
+  options.validation = false;
+  options.fence_timeout = std::chrono::seconds(5);
+  EXPECT_EQ(Context(options).fence_timeout(), std::chrono::seconds(5));
+}
+
 TEST(ContextAdopt, RunsOnTheCallersDeviceAndLeavesItAlive) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   Context owner(options);
   const auto expected = merge_once(owner);
@@ -88,7 +99,7 @@ struct CountingAllocator {
 // allocation callbacks where the driver allocates host memory for it, and
 // is freed through them by the time the Context is gone.
 TEST(ContextAdopt, UsesTheEnginesAllocationCallbacks) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   Context owner(options);
   CountingAllocator counter;
@@ -103,7 +114,7 @@ TEST(ContextAdopt, UsesTheEnginesAllocationCallbacks) {
 }
 
 TEST(ContextAdopt, RefusesAMissingLoaderEntryPoint) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   Context owner(options);
   AdoptedDevice a = adopted_from(owner);
@@ -126,7 +137,7 @@ TEST(ContextPipelineCache, CreatesThroughTheEnginesCache) {
   const vk::PipelineCache cache = owner.device().createPipelineCache(vk::PipelineCacheCreateInfo(), nullptr, d);
   const std::size_t empty = owner.device().getPipelineCacheData(cache, d).size();
   {
-    ContextOptions options = test_options();
+    ContextOptions options;
     options.external_pipeline_cache = cache;
     Context adopted(adopted_from(owner), options);
     merge_once(adopted);
@@ -154,7 +165,7 @@ TEST(ContextDeviceInfo, MultiprocessorsArePlausible) {
 }
 
 TEST(ContextPipelineCache, SavedDataSeedsANewContext) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   std::vector<std::uint8_t> data;
   {
@@ -169,7 +180,7 @@ TEST(ContextPipelineCache, SavedDataSeedsANewContext) {
 }
 
 TEST(ContextPipelineStatistics, ReportsEachPipelineWhereTheDriverCan) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = true;  // the extension's use must be valid too
   options.pipeline_statistics = true;
   Context ctx(options);
@@ -191,7 +202,7 @@ TEST(ContextPipelineStatistics, ReportsEachPipelineWhereTheDriverCan) {
 }
 
 TEST(ContextPipelineStatistics, OffByDefault) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   options.pipeline_statistics = false;
   Context ctx(options);

@@ -263,7 +263,7 @@ TEST_F(Envelope, RecurrentStepRecordsEveryCallWithoutBuildingAPipeline) {
 // holds is one it built, and the time is reported.
 TEST(EnvelopePrepare, EachKernelOnAFreshContext) {
   const auto fresh = [](const char* what, auto make) {
-    ContextOptions options = test_options();
+    ContextOptions options;
     options.validation = false;
     Context ctx(options);
     const auto t0 = std::chrono::steady_clock::now();

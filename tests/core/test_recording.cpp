@@ -199,7 +199,7 @@ TEST_F(Recording, NoKernelSubmitsWhileRecording) { record_every_kernel_without_s
 
 // The same on a Context that adopted the caller's device and queue.
 TEST_F(Recording, NoKernelSubmitsOnAnAdoptedDevice) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.validation = false;
   Context owner(options);
   AdoptedDevice device;
@@ -209,7 +209,7 @@ TEST_F(Recording, NoKernelSubmitsOnAnAdoptedDevice) {
   device.device = owner.device();
   device.queue_family = owner.queue_family();
   device.features.int64_atomics = owner.info().int64_atomics;
-  Context adopted(device, test_options());
+  Context adopted(device, ContextOptions{});
   record_every_kernel_without_submitting(adopted);
 }
 
@@ -264,7 +264,7 @@ TEST(RecordingDevices, EveryDeviceAtOnce) {
   for (std::size_t d = 0; d < n; ++d)
     threads.emplace_back([&, d] {
       try {
-        ContextOptions options = test_options();
+        ContextOptions options;
         options.device = std::to_string(d);
         options.validation = false;
         Context ctx(options);

@@ -297,7 +297,7 @@ TEST_F(ChunkOErrors, NamesTheBadTensor) {
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.
 TEST(ChunkOSplit, GridLargerThanOneDispatch) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.max_groups_per_dispatch = 5;
   options.validation = false;
   Context ctx(options);

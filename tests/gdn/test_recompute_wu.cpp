@@ -319,7 +319,7 @@ TEST(RecomputeWUVariantChoice, FastestPathTheDeviceHas) {
 
 // More workgroups than one dispatch may have: the dispatcher splits the grid.
 TEST(RecomputeWUSplit, GridLargerThanOneDispatch) {
-  ContextOptions options = test_options();
+  ContextOptions options;
   options.max_groups_per_dispatch = 5;
   options.validation = false;
   Context ctx(options);

@@ -39,8 +39,9 @@
 //   combine their parts of the norm correction through the workspace: one
 //   64-bit atomic per row where the device has them, else parts, an
 //   arrival counter and a read-back by the last workgroup;
-// - tensor_core_fp16 (encode_fp16.comp): NVIDIA tensor cores, fp16 x fp16
-//   with f32 accumulators, Dim <= 256. Each row is scaled by a power of two
+// - tensor_core_fp16 (encode_fp16.comp): VK_KHR_cooperative_matrix on the
+//   device's fp16 tile (shaders/common/mma.glsl), 8 subgroups of any size,
+//   fp16 x fp16 with f32 accumulators, Dim <= 256. Each row is scaled by a power of two
 //   into the fp16 range (bf16/f16 values stay exact; f32 values are
 //   carried as hi + lo fp16 parts, 22 bits) and R, scaled by a power of two
 //   from max |R|, as fp16 parts of one scale (EncodeOptions::rotation_parts):
@@ -137,19 +138,23 @@ struct EncodeConfig {
   static_assert(hadamard_sg_shared_bytes(hadamard_values, 256 * hadamard_values / Dim) <= 32768,
                 "EncodeConfig: the register Hadamard kernel must fit the portable 32 KiB of shared memory");
 
-  // tensor_core_fp16: 256 invocations (8 subgroups of 32), blocks of `rows`
-  // rows; subgroup grid of row groups x column groups, each subgroup rps x
+  // tensor_core_fp16: 8 subgroups of the device's size, blocks of `rows`
+  // rows (as many as the device's shared memory allows); subgroup grid of row groups x column groups, each subgroup rps x
   // cps 16x16 accumulator tiles; `buffers` staging buffers for the rotation
   // parts. Not for Dim > 256 (the staged block would not leave room for 16
-  // rows).
+  // rows). `invocations` at subgroups of 32 (Variant::invocations).
   struct Fp16Geometry {
     std::uint32_t rows = 0, rps = 0, cps = 0, buffers = 0, shared_bytes = 0, invocations = 0;
   };
+  static constexpr std::uint32_t fp16_subgroups = 8;
   static constexpr std::uint32_t fp16_shared_limit = 49152;  // what NVIDIA's Vulkan drivers give a workgroup
-  static constexpr Fp16Geometry fp16_geometry_for(std::uint32_t bm, std::uint32_t nbuf, std::uint32_t inv) {
+  static constexpr Fp16Geometry fp16_geometry_for(std::uint32_t bm, std::uint32_t nbuf) {
     Fp16Geometry g;
-    if (Dim > 256 || bm * Dim > 64 * inv) return g;  // the shader's literal bounds (8 pieces of 8 per invocation)
-    const std::uint32_t rt = bm / 16, ct = Dim / 16, nsg = inv / 32;
+    constexpr std::uint32_t nsg = fp16_subgroups;
+    // Blocks whose pieces of 8 values stay in registers (8 per invocation)
+    // at subgroups of 32 or more; smaller subgroups load them twice.
+    if (Dim > 256 || bm * Dim > 64 * nsg * 32) return g;
+    const std::uint32_t rt = bm / 16, ct = Dim / 16;
     std::uint32_t best = 0;
     for (std::uint32_t rg : {1u, 2u, 4u, 8u, 16u}) {
       if (rt % rg != 0 || nsg % rg != 0 || ct % (nsg / rg) != 0) continue;
@@ -164,20 +169,26 @@ struct EncodeConfig {
     if (best == 0) return g;
     g.rows = bm;
     g.buffers = nbuf;
-    g.invocations = inv;
-    g.shared_bytes = TK_ENCODE_FP16_SHARED_BYTES(Dim, Bits, In == DType::f32 ? 2u : 1u, inv, bm, g.rps, nbuf);
+    g.invocations = nsg * 32;
+    g.shared_bytes = TK_ENCODE_FP16_SHARED_BYTES(Dim, Bits, In == DType::f32 ? 2u : 1u, nsg, bm, g.rps, nbuf);
     return g;
   }
-  // The first of (128 rows, 2 buffers), (128, 1), (64, 2), ... that fits 48 KiB.
-  static constexpr Fp16Geometry fp16_geometry() {
+  // The first of (128 rows, 2 buffers), (128, 1), (64, 2), ... that fits
+  // `shared` bytes (the device's limit) and 48 KiB; with `least`, the one
+  // that needs the least shared memory.
+  static constexpr Fp16Geometry fp16_geometry(std::uint32_t shared = fp16_shared_limit, bool least = false) {
+    Fp16Geometry best;
     for (std::uint32_t bm : {128u, 64u, 32u, 16u})
       for (std::uint32_t nbuf : {2u, 1u}) {
-        const auto g = fp16_geometry_for(bm, nbuf, 256);
-        if (g.rows != 0 && g.shared_bytes <= fp16_shared_limit) return g;
+        const auto g = fp16_geometry_for(bm, nbuf);
+        if (g.rows == 0 || g.shared_bytes > std::min(shared, fp16_shared_limit)) continue;
+        if (!least) return g;
+        if (best.rows == 0 || g.shared_bytes < best.shared_bytes) best = g;
       }
-    return {};
+    return best;
   }
-  static constexpr bool fp16_supported = fp16_geometry().rows != 0;
+  static constexpr Fp16Geometry fp16_least = fp16_geometry(fp16_shared_limit, true);  // what the variant needs
+  static constexpr bool fp16_supported = fp16_least.rows != 0;
 };
 
 namespace detail {
@@ -258,7 +269,8 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
   static constexpr DeviceNeeds atomic64{.int64_atomics = true};
   static constexpr auto few_rows_bytes = Config::few_rows_shared_bytes;
   static constexpr auto few_rows_wg = Config::few_rows_invocations;
-  static constexpr auto fp16 = Config::fp16_geometry();
+  static constexpr auto fp16_least = Config::fp16_least;
+  typename Config::Fp16Geometry fp16_geometry() const { return Config::fp16_geometry(ctx_->info().max_shared_memory); }
 
  public:
   static constexpr std::array<Variant<Problem>, 8> variants{{
@@ -275,7 +287,7 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
       {"few_rows_c32", Path::portable, spirv::aura_encode_few_rows, {}, few_rows_wg, few_rows_bytes,
        &few_rows_applies<32>},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_encode_fp16,
-       {.cooperative_matrix_fp16 = true, .subgroup_size = 32}, fp16.invocations, fp16.shared_bytes,
+       {.cooperative_matrix_fp16 = true}, fp16_least.invocations, fp16_least.shared_bytes,
        [](const DeviceInfo&, const Problem&) {
          return Config::fp16_supported ? Status::success()
                                        : Status::failure(ErrorCode::unsupported, "for Dim <= 256 only");
@@ -361,7 +373,7 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
     std::vector<TensorRef> bindings{a.input, a.rotation, a.boundaries, a.codebook, a.packed, a.norms};
     std::uint64_t groups = 0;
     if (v.path == Path::tensor_core_fp16) {
-      constexpr std::uint64_t block_rows = fp16.rows ? fp16.rows : 1;  // 0 only where the variant never applies
+      const std::uint64_t block_rows = fp16_geometry().rows;  // eligible: the least geometry fits
       const std::uint64_t blocks = (static_cast<std::uint64_t>(rows) + block_rows - 1) / block_rows;
       groups = std::min<std::uint64_t>(blocks, plan.workgroups ? plan.workgroups : 528);
       push.groups = static_cast<std::uint32_t>(groups);
@@ -446,13 +458,14 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
     spec.BITS = Config::bits;
     spec.IN_DTYPE = static_cast<std::uint32_t>(Config::in_dtype);
     if (v.path == Path::tensor_core_fp16) {
-      spec.workgroup = fp16.invocations;
+      spec.workgroup = detail::matrix_workgroup(ctx_->info(), Config::fp16_subgroups);
+      const auto fp16 = fp16_geometry();
       spec.BM = fp16.rows;
       spec.RPS = fp16.rps;
       spec.CPS = fp16.cps;
       spec.PARTS = options_.rotation_parts;
       spec.NBUF = fp16.buffers;
-      spec.PREFETCH = 1;
+      spec.PREFETCH = 1;  // where the block's pieces stay in registers (the shader checks)
       detail::set_matrix_spec(spec, ctx_->info(), v);
     } else if (v.name == "tiled") {
       spec.workgroup = Config::tiled_invocations;

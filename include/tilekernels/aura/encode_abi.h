@@ -47,14 +47,14 @@
 
 // tensor_core_fp16, uvec4 units: the staged fp16 rows (one plane, two for
 // f32 input) and NBUF buffers of 16 rows of R^T; or the epilogue's 16 x 20
-// f32 scratch per subgroup, code bytes and per-row partial sums.
+// f32 scratch per subgroup (NSG of them), code bytes and per-row partial sums.
 #define TK_ENCODE_FP16_XS(DIM) ((DIM) / 8u + 1u)
-#define TK_ENCODE_FP16_CG(WG, BM, RPS) ((WG) / 32u / ((BM) / 16u / (RPS)))
-#define TK_ENCODE_FP16_VEC4(DIM, PLANES, WG, BM, RPS, NBUF)                                          \
+#define TK_ENCODE_FP16_CG(NSG, BM, RPS) ((NSG) / ((BM) / 16u / (RPS)))
+#define TK_ENCODE_FP16_VEC4(DIM, PLANES, NSG, BM, RPS, NBUF)                                         \
   TK_ABI_MAX((PLANES) * (BM) * TK_ENCODE_FP16_XS(DIM) + (NBUF) * 16u * TK_ENCODE_FP16_XS(DIM),       \
-             (WG) / 32u * 80u + (BM) * (DIM) / 16u + ((BM) * 2u * TK_ENCODE_FP16_CG(WG, BM, RPS) + 3u) / 4u)
-#define TK_ENCODE_FP16_SHARED_BYTES(DIM, BITS, PLANES, WG, BM, RPS, NBUF)                                   \
-  (16u * TK_ENCODE_FP16_VEC4(DIM, PLANES, WG, BM, RPS, NBUF) + 8u * (1u << (BITS)) + 12u * (BM) + 4u + \
+             (NSG) * 80u + (BM) * (DIM) / 16u + ((BM) * 2u * TK_ENCODE_FP16_CG(NSG, BM, RPS) + 3u) / 4u)
+#define TK_ENCODE_FP16_SHARED_BYTES(DIM, BITS, PLANES, NSG, BM, RPS, NBUF)                                   \
+  (16u * TK_ENCODE_FP16_VEC4(DIM, PLANES, NSG, BM, RPS, NBUF) + 8u * (1u << (BITS)) + 12u * (BM) + 4u + \
    TK_AURA_CELL_TABLE_BYTES)
 
 // few_rows (8 rows per workgroup, 256 invocations): the staged rows, the

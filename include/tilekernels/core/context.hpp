@@ -54,8 +54,10 @@ struct ContextOptions {
   bool synchronization_validation = false;
   // Kernel path choice; TILEKERNELS_PATH=portable overrides `automatic`.
   PathPreference path = PathPreference::automatic;
-  // Deadline of every fence wait the Context does itself.
-  std::chrono::milliseconds fence_timeout{std::chrono::seconds(60)};
+  // Deadline of every fence wait the Context does itself. Unset: 60 s, or
+  // 10 minutes on a CPU device (lavapipe), whose driver compiles a pipeline
+  // at its first execution, inside the wait.
+  std::optional<std::chrono::milliseconds> fence_timeout;
   // Serialized pipeline cache from an earlier run (Context::pipeline_cache_data);
   // data the driver does not recognise is ignored by Vulkan. Ignored with
   // external_pipeline_cache.
@@ -266,6 +268,11 @@ class Context {
   // Waits for a fence with the configured timeout; a timeout or a lost
   // device becomes an Error.
   void wait(vk::Fence fence) const { submitter_->wait(fence); }
+  // The deadline of those waits (ContextOptions::fence_timeout).
+  std::chrono::milliseconds fence_timeout() const {
+    if (options_.fence_timeout) return *options_.fence_timeout;
+    return info_.is_cpu() ? std::chrono::minutes(10) : std::chrono::minutes(1);
+  }
   // Queue submissions this Context has made (its submit-and-wait path only).
   std::uint64_t submissions() const noexcept { return submitter_->submissions(); }
 
@@ -328,7 +335,7 @@ class Context {
     const vk::ApplicationInfo app("tilekernels", 1, "tilekernels", 1, std::min(loader, VK_API_VERSION_1_3));
     vk::InstanceCreateInfo create_info({}, &app, layers, extensions);
     const vk::ValidationFeatureEnableEXT sync = vk::ValidationFeatureEnableEXT::eSynchronizationValidation;
-    const vk::ValidationFeaturesEXT features(sync);
+    vk::ValidationFeaturesEXT features(sync);
     // Recent layers check what shaders access through descriptors only with
     // this heuristic on; older ones, without VK_EXT_layer_settings, always
     // did.
@@ -336,10 +343,8 @@ class Context {
     const detail::LayerSetting heuristic{"VK_LAYER_KHRONOS_validation", "syncval_shader_accesses_heuristic",
                                          detail::layer_setting_bool32, 1, &on};
     const detail::LayerSettingsCreateInfo settings{detail::layer_settings_create_info, nullptr, 1, &heuristic};
-    vk::ValidationFeaturesEXT features_with_settings = features;
-    features_with_settings.pNext = &settings;
-    if (validation && options_.synchronization_validation)
-      create_info.pNext = layer_settings ? &features_with_settings : &features;
+    if (layer_settings) features.pNext = &settings;
+    if (validation && options_.synchronization_validation) create_info.pNext = &features;
     own_instance_.emplace(*raii_, create_info);
     instance_ = **own_instance_;
     if (validation) {
@@ -380,7 +385,7 @@ class Context {
     force_portable_ = options_.path == PathPreference::portable || detail::env_string("TILEKERNELS_PATH") == "portable";
     detail::vk_call("creating the command pool and pipeline cache", [&] {
       submitter_ = std::make_unique<detail::Submitter>(device_, *device_dispatch_, allocator_, queue_, queue_family_,
-                                                       options_.fence_timeout);
+                                                       fence_timeout());
       pipelines_ = std::make_unique<detail::PipelineMemo>(device_, *device_dispatch_, allocator_, options_.pipeline_cache,
                                                           options_.external_pipeline_cache, info_.pipeline_statistics,
                                                           info_.pipeline_robustness);
