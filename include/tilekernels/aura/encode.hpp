@@ -41,8 +41,8 @@
 //   arrival counter and a read-back by the last workgroup;
 // - tensor_core_fp16 (encode_fp16.comp): VK_KHR_cooperative_matrix on the
 //   device's fp16 tile (shaders/common/mma.glsl), 8 subgroups of any size,
-//   fp16 x fp16 with f32 accumulators, Dim <= 256. Each row is scaled by a power of two
-//   into the fp16 range (bf16/f16 values stay exact; f32 values are
+//   fp16 x fp16 with f32 accumulators, Dim <= 256. Each row is scaled by a
+//   power of two into the fp16 range (bf16/f16 values stay exact; f32 values are
 //   carried as hi + lo fp16 parts, 22 bits) and R, scaled by a power of two
 //   from max |R|, as fp16 parts of one scale (EncodeOptions::rotation_parts):
 //   2 by default, each entry to within 2^-20 of itself, so a rotated value
@@ -139,8 +139,9 @@ struct EncodeConfig {
                 "EncodeConfig: the register Hadamard kernel must fit the portable 32 KiB of shared memory");
 
   // tensor_core_fp16: 8 subgroups of the device's size, blocks of `rows`
-  // rows (as many as the device's shared memory allows); subgroup grid of row groups x column groups, each subgroup rps x
-  // cps 16x16 accumulator tiles; `buffers` staging buffers for the rotation
+  // rows (as many as the device's shared memory allows); subgroup grid of
+  // row groups x column groups, each subgroup rps x cps 16x16 accumulator
+  // tiles; `buffers` staging buffers for the rotation
   // parts. Not for Dim > 256 (the staged block would not leave room for 16
   // rows). `invocations` at subgroups of 32 (Variant::invocations).
   struct Fp16Geometry {
