@@ -4,8 +4,9 @@
 // the subgroup's per-row states in s_wm, s_wl and its O factors in s_alpha.
 //
 // The operands are built in registers, never staged: the fragment layout is
-// the one tests/aura/test_decode_attention_tc.cpp (CoopmatFp16Layout) reads
-// back from the driver, lane l = 4 g + j holding element i of
+// mma.sync's m16n8k16, which the host requires the Context to have read
+// back from the device (aura::decode_attention_lanes_layout), lane
+// l = 4 g + j holding element i of
 // - A and the accumulator at row g + 8 (i >> 2), column
 //   2 j + (i & 1) + 8 ((i >> 1) & 1);
 // - B at row 2 j + (i & 1) + 8 ((i >> 1) & 1), column g + 8 (i >> 2).

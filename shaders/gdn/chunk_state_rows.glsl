@@ -12,9 +12,9 @@
 // both products take their A operand from registers: bf16(S^T) for w S,
 // and the update's operand from v_new^T's accumulators, element by
 // element. That needs an A operand's element i where an accumulator's
-// element i is, and the element's column (NVIDIA's accumulator layout:
-// 2 (lane % 4) + (i & 1) + 8 ((i >> 1) & 1)), which the host checks
-// (gdn::state_rows_layout). No emulated twin: the emulation of the other
+// element i is, and the element's column (the m16n8k16 accumulator layout:
+// 2 (lane % 4) + (i & 1) + 8 ((i >> 1) & 1)), which the Context reads back
+// from the device (gdn::state_rows_layout). No emulated twin: the emulation of the other
 // state kernel already fails on lavapipe (test_state_recurrence.cpp).
 // Only the B operands (w^T, k) are fragment loads, each once per subgroup.
 // Values are rounded to bf16 before the device converts them (its own

@@ -17,7 +17,6 @@
 #include <type_traits>
 #include <vector>
 #include <tilekernels/spirv/test/aura_decode_attention_tc_emulated.hpp>
-#include <tilekernels/spirv/test/coopmat_fp16_layout.hpp>
 
 #include "decode_attention_support.hpp"
 
@@ -322,43 +321,6 @@ TEST_F(DecodeAttentionTensorCoreEmulated, MatchesReference) {
   w.geometry = {64, 1, 4, 1};
   SCOPED_TRACE("window, softcap, large queries");
   expect_tight<F16Out>(run_attention<F16Out>(w, emulation_context()));
-}
-
-// The fragment layout the lanes variant (TK_TC_LANES in
-// decode_attention_tc.glsl) builds its operands in, read back from the
-// driver (shaders/test/coopmat_fp16_layout.comp): lane l = 4 g + j holds
-// element i of A and of the accumulator at row g + 8 (i >> 2), column
-// 2 j + (i & 1) + 8 ((i >> 1) & 1); of B at row (k) 2 j + (i & 1) +
-// 8 ((i >> 1) & 1), column (n) g + 8 (i >> 2). The variant is taken only
-// where this holds (aura::decode_attention_lanes_layout); this test fails
-// when a driver changes it.
-TEST(CoopmatFp16Layout, IsWhatTheLanesVariantAssumes) {
-  Context& ctx = context();
-  if (spirv::test_coopmat_fp16_layout.size() == 0) GTEST_SKIP() << "not built (glslc lacks GL_KHR_cooperative_matrix)";
-  if (!aura::decode_attention_tc_tile(ctx.info()) || ctx.info().subgroup_size != 32)
-    GTEST_SKIP() << "no VK_KHR_cooperative_matrix 16x16x16 fp16 tile with subgroups of 32 on " << ctx.info().name;
-  const auto w = run_probe(ctx, spirv::test_coopmat_fp16_layout, 3 * 32 * 17);
-  const bool nvidia = ctx.info().vendor_id == 0x10de;
-  const char* names[3] = {"A", "B", "accumulator"};
-  bool same = true;
-  std::string seen;
-  for (std::uint32_t m = 0; m < 3; ++m)
-    for (std::uint32_t l = 0; l < 32; ++l) {
-      const std::uint32_t* e = &w[(m * 32 + l) * 17];
-      std::string line = std::string(names[m]) + " lane " + std::to_string(l) + ":";
-      if (e[0] != 8) same = false;
-      for (std::uint32_t i = 0; i < std::min<std::uint32_t>(e[0], 16); ++i) {
-        const std::uint32_t g = l / 4, j = l % 4;
-        const std::uint32_t r = m == 1 ? 2 * j + (i & 1) + 8 * ((i >> 1) & 1) : g + 8 * (i >> 2);
-        const std::uint32_t c = m == 1 ? g + 8 * (i >> 2) : 2 * j + (i & 1) + 8 * ((i >> 1) & 1);
-        if (e[0] != 8 || e[1 + i] != r * 16 + c) same = false;
-        line += " (" + std::to_string(e[1 + i] / 16) + "," + std::to_string(e[1 + i] % 16) + ")";
-      }
-      if (l < 8) seen += line + "\n";
-    }
-  EXPECT_EQ(aura::decode_attention_lanes_layout(ctx.info()), nvidia);
-  if (nvidia) EXPECT_TRUE(same) << "the driver's layout (first lanes):\n" << seen;
-  else std::printf("%s", seen.c_str());
 }
 
 }  // namespace

@@ -6,13 +6,11 @@
 // and the rows kernel) where the device has them, and the first's code
 // emulated (TILEKERNELS_TEST_EMULATION=state).
 #include <tilekernels/gdn/state_recurrence.hpp>
-#include <tilekernels/spirv/test/coopmat_bf16_layout.hpp>
 #include <tilekernels/spirv/test/gdn_chunk_state_emulated.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <set>
 
 #include "gdn_cases.hpp"
 
@@ -162,37 +160,6 @@ TEST_F(StateRecurrenceTest, EmulatedTensorCoreKernel) {
                     "runs this anyway)";
   StateCase<64, 64, 64>::run_emulated(make_case(1, 150, 1, 2, 64, 64, {0, 1, 70, 150}, kPlain, 700), 16);
   StateCase<32, 128, 64>::run_emulated(make_case(1, 70, 1, 1, 128, 64, {}, kOptionSets[5], 701), 16);
-}
-
-// The rows kernel's assumptions, read back from the driver: a bf16 A
-// operand's element i sits where an f32 accumulator's element i does, and
-// lane l's element i of an accumulator is in column 2 (l % 4) + (i & 1) +
-// 8 ((i >> 1) & 1).
-TEST(CoopmatBf16Layout, OperandMatchesAccumulator) {
-  Context& ctx = context();
-  if (spirv::test_coopmat_bf16_layout.size() == 0) GTEST_SKIP() << "not built (the compiler lacks bf16 matrices)";
-  if (!ctx.info().cooperative_matrix_bf16 || ctx.info().subgroup_size != 32)
-    GTEST_SKIP() << "no bf16 VK_KHR_cooperative_matrix with subgroups of 32 on " << ctx.info().name;
-  const auto w = run_probe(ctx, spirv::test_coopmat_bf16_layout, 32 * 34);
-  bool same = true;
-  std::set<std::uint32_t> seen;
-  std::string first;
-  for (std::uint32_t l = 0; l < 32; ++l) {
-    const std::uint32_t* e = &w[l * 34];
-    if (e[0] != e[1] || e[0] == 0 || e[0] > 16) same = false;
-    for (std::uint32_t i = 0; i < std::min<std::uint32_t>(e[1], 16); ++i) {
-      if (e[2 + i] != e[18 + i] || e[18 + i] % 16 != 2 * (l % 4) + (i & 1) + 8 * ((i >> 1) & 1)) same = false;
-      seen.insert(e[18 + i]);
-      if (l < 4) first += " " + std::to_string(e[2 + i]) + "/" + std::to_string(e[18 + i]);
-    }
-  }
-  EXPECT_EQ(seen.size(), 256u) << "the accumulator's lanes do not cover the tile";
-  if (gdn::state_rows_layout(ctx.info())) {
-    EXPECT_TRUE(same) << "A / accumulator elements (r 16 + c) of lanes 0-3:" << first;
-  } else {
-    std::printf("operand and accumulator layouts %s the rows kernel's on %s\n", same ? "are" : "are not",
-                ctx.info().name.c_str());
-  }
 }
 
 }  // namespace

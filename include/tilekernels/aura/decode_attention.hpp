@@ -36,13 +36,13 @@
 // state to the workspace; a second dispatch (decode_attention_merge.comp)
 // merges them and writes the output (in the first dispatch's pipelines the
 // merge's code slowed the tile loops: bench/notes/2026-11-aura-decode-attention-formats.md).
-// Where the device has fp16 cooperative matrices (NVIDIA), the
+// Where the device has 16x16x16 fp16 cooperative matrices, the
 // tensor-core variant (shaders/aura/decode_attention_tc.glsl) computes
 // the scores and the value sums as 16x16x16 matrix products over 16 rows
 // (the codes decoded through the codebook into fp16 tiles in shared
 // memory) for bf16 and f16 outputs of coded caches; the same workspace,
 // split rule and merge. Its lanes variant (coded K and V, Dim 64/128/256,
-// NVIDIA's fragment layout: decode_attention_tc_lanes.glsl) builds the
+// the m16n8k16 fragment layout: decode_attention_tc_lanes.glsl) builds the
 // operands in registers from the codes instead; at Dim 256 its subgroups
 // work in pairs, one half of the dims each.
 //

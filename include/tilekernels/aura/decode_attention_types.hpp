@@ -116,12 +116,12 @@ inline bool decode_attention_tc_tile(const DeviceInfo& info) {
 
 // Whether the device's 16 x 16 fp16 cooperative matrices have the fragment
 // layout that the lanes variant (shaders/aura/decode_attention_tc_lanes.glsl)
-// builds its operands in: NVIDIA's tensor cores (mma.sync's m16n8k16
-// layout) under VK_KHR_cooperative_matrix, subgroups of 32.
-// tests/aura/test_decode_attention_tc.cpp reads the layout back from the
-// driver and fails if it changes.
+// builds its operands in and reads its results from: mma.sync's m16n8k16
+// for A, B and the accumulator at subgroups of 32, as the Context read it
+// back from the device (DeviceInfo::fp16_layout).
 inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
-  return info.vendor_id == 0x10de && decode_attention_tc_tile(info) && info.subgroup_size == 32;
+  const MmaLayout& l = info.fp16_layout;
+  return decode_attention_tc_tile(info) && info.subgroup_size == 32 && l.a && l.b && l.accumulator;
 }
 
 // Query rows per KV head of a call (GQA x new tokens).

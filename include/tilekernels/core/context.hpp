@@ -19,22 +19,28 @@
 // own workspace (see workspace.hpp).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "tilekernels/core/device_features.hpp"
 #include "tilekernels/core/device_info.hpp"
 #include "tilekernels/core/device_selection.hpp"
+#include "tilekernels/core/fragment_layout.hpp"
 #include "tilekernels/core/pipeline.hpp"
 #include "tilekernels/core/pipeline_cache.hpp"
 #include "tilekernels/core/submitter.hpp"
 #include "tilekernels/core/vulkan.hpp"
+#include "tilekernels/spirv/core/fragment_layout_bf16.hpp"
+#include "tilekernels/spirv/core/fragment_layout_fp16.hpp"
 
 namespace tilekernels {
 
@@ -79,6 +85,13 @@ struct ContextOptions {
   // variable TILEKERNELS_PIPELINE_STATS is 1. A diagnostic: it may slow
   // pipeline creation. (Own device only.)
   std::optional<bool> pipeline_statistics;
+  // Read the fragment layout of the device's 16 x 16 fp16 and bf16
+  // cooperative matrices (DeviceInfo::fp16_layout, bf16_layout) when the
+  // Context is created: one pipeline and one submission of one workgroup,
+  // made only where the device has such matrices with subgroups of 32 and
+  // the path is not forced portable. Off, the layouts stay unknown and the
+  // variants that build operands in that layout are not taken.
+  bool probe_fragment_layouts = true;
 };
 
 // What a caller enabled on a device it hands to Context (see AdoptedDevice).
@@ -155,8 +168,9 @@ class Context {
 
   // Adopts an engine's objects (AdoptedDevice says what it must give). The
   // Context submits to the queue only in its own submit-and-wait path
-  // (uploads, downloads, run()): the engine must not submit to the same
-  // queue from another thread at that time (Vulkan's queue
+  // (uploads, downloads, run(), and once here, the fragment-layout probe of
+  // ContextOptions::probe_fragment_layouts): the engine must not submit to
+  // the same queue from another thread at that time (Vulkan's queue
   // synchronization).
   explicit Context(const AdoptedDevice& a, ContextOptions options = {}) : options_(std::move(options)) {
     const auto missing = [](const char* what) {
@@ -389,6 +403,61 @@ class Context {
       pipelines_ = std::make_unique<detail::PipelineMemo>(device_, *device_dispatch_, allocator_, options_.pipeline_cache,
                                                           options_.external_pipeline_cache, info_.pipeline_statistics,
                                                           info_.pipeline_robustness);
+    });
+    if (options_.probe_fragment_layouts && !force_portable_ && info_.subgroup_size == 32 &&
+        info_.subgroups_as_reported) {
+      const auto& listed = info_.fp16_tiles_listed;
+      if (info_.cooperative_matrix_fp16 && std::find(listed.begin(), listed.end(), MatrixTile{16, 16, 16}) != listed.end())
+        info_.fp16_layout = detail::read_mma_layout(run_fragment_probe(spirv::core_fragment_layout_fp16));
+      if (info_.cooperative_matrix_bf16)
+        info_.bf16_layout = detail::read_mma_layout(run_fragment_probe(spirv::core_fragment_layout_bf16));
+    }
+  }
+
+  // Runs one of the fragment-layout probes (shaders/core/fragment_layout_*)
+  // as one workgroup and returns the words it wrote; none where the build
+  // did not compile it. The buffer is host-visible and the pipeline is not
+  // memoised: neither outlives the call.
+  std::vector<std::uint32_t> run_fragment_probe(std::span<const std::uint32_t> module) const {
+    if (module.empty()) return {};
+    return detail::vk_call("reading the cooperative-matrix fragment layout", [&] {
+      const auto& d = *device_dispatch_;
+      const vk::DeviceSize bytes = detail::fragment_probe_words * sizeof(std::uint32_t);
+      const Owned<vk::Buffer> buffer(
+          device_,
+          device_.createBuffer(vk::BufferCreateInfo({}, bytes, vk::BufferUsageFlagBits::eStorageBuffer), allocator_, d),
+          d.vkDestroyBuffer, allocator_);
+      const auto req = device_.getBufferMemoryRequirements(*buffer, d);
+      const auto types = physical_.getMemoryProperties(*instance_dispatch_);
+      const auto want = vk::MemoryPropertyFlagBits::eHostVisible | vk::MemoryPropertyFlagBits::eHostCoherent;
+      std::uint32_t type = 0;
+      while (type < types.memoryTypeCount &&
+             !((req.memoryTypeBits >> type & 1u) && (types.memoryTypes[type].propertyFlags & want) == want))
+        ++type;
+      if (type == types.memoryTypeCount) return std::vector<std::uint32_t>{};
+      const Owned<vk::DeviceMemory> memory(
+          device_, device_.allocateMemory(vk::MemoryAllocateInfo(req.size, type), allocator_, d), d.vkFreeMemory,
+          allocator_);
+      device_.bindBufferMemory(*buffer, *memory, 0, d);
+      const Pipeline pipeline(device_, d, allocator_, {}, {module.data(), module.size(), {}, 1, 0, 0});
+      submitter_->submit_and_wait([&](vk::CommandBuffer cmd) {
+        cmd.fillBuffer(*buffer, 0, VK_WHOLE_SIZE, 0xffffffffu, d);
+        const vk::MemoryBarrier filled(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderWrite);
+        cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
+                            filled, {}, {}, d);
+        const vk::DescriptorBufferInfo out(*buffer, 0, bytes);
+        const vk::WriteDescriptorSet write({}, 0, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &out);
+        cmd.bindPipeline(vk::PipelineBindPoint::eCompute, pipeline.pipeline(), d);
+        cmd.pushDescriptorSetKHR(vk::PipelineBindPoint::eCompute, pipeline.layout(), 0, write, d);
+        cmd.dispatch(1, 1, 1, d);
+        const vk::MemoryBarrier written(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eHostRead);
+        cmd.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eHost, {}, written,
+                            {}, {}, d);
+      });
+      std::vector<std::uint32_t> words(detail::fragment_probe_words);
+      std::memcpy(words.data(), device_.mapMemory(*memory, 0, bytes, {}, d), bytes);
+      device_.unmapMemory(*memory, d);
+      return words;
     });
   }
 

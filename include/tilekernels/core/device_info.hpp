@@ -23,6 +23,17 @@ struct MatrixTile {
   bool operator==(const MatrixTile&) const = default;
 };
 
+// Which 16 x 16 fragments of a subgroup of 32 hold their elements where
+// mma.sync's m16n8k16 puts them (core/fragment_layout.hpp): lane 4 g + j
+// holds 8 elements, element i of A and of the f32 accumulator at row
+// g + 8 (i >> 2), column 2 j + (i & 1) + 8 ((i >> 1) & 1), of B at the
+// transpose. Read back from the device when a Context is created; all
+// false where it was not read.
+struct MmaLayout {
+  bool a = false, b = false, accumulator = false;
+  bool operator==(const MmaLayout&) const = default;
+};
+
 struct DeviceInfo {
   std::string name;
   std::uint32_t vendor_id = 0;
@@ -84,6 +95,10 @@ struct DeviceInfo {
   // shaderFloat16, storageBuffer16BitAccess):
   // bf16 x bf16 -> fp32 16x16x16 tiles in subgroup scope, bf16 shader values.
   bool cooperative_matrix_bf16 = false;
+  // The layouts of fp16 and bf16 16 x 16 fragments at subgroups of 32, where
+  // the device has such matrices and the Context read them
+  // (ContextOptions::probe_fragment_layouts).
+  MmaLayout fp16_layout, bf16_layout;
   bool int64_atomics = false;  // shaderInt64 and shaderBufferInt64Atomics
   bool pipeline_statistics = false;    // pipelines capture the driver's statistics (ContextOptions)
   // VK_EXT_pipeline_robustness (pipelineRobustness): the library's pipelines

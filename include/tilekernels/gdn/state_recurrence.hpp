@@ -22,9 +22,10 @@
 //                                      before v_new is written over it)
 //   final_state   like initial_state, f32 out, optional
 //
-// Paths: tensor_core_bf16_rows (NVIDIA; each subgroup holds 16 columns of
-// S in f32 accumulators for the whole sequence and feeds them to both
-// products as operands, so only w and k are fragment loads; K <= 128),
+// Paths: tensor_core_bf16_rows (fragments in the m16n8k16 layout; each
+// subgroup holds 16 columns of S in f32 accumulators for the whole sequence
+// and feeds them to both products as operands, so only w and k are
+// fragment loads; K <= 128),
 // tensor_core_bf16 (any VK_KHR_cooperative_matrix bf16 device: the state
 // tiles spread over (BT / 16)(BV / 16) subgroups, bf16(S) staged through
 // shared memory; the next chunk's loads in flight while one computes; K <=
@@ -96,12 +97,12 @@ struct StateRecurrenceConfig {
 // Whether the rows kernel may run: its products take their A operands from
 // accumulators element by element, which needs both kinds of 16 x 16
 // fragment to put element i at the same position, and it reads an
-// accumulator element's column from its lane as NVIDIA's layout puts it.
-// NVIDIA's drivers do both (tests/gdn/test_state_recurrence.cpp,
-// CoopmatBf16Layout); other vendors' layouts differ or are unknown.
+// accumulator element's column from its lane as the m16n8k16 layout puts
+// it. Both hold where the Context read that layout back for bf16 A
+// operands and accumulators (DeviceInfo::bf16_layout).
 inline bool state_rows_layout(const DeviceInfo& info) {
-  return info.vendor_id == 0x10de && info.cooperative_matrix_bf16 && info.subgroup_size == 32 &&
-         info.subgroups_as_reported;
+  return info.cooperative_matrix_bf16 && info.subgroup_size == 32 && info.subgroups_as_reported &&
+         info.bf16_layout.a && info.bf16_layout.accumulator;
 }
 
 template <class Config>
