@@ -7,6 +7,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "tilekernels/core/context.hpp"
 
@@ -41,6 +42,21 @@ class Buffer {
       device.bindBufferMemory(*buffer_, *memory_, 0, d);
     });
     host_visible_ = host_visible;
+  }
+  // After a fence wait of the Context ran out (Context::abandoned), the
+  // device may still use the buffer: it is leaked, not freed.
+  ~Buffer() { leak_if_abandoned(); }
+  Buffer(Buffer&&) noexcept = default;
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      leak_if_abandoned();
+      ctx_ = o.ctx_;
+      bytes_ = o.bytes_;
+      host_visible_ = o.host_visible_;
+      buffer_ = std::move(o.buffer_);
+      memory_ = std::move(o.memory_);
+    }
+    return *this;
   }
 
   // Empty when the device may hold one allocation of `bytes` bytes, else
@@ -96,6 +112,13 @@ class Buffer {
   }
 
  private:
+  void leak_if_abandoned() noexcept {
+    if (ctx_->abandoned()) {
+      buffer_.leak();
+      memory_.leak();
+    }
+  }
+
   void* map(std::size_t offset, std::size_t bytes) const {
     return detail::vk_call("mapping memory", [&] {
       return ctx_->device().mapMemory(*memory_, offset, bytes, {}, ctx_->dispatcher());

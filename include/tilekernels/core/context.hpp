@@ -217,6 +217,22 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   ~Context() {
+    if (abandoned()) {
+      // The device may still run work that uses the pipelines, the command
+      // pool and (own device) the device itself: all are leaked, as is the
+      // loader that the driver's threads may still call into.
+      (void)pipelines_.release();
+      (void)submitter_.release();
+      if (own_device_) {
+        if (messenger_) {
+          (void)messenger_->release();
+          (void)log_.release();  // the messenger's user data
+        }
+        if (own_instance_) (void)own_instance_->release();
+        if (raii_) (void)new vk::raii::Context(std::move(*raii_));
+      }
+      return;
+    }
     pipelines_.reset();
     submitter_.reset();
     if (own_device_) device_dispatch_->vkDestroyDevice(static_cast<VkDevice>(device_), c_allocator());
@@ -289,6 +305,13 @@ class Context {
   }
   // Queue submissions this Context has made (its submit-and-wait path only).
   std::uint64_t submissions() const noexcept { return submitter_->submissions(); }
+  // Whether one of those waits ran out with its work still pending. The
+  // device may then still use anything the library allocated, so from then
+  // on nothing is freed: the Buffers and Tensors of this Context, its
+  // pipelines and command pool and (its own) device are leaked when they
+  // are destroyed. Treat the device as lost: destroy the Context and make
+  // a new one.
+  bool abandoned() const noexcept { return submitter_ && submitter_->abandoned(); }
 
  private:
   struct Log {

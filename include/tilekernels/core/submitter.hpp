@@ -43,17 +43,20 @@ class Submitter {
                                             d)
           .front();
     });
-    // Freed however this returns (the pool is the Context's).
+    // Freed however this returns (the pool is the Context's), unless the
+    // wait ran out with the work still pending.
     struct Free {
       const Submitter* s;
       vk::CommandBuffer cmd;
-      ~Free() { s->device_.freeCommandBuffers(*s->pool_, cmd, *s->dispatch_); }
+      ~Free() {
+        if (cmd) s->device_.freeCommandBuffers(*s->pool_, cmd, *s->dispatch_);
+      }
     } free_it{this, cmd};
     vk_call("recording a command buffer",
             [&] { cmd.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit), d); });
     record(cmd);
     vk_call("recording a command buffer", [&] { cmd.end(d); });
-    const Owned<vk::Fence> fence = vk_call("creating a fence", [&] {
+    Owned<vk::Fence> fence = vk_call("creating a fence", [&] {
       return Owned<vk::Fence>(device_, device_.createFence(vk::FenceCreateInfo(), allocator_, d), d.vkDestroyFence,
                               allocator_);
     });
@@ -62,22 +65,39 @@ class Submitter {
     check(static_cast<vk::Result>(
               d.vkQueueSubmit(queue_, 1, reinterpret_cast<const VkSubmitInfo*>(&submit), static_cast<VkFence>(*fence))),
           "vkQueueSubmit");
-    wait(*fence);
+    try {
+      wait(*fence);
+    } catch (const Error& e) {
+      // The device may still run this command buffer (abandoned()).
+      if (e.code() == ErrorCode::timeout) {
+        free_it.cmd = vk::CommandBuffer{};
+        fence.leak();
+      }
+      throw;
+    }
   }
 
   // Waits for a fence with the configured timeout; a timeout or a lost
-  // device becomes an Error (the caller's work may still be in flight).
+  // device becomes an Error. After a timeout the work may still be in
+  // flight: abandoned() is true from then on.
   void wait(vk::Fence fence) const {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
     const VkFence f = fence;
     const auto result = static_cast<vk::Result>(
         dispatch_->vkWaitForFences(static_cast<VkDevice>(device_), 1, &f, VK_TRUE, static_cast<std::uint64_t>(ns)));
-    if (result == vk::Result::eTimeout)
-      throw Error(ErrorCode::timeout, "a fence wait exceeded " + std::to_string(timeout_.count()) + " ms");
+    if (result == vk::Result::eTimeout) {
+      abandoned_ = true;
+      throw Error(ErrorCode::timeout, "a fence wait exceeded " + std::to_string(timeout_.count()) +
+                                          " ms; the Context frees nothing from now on (Context::abandoned)");
+    }
     check(result, "vkWaitForFences");
   }
 
   std::uint64_t submissions() const noexcept { return submissions_.load(); }
+  // Whether a wait ran out with its work still pending: the device may
+  // still use anything that work references, so nothing the library
+  // allocated is freed afterwards.
+  bool abandoned() const noexcept { return abandoned_.load(); }
 
  private:
   static void check(vk::Result result, const char* what) {
@@ -92,6 +112,7 @@ class Submitter {
   Owned<vk::CommandPool> pool_;
   std::recursive_mutex mutex_;  // the pool and the queue
   std::atomic<std::uint64_t> submissions_{0};
+  mutable std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace tilekernels::detail

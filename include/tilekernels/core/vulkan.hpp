@@ -58,6 +58,9 @@ class Owned {
                reinterpret_cast<const VkAllocationCallbacks*>(allocator_));
     handle_ = Handle{};
   }
+  // Gives the handle up without destroying it (an object the device may
+  // still be using after a fence wait ran out: Submitter).
+  void leak() noexcept { handle_ = Handle{}; }
 
  private:
   vk::Device device_;
