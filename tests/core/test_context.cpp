@@ -62,6 +62,18 @@ TEST(ContextOptionsTest, TimedOutWorkKeepsItsMemory) {
   ContextOptions options;
   options.validation = false;
   options.fence_timeout = std::chrono::milliseconds(0);  // a poll: no device finishes 1 GiB of fills before it
+  {
+    // The fragment-layout probe waits too: where it runs, it cannot finish
+    // within that either, and the Context is made abandoned, layouts unknown.
+    Context probed(options);
+    if (probed.abandoned()) {
+      EXPECT_EQ(probed.info().fp16_layout, MmaLayout{});
+      EXPECT_EQ(probed.info().bf16_layout, MmaLayout{});
+    }
+    std::printf("[context] a zero fence timeout: the probe %s\n",
+                probed.abandoned() ? "ran out, the Context is abandoned" : "did not run or finished");
+  }
+  options.probe_fragment_layouts = false;
   auto ctx = std::make_unique<Context>(options);
   EXPECT_FALSE(ctx->abandoned());
   auto buffer = std::make_unique<Buffer>(*ctx, std::size_t(64) << 20);

@@ -429,11 +429,19 @@ class Context {
     });
     if (options_.probe_fragment_layouts && !force_portable_ && info_.subgroup_size == 32 &&
         info_.subgroups_as_reported) {
-      const auto& listed = info_.fp16_tiles_listed;
-      if (info_.cooperative_matrix_fp16 && std::find(listed.begin(), listed.end(), MatrixTile{16, 16, 16}) != listed.end())
-        info_.fp16_layout = detail::read_mma_layout(run_fragment_probe(spirv::core_fragment_layout_fp16));
-      if (info_.cooperative_matrix_bf16)
-        info_.bf16_layout = detail::read_mma_layout(run_fragment_probe(spirv::core_fragment_layout_bf16));
+      // A probe that fails leaves its layout unknown (its variants are not
+      // taken); one whose wait runs out leaves the Context abandoned().
+      // Only a lost device fails the Context.
+      try {
+        const auto& listed = info_.fp16_tiles_listed;
+        if (info_.cooperative_matrix_fp16 &&
+            std::find(listed.begin(), listed.end(), MatrixTile{16, 16, 16}) != listed.end())
+          info_.fp16_layout = detail::read_mma_layout(run_fragment_probe(spirv::core_fragment_layout_fp16));
+        if (info_.cooperative_matrix_bf16)
+          info_.bf16_layout = detail::read_mma_layout(run_fragment_probe(spirv::core_fragment_layout_bf16));
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::device_lost) throw;
+      }
     }
   }
 
@@ -446,7 +454,7 @@ class Context {
     return detail::vk_call("reading the cooperative-matrix fragment layout", [&] {
       const auto& d = *device_dispatch_;
       const vk::DeviceSize bytes = detail::fragment_probe_words * sizeof(std::uint32_t);
-      const Owned<vk::Buffer> buffer(
+      Owned<vk::Buffer> buffer(
           device_,
           device_.createBuffer(vk::BufferCreateInfo({}, bytes, vk::BufferUsageFlagBits::eStorageBuffer), allocator_, d),
           d.vkDestroyBuffer, allocator_);
@@ -458,11 +466,27 @@ class Context {
              !((req.memoryTypeBits >> type & 1u) && (types.memoryTypes[type].propertyFlags & want) == want))
         ++type;
       if (type == types.memoryTypeCount) return std::vector<std::uint32_t>{};
-      const Owned<vk::DeviceMemory> memory(
+      Owned<vk::DeviceMemory> memory(
           device_, device_.allocateMemory(vk::MemoryAllocateInfo(req.size, type), allocator_, d), d.vkFreeMemory,
           allocator_);
       device_.bindBufferMemory(*buffer, *memory, 0, d);
-      const Pipeline pipeline(device_, d, allocator_, {}, {module.data(), module.size(), {}, 1, 0, 0});
+      auto pipeline_owner =
+          std::make_unique<Pipeline>(device_, d, allocator_, vk::PipelineCache{},
+                                     PipelineKey{module.data(), module.size(), {}, 1, 0, 0});
+      const Pipeline& pipeline = *pipeline_owner;
+      // After a wait that ran out, the device may still use all three.
+      struct Abandon {
+        const detail::Submitter& submitter;
+        Owned<vk::Buffer>& buffer;
+        Owned<vk::DeviceMemory>& memory;
+        std::unique_ptr<Pipeline>& pipeline;
+        ~Abandon() {
+          if (!submitter.abandoned()) return;
+          buffer.leak();
+          memory.leak();
+          (void)pipeline.release();
+        }
+      } abandon{*submitter_, buffer, memory, pipeline_owner};
       submitter_->submit_and_wait([&](vk::CommandBuffer cmd) {
         cmd.fillBuffer(*buffer, 0, VK_WHOLE_SIZE, 0xffffffffu, d);
         const vk::MemoryBarrier filled(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderWrite);

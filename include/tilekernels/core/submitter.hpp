@@ -31,6 +31,10 @@ class Submitter {
   }
   Submitter(const Submitter&) = delete;
   Submitter& operator=(const Submitter&) = delete;
+  // The pool of an abandoned() Submitter may hold a pending command buffer.
+  ~Submitter() {
+    if (abandoned_) pool_.leak();
+  }
 
   // Records with `record` into a fresh command buffer, submits it and waits
   // (with the fence timeout). Thread-safe; for setup, tests and tools, not
