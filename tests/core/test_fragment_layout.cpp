@@ -90,7 +90,9 @@ void expect_layout(const char* type, std::span<const std::uint32_t> module, bool
               seen.b, seen.accumulator);
   for (std::uint32_t i = 0; i < std::min<std::uint32_t>(w[17], 16); ++i) std::printf(" %u", w[17 + 1 + i]);
   std::printf("\n");
-  if (ctx.info().vendor_id == 0x10de) EXPECT_EQ(seen, (MmaLayout{true, true, true}));
+  if (ctx.info().vendor_id == 0x10de) {
+    EXPECT_EQ(seen, (MmaLayout{true, true, true}));
+  }
 }
 
 TEST(FragmentLayout, ContextReadsTheDevice) {
