@@ -8,7 +8,7 @@
 // is correct only on the layout it was written for. The ones here are
 // written for mma.sync's m16n8k16 layout at subgroups of 32 (MmaLayout),
 // and a Context reads the layout each driver actually uses when it is
-// created (Context::probe_fragment_layouts, shaders/core/fragment_layout_*),
+// created (ContextOptions::probe_fragment_layouts, shaders/core/fragment_layout_*),
 // so that eligibility rests on what the driver does, not on who made it.
 #pragma once
 
