@@ -112,7 +112,7 @@ if(NOT _tilekernels_glslc_has_GL_KHR_cooperative_matrix AND NOT _tilekernels_gls
 endif()
 
 set(TILEKERNELS_SHADER_FILTER "" CACHE STRING
-    "Regex on shader paths relative to shaders/ (e.g. ^gdn/): build only those; empty builds all")
+    "Regex on shader paths relative to shaders/ (e.g. ^gdn/): build only those (and shaders/core); empty builds all")
 
 # _tilekernels_add_shaders(<target> <shader dir> <generated include dir>
 #                          [FAMILIES <family>...] [EXCLUDE <family>...]
@@ -172,7 +172,9 @@ function(_tilekernels_add_shaders target shader_dir gen_dir)
       endif()
     endforeach()
     set(filtered FALSE)
-    if(TILEKERNELS_SHADER_FILTER AND NOT rel MATCHES "${TILEKERNELS_SHADER_FILTER}")
+    # shaders/core are the Context's own (core/context.hpp includes them):
+    # every build has them.
+    if(TILEKERNELS_SHADER_FILTER AND NOT rel MATCHES "${TILEKERNELS_SHADER_FILTER}" AND NOT family STREQUAL "core")
       set(filtered TRUE)
     endif()
     set(use_glslang FALSE)
