@@ -11,8 +11,9 @@
 // bench/compare/decode_attention_torch.py (PyTorch SDPA, bf16) on the same GPU.
 // Args: batch, keys per sequence, q_len, then workgroup, keys per invocation,
 // splits (0: automatic) for the sweeps, and 1 to force the CUDA-core
-// (subgroup) variant, 2 the tensor-core one, where the automatic choice
-// would take another.
+// (subgroup) variant, 2 the first tensor-core one, 3 the staged
+// tensor-core one (what devices without the lanes variant's layout take),
+// where the automatic choice would take another.
 // g++ 12 reports copying DecodeAttentionArgs (decode_step's per-set
 // copies) as "may be used uninitialized": a false positive that -Werror
 // would turn into a failed build. Clang does not report it.
@@ -100,7 +101,8 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
     const auto path = state.range(6) == 1 ? tilekernels::Path::subgroup : tilekernels::Path::tensor_core_fp16;
     const tilekernels::Variant<aura::DecodeAttentionProblem>* forced = nullptr;
     for (const auto& v : kernel.variants)
-      if (v.path == path && eligibility(ctx, v, path == tilekernels::Path::subgroup ? problem : wide)) {
+      if (v.path == path && (state.range(6) != 3 || v.name == "tensor_core_fp16") &&
+          eligibility(ctx, v, path == tilekernels::Path::subgroup ? problem : wide)) {
         forced = &v;
         break;
       }
@@ -247,6 +249,10 @@ BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->ArgsProduct({{1}, {32768}, {4}, {0}, {0}, {16, 32, 64}, {2}})
     ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {1, 4, 8}, {2}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The staged tensor-core variant at the headline shapes.
+void BM_DecodeAttentionStaged(benchmark::State& state) { decode_step(state, 4, 4); }
+BENCHMARK(BM_DecodeAttentionStaged)->Name("Sweep_DecodeAttentionK4V4Staged")->TK_DECODE_SHAPES_(3)->UseManualTime()
+    ->Iterations(10)->Unit(benchmark::kMicrosecond);
 // Where the lanes variant overtakes the CUDA-core one below 16 rows per KV
 // head (decode_attention.hpp, lanes_rule): both forced, automatic geometry.
 void BM_DecodeAttentionCrossover(benchmark::State& state) { decode_step(state, 4, 4); }
