@@ -238,12 +238,6 @@ uvec4 tk_cm_share16(TkFrag m, bool colmajor) {
 
 #endif  // TK_COOPMAT_EMULATE
 
-// Row- and column-number tiles: n stored as the float 2^23 + n (bits
-// TK_CM_IDX_BIAS + n), loaded as accumulators, read back by an integer
-// subtraction. tk_cm_index_words(e) is word e of the two tiles (256 words
-// each, row-major): the row tile first, then the column tile.
-const uint TK_CM_IDX_BIAS = 0x4b000000u;
-uint tk_cm_index_word(uint e) { return TK_CM_IDX_BIAS + (e < 256u ? (e & 255u) / 16u : e & 15u); }
-uint tk_cm_pos(float x) { return floatBitsToUint(x) - TK_CM_IDX_BIAS; }
+#include "index_tile.glsl"
 
 #endif

@@ -53,11 +53,14 @@ const uint TK_MMA_PARTS = 4u;        // the most device tiles one matrix takes (
   [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RK * TK_MMA_RN; ++tk_p)                          \
     coopMatLoad((m)[tk_p], buf, (off) + (tk_p % TK_MMA_RN) * MMA_N * (stride) + (tk_p / TK_MMA_RN) * (MMA_K / 8u), \
                 stride, gl_CooperativeMatrixLayoutColumnMajor)
-// f32 accumulator, row-major.
-#define TK_MMA_STORE_C_ROW(m, buf, off, stride)                                                   \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)                          \
-    coopMatStore((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RN) * MMA_M * (stride) + (tk_p % TK_MMA_RN) * (MMA_N / 4u), \
-                 stride, gl_CooperativeMatrixLayoutRowMajor)
+// f32 accumulator, row-major (part p from TK_MMA_C_AT).
+#define TK_MMA_C_AT(p, off, stride) ((off) + ((p) / TK_MMA_RN) * MMA_M * (stride) + ((p) % TK_MMA_RN) * (MMA_N / 4u))
+#define TK_MMA_LOAD_C_ROW(m, buf, off, stride)                                 \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatLoad((m)[tk_p], buf, TK_MMA_C_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
+#define TK_MMA_STORE_C_ROW(m, buf, off, stride)                                \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatStore((m)[tk_p], buf, TK_MMA_C_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
 
 // A 16 x 16 f32 tile stored to shared scratch is read back in 32 pieces of
 // 8 columns, piece p being row p / 2, columns 8 (p % 2)..; lane l takes
