@@ -2,8 +2,8 @@
 #version 460
 //! requires GL_KHR_cooperative_matrix
 // AURA decode attention on cooperative matrices (VK_KHR_cooperative_matrix,
-// 16x16x16 fp16 tiles, f32 accumulators, subgroups of 32, shuffles): the
-// kernel is decode_attention_tc.glsl.
+// fp16 operands and f32 accumulators on the device's tile, any subgroup
+// size, shuffles): the kernel is decode_attention_tc.glsl.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require

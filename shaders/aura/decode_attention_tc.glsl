@@ -2,14 +2,14 @@
 // AURA decode attention on tensor cores: the math, bindings and
 // specialization constants of decode_attention.comp (include/tilekernels/
 // aura/decode_attention.hpp has both), with S = Q K^T and O += P V as
-// 16x16x16 fp16 matrix products (f32 accumulators). Included by
-// decode_attention_tc.comp (KHR cooperative matrices) and by its emulated
-// twin shaders/test/aura_decode_attention_tc_emulated.comp (coopmat.glsl's
-// plain-GLSL matrices, so the tests run this code on lavapipe).
+// 16x16x16 fp16 matrix products (f32 accumulators) composed of the tiles
+// the device lists (shaders/common/mma.glsl). Included by
+// decode_attention_tc.comp (the staged variant) and
+// decode_attention_tc_lanes.comp.
 //
 // Geometry (invariants the host relies on):
 // - workgroup (x = (seq * kv_heads + kv_head) * splits + split, y = row
-//   chunk) of NW = WG / 32 (virtual) subgroups owns 16 query rows (ROW_VECS
+//   chunk) of NW = WG / SUBGROUP subgroups owns 16 query rows (ROW_VECS
 //   = 4) of one KV head: row r = i * gqa + g as in decode_attention.comp,
 //   rows past gqa * q_len padding (never visible, never written). The 16
 //   rows are the M dimension of every product, so GQA 4 with one new token
@@ -20,12 +20,17 @@
 //   block and keeps its own softmax state; the NW states are merged at the
 //   end, then decode_attention_finish.glsl publishes the state (splits)
 //   or writes the output, as in the CUDA-core kernel.
+// - the staged variant's lane work is written for 32 virtual lanes per
+//   subgroup: lane l takes v = l + y SUBGROUP for each piece y that
+//   exists (mma.glsl's tk_mma_piece; per-piece arrays are sized by the
+//   specialization constant TK_MMA_PIECES, so a subgroup of 32 or more
+//   holds one), so it runs at any subgroup size.
 // - per 16-key tile, a subgroup: decodes K's codes through the codebook
-//   into fp16 rows in its shared stage (lane l: key l / 2, dims
-//   (l % 2) DIM / 2 ..), S = Q K^T (DIM / 16 products, Q's fragments held
+//   into fp16 rows in its shared stage (virtual lane v: key v / 2, dims
+//   (v % 2) DIM / 2 ..), S = Q K^T (DIM / 16 products, Q's fragments held
 //   since the prologue), decodes V into the same stage, computes the
-//   tile's weights (lanes 2r and 2r + 1: row r, 8 keys each; the row
-//   maximum through one shuffle), rescales O where its reference maximum
+//   tile's weights (virtual lanes 2r and 2r + 1: row r, 8 keys each; the
+//   row maximum through one shuffle), rescales O where its reference maximum
 //   moved, then O += P V (DIM / 16 products). The tile after next's page id and the next
 //   tile's code words and norms are loaded one tile ahead.
 // - numerics: fp16 operands. Q is scaled per row by a power of two into
@@ -38,10 +43,11 @@
 //   fp16. Accurate to ~1e-4 relative: the variant serves bf16 and
 //   f16 outputs only (decode_attention.hpp).
 // - element positions of accumulators are learnt from a row-index tile
-//   (coopmat.glsl), never assumed, except in the lanes variant
-//   (TK_TC_LANES: decode_attention_tc_lanes.comp, coded K and V), whose
-//   tile loop (decode_attention_tc_lanes.glsl) builds the operands in
-//   registers in a known layout; it shares the rest of this file, with Q's
+//   (index_tile.glsl), never assumed, except in the lanes variant
+//   (TK_TC_LANES: decode_attention_tc_lanes.comp, coded K and V, the
+//   device's 16x16x16 tile at subgroups of 32), whose tile loop
+//   (decode_attention_tc_lanes.glsl) builds the operands in registers in
+//   a known layout; it shares the rest of this file, with Q's
 //   and O's dims in its orders (TK_TC_OCOL for O) and 16-aligned
 //   tiles.
 #extension GL_EXT_control_flow_attributes : require
@@ -50,13 +56,14 @@
 #include "../common/convert.glsl"
 #include "../common/softmax_state.glsl"
 #include "../common/aura_cache.glsl"
-#include "../common/coopmat.glsl"
+#include "../common/index_tile.glsl"
 
 TK_DECLARE_SPEC(TK_DECODE_ATTENTION_SPEC)
 TK_DECLARE_PUSH(TK_DECODE_ATTENTION_PUSH)
+#include "../common/mma.glsl"
 
 const uint WG = gl_WorkGroupSize.x;
-const uint NW = WG / 32u;  // subgroups
+const uint NW = WG / SUBGROUP;  // subgroups
 const uint RV = ROW_VECS;  // 4
 const uint ROWS = 4u * RV;  // the chunk's rows: 16 (the lanes variant: 4, 8 or 16)
 const uint MR = 16u;        // rows of the matrix tiles (past ROWS: padding)
@@ -135,7 +142,7 @@ const uint IDX_OFF = TK_TC_LANES != 0 ? 16u * (HALVES > 1u ? KS : OS) : NW * STA
 #endif
 
 shared uvec4 smem[IDX_OFF + 64u];
-shared vec4 s_scratch[TK_DECODE_ATTENTION_TC_SCRATCH];  // the queries as floats; decode_attention_finish.glsl
+shared vec4 s_scratch[TK_DECODE_ATTENTION_TC_SCRATCH(DIM, TK_TC_LANES)];  // the queries as floats; decode_attention_finish.glsl
 shared uint s_cbk[K_LEVELS], s_cbv[V_LEVELS];             // codebooks as fp16 bits
 shared float s_kn[NW * KT], s_lvn[NW * KT];               // the tile's K norms, ln V norms
 shared float s_alpha[NW * MR];                          // per subgroup and row: O's rescale factor
@@ -208,9 +215,18 @@ shared float s_red[WG];
     }                                                                                          \
   }
 
+// O's rows scaled by the calling subgroup's factors in s_alpha (element i
+// of part p sits in row tk_cm_pos(row_of[p][i])).
+#define TK_TC_RESCALE_O()                                                   \
+  [[unroll]] for (uint p_ = 0; p_ < TK_MMA_RM * TK_MMA_RN; ++p_)             \
+    [[unroll]] for (uint i_ = 0; i_ < uint(row_of[p_].length()); ++i_) {     \
+      const float a_ = s_alpha[warp * MR + tk_cm_pos(row_of[p_][i_])];       \
+      [[unroll]] for (uint t_ = 0; t_ < DT; ++t_) o_acc[t_][p_][i_] *= a_;   \
+    }
+
 void main() {
   const uint inv = gl_LocalInvocationID.x;
-  const uint warp = TK_CM_SUBGROUP_ID, lane = inv % 32u;
+  const uint warp = gl_SubgroupID, lane = inv % SUBGROUP;  // full subgroups (the pipeline requires its size)
   const uint x = gl_WorkGroupID.x + pc.group_offset;
   const uint unit = x / pc.splits, split = x % pc.splits;
   const uint seq = unit / pc.kv_heads, kvh = unit % pc.kv_heads;
@@ -240,10 +256,14 @@ void main() {
   }
   const int len = clamp(seq_len, 0, int(pc.max_pages * PAGE_TOKENS));
 
-  // Each row's visible keys [first, end); the lane's own row (lane / 2)
-  // kept for the weights; [lo, hi) over the chunk.
-  int lo = len, hi = 0, row_first = 0, row_end = 0;
-  int rf[2] = int[2](0, 0), re[2] = int[2](0, 0);  // the lanes variant: rows lane / 4 and lane / 4 + 8
+  // Each row's visible keys [first, end); each piece's row (v / 2) kept
+  // for the weights; [lo, hi) over the chunk.
+  int lo = len, hi = 0;
+#if TK_TC_LANES
+  int rf[2] = int[2](0, 0), re[2] = int[2](0, 0);  // rows lane / 4 and lane / 4 + 8
+#else
+  int row_first[TK_MMA_PIECES], row_end[TK_MMA_PIECES];
+#endif
   [[unroll]] for (uint r = 0; r < MR; ++r) {
     const uint rg = row0 + r;
     int f = 0, e = 0;
@@ -252,14 +272,18 @@ void main() {
       e = clamp(pos1, 0, len);
       f = pc.window != 0u ? clamp(pos1 - int(pc.window), 0, e) : 0;
     }
-    if (r == lane / 2u) {
-      row_first = f;
-      row_end = e;
-    }
+#if TK_TC_LANES
     if (r % 8u == lane / 4u) {
       rf[r / 8u] = f;
       re[r / 8u] = e;
     }
+#else
+    [[unroll]] for (uint y = 0; y < TK_MMA_PIECES; ++y)
+      if (r == ((lane + y * SUBGROUP) & 31u) / 2u) {
+        row_first[y] = f;
+        row_end[y] = e;
+      }
+#endif
     if (f < e) {
       lo = min(lo, f);
       hi = max(hi, e);
@@ -324,95 +348,114 @@ void main() {
   {
     const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
     const float f = 1.0 / s_qf[r];
-    [[unroll]] for (uint c = 0; c < QPI / 8u; ++c) {
-      uvec4 h;
-      [[unroll]] for (uint i = 0; i < 4u; ++i)
-        h[i] = tk_f32_to_f16(qv[8u * c + 2u * i] * f) | (tk_f32_to_f16(qv[8u * c + 2u * i + 1u] * f) << 16);
-      smem[r * KS + d0 / 8u + c] = h;
+    [[unroll]] for (uint k = 0; k < QPI; k += 2u) {
+      const uint w = 4u * r * KS + (d0 + k) / 2u;
+      smem[w / 4u][w % 4u] = tk_f32_to_f16(qv[k] * f) | (tk_f32_to_f16(qv[k + 1u] * f) << 16);
     }
   }
 #endif
   barrier();
-  TK_CMH_A qa[DT];
+  TK_MMA_A qa[DT][TK_MMA_PARTS];
   const uint half_ = warp % HALVES;  // the subgroup's half of the dims
-  [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_LOADH_ROW(qa[t], smem, half_ * (DL / 8u) + 2u * t, KS);
-  TK_CMH_ACC row_of;  // element i sits in row tk_cm_pos(TK_CM_EL(row_of, i))
-  TK_CMH_LOAD32_ROW(row_of, smem, IDX_OFF, 4u);
-  TK_CMH_ACC o_acc[DT];
-  [[unroll]] for (uint t = 0; t < DT; ++t) o_acc[t] = TK_CM_FILL(TK_CMH_ACC, 0.0);
+  [[unroll]] for (uint t = 0; t < DT; ++t) TK_MMA_LOAD_A_ROW(qa[t], smem, half_ * (DL / 8u) + 2u * t, KS);
+  TK_MMA_C row_of[TK_MMA_PARTS];  // element i of part p sits in row tk_cm_pos(row_of[p][i])
+  TK_MMA_LOAD_C_ROW(row_of, smem, IDX_OFF, 4u);
+  TK_MMA_C o_acc[DT][TK_MMA_PARTS];
+  [[unroll]] for (uint t = 0; t < DT; ++t) TK_MMA_FILL(o_acc[t], 0.0);
   barrier();  // the queries are read before the stages are written
 
 #if TK_TC_LANES
 #include "decode_attention_tc_lanes.glsl"
 #else
-  const uint key = lane / 2u, hlf = lane % 2u;
-  const float row_qf = s_qf[lane / 2u];
-  float m_run = TK_NEG_INF, mo_run = TK_NEG_INF, l_run = 0.0;
+  // Per piece y (virtual lane v = lane + y SUBGROUP, those of the lanes
+  // past 31 of a subgroup of 64 being copies that store nothing): key
+  // v / 2, half v % 2 for the loads; row v / 2, keys 8 (v % 2) .. for the
+  // weights, with that row's running state.
+#define TK_TC_PIECES [[unroll]] for (uint y = 0; y < TK_MMA_PIECES; ++y)
+  float row_qf[TK_MMA_PIECES], m_run[TK_MMA_PIECES], mo_run[TK_MMA_PIECES], l_run[TK_MMA_PIECES];
+  TK_TC_PIECES {
+    row_qf[y] = s_qf[((lane + y * SUBGROUP) & 31u) / 2u];
+    m_run[y] = mo_run[y] = TK_NEG_INF;
+    l_run[y] = 0.0;
+  }
   // Loads one tile ahead (page ids two ahead): tile b of this subgroup
   // starts at lo + b BT + 16 warp; keys at or past hi are loaded at hi - 1.
-  uint kw[LKW], vw[LVW];
-  float nrm = 0.0;
-  uint page_next = 0u;
+  uint kw[TK_MMA_PIECES][LKW], vw[TK_MMA_PIECES][LVW];
+  float nrm[TK_MMA_PIECES];
+  uint page_next[TK_MMA_PIECES];
   const uint hi_key = uint(max(hi - 1, 0));
-  if (b0 < b1) {
-    const uint t0 = min(uint(lo) + b0 * BT + warp * KT + key, hi_key);
-    const uint row = (load_page(seq, t0 / PAGE_TOKENS) * pc.kv_heads + kvh) * PAGE_TOKENS + t0 % PAGE_TOKENS;
-    TK_LOAD_WORDS(kw, LKW, KW, k_words, k_words2, k_words4, row, hlf * LKW, TK_HALF_VEC(LKW))
-    TK_LOAD_WORDS(vw, LVW, VW, v_words, v_words2, v_words4, row, hlf * LVW, TK_HALF_VEC(LVW))
-    nrm = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
-    page_next = load_page(seq, min(uint(lo) + (b0 + 1u) * BT + warp * KT + key, hi_key) / PAGE_TOKENS);
-  }
+  if (b0 < b1)
+    TK_TC_PIECES {
+      const uint v = (lane + y * SUBGROUP) & 31u, key = v / 2u, hlf = v % 2u;
+      const uint t0 = min(uint(lo) + b0 * BT + warp * KT + key, hi_key);
+      const uint row = (load_page(seq, t0 / PAGE_TOKENS) * pc.kv_heads + kvh) * PAGE_TOKENS + t0 % PAGE_TOKENS;
+      TK_LOAD_WORDS(kw[y], LKW, KW, k_words, k_words2, k_words4, row, hlf * LKW, TK_HALF_VEC(LKW))
+      TK_LOAD_WORDS(vw[y], LVW, VW, v_words, v_words2, v_words4, row, hlf * LVW, TK_HALF_VEC(LVW))
+      nrm[y] = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
+      page_next[y] = load_page(seq, min(uint(lo) + (b0 + 1u) * BT + warp * KT + key, hi_key) / PAGE_TOKENS);
+    }
 
   for (uint b = b0; b < b1; ++b) {
     const uint tb = uint(lo) + b * BT + warp * KT;
-    uint kn_[LKW], vn_[LVW];
-    float nrm_next = 0.0;
-    if (b + 1u < b1) {
-      const uint t1 = min(tb + BT + key, hi_key);
-      const uint row = (page_next * pc.kv_heads + kvh) * PAGE_TOKENS + t1 % PAGE_TOKENS;
-      TK_LOAD_WORDS(kn_, LKW, KW, k_words, k_words2, k_words4, row, hlf * LKW, TK_HALF_VEC(LKW))
-      TK_LOAD_WORDS(vn_, LVW, VW, v_words, v_words2, v_words4, row, hlf * LVW, TK_HALF_VEC(LVW))
-      nrm_next = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
-      page_next = load_page(seq, min(tb + 2u * BT + key, hi_key) / PAGE_TOKENS);
-    }
+    uint kn_[TK_MMA_PIECES][LKW], vn_[TK_MMA_PIECES][LVW];
+    float nrm_next[TK_MMA_PIECES];
+    if (b + 1u < b1)
+      TK_TC_PIECES {
+        const uint v = (lane + y * SUBGROUP) & 31u, key = v / 2u, hlf = v % 2u;
+        const uint t1 = min(tb + BT + key, hi_key);
+        const uint row = (page_next[y] * pc.kv_heads + kvh) * PAGE_TOKENS + t1 % PAGE_TOKENS;
+        TK_LOAD_WORDS(kn_[y], LKW, KW, k_words, k_words2, k_words4, row, hlf * LKW, TK_HALF_VEC(LKW))
+        TK_LOAD_WORDS(vn_[y], LVW, VW, v_words, v_words2, v_words4, row, hlf * LVW, TK_HALF_VEC(LVW))
+        nrm_next[y] = hlf == 0u ? TK_LOAD_NORM(NORM_DTYPE, k_norms, row) : TK_LOAD_NORM(NORM_DTYPE, v_norms, row);
+        page_next[y] = load_page(seq, min(tb + 2u * BT + key, hi_key) / PAGE_TOKENS);
+      }
 
-    TK_CM_SYNC();  // the previous tile's products have read the stage, its rescale s_flag
+    TK_MMA_SYNC();  // the previous tile's products have read the stage, its rescale s_flag
     if (lane == 0u) s_flag[warp] = 0u;
-    TK_DECODE_ROW(kw, LKW, K_BITS, s_cbk, stage, key, hlf)
-    if (hlf == 0u) s_kn[warp * KT + key] = nrm;
-    else s_lvn[warp * KT + key] = nrm > 0.0 ? log(nrm) : TK_NEG_INF;
-    TK_CM_SYNC();
-    TK_CMH_ACC s = TK_CM_FILL(TK_CMH_ACC, 0.0);
-    [[unroll]] for (uint t = 0; t < DT; ++t) {
-      TK_CMH_B kb;  // K^T, dims 16t .. x keys: column n of it is key n's row
-      TK_CMH_LOADH_COL(kb, smem, stage + 2u * t, KS);
-      s = TK_CMH_MMA(qa[t], kb, s);
+    TK_TC_PIECES if (tk_mma_piece(y, lane)) {
+      const uint v = lane + y * SUBGROUP, key = v / 2u, hlf = v % 2u;
+      TK_DECODE_ROW(kw[y], LKW, K_BITS, s_cbk, stage, key, hlf)
+      if (hlf == 0u) s_kn[warp * KT + key] = nrm[y];
+      else s_lvn[warp * KT + key] = nrm[y] > 0.0 ? log(nrm[y]) : TK_NEG_INF;
     }
-    TK_CM_SYNC();  // K is read: V takes the stage
-    TK_DECODE_ROW(vw, LVW, V_BITS, s_cbv, stage, key, hlf)
-    TK_CMH_STORE32_ROW(s, smem, stage + S_OFF, SS);
-    TK_CM_SYNC();
+    TK_MMA_SYNC();
+    TK_MMA_C s[TK_MMA_PARTS];
+    TK_MMA_FILL(s, 0.0);
+    [[unroll]] for (uint t = 0; t < DT; ++t) {
+      TK_MMA_B kb[TK_MMA_PARTS];  // K^T, dims 16t .. x keys: column n of it is key n's row
+      TK_MMA_LOAD_B_COL(kb, smem, stage + 2u * t, KS);
+      TK_MMA(s, qa[t], kb);
+    }
+    TK_MMA_SYNC();  // K is read: V takes the stage
+    TK_TC_PIECES if (tk_mma_piece(y, lane)) {
+      const uint v = lane + y * SUBGROUP, key = v / 2u, hlf = v % 2u;
+      TK_DECODE_ROW(vw[y], LVW, V_BITS, s_cbv, stage, key, hlf)
+    }
+    TK_MMA_STORE_C_ROW(s, smem, stage + S_OFF, SS);
+    TK_MMA_SYNC();
 
-    // The weights: lane l takes row l / 2, keys 8 (l % 2) .. + 7 (its
-    // partner l ^ 1 the other half). z = S 2^e norm_k (capped, masked);
-    // m exact, l per lane (summed over the pair at the end); O's reference
-    // m_o moves only when a weight would exceed e^8 (fp16 holds that), and
-    // then O is rescaled by e^(old - new) (s_alpha, s_flag).
-    {
-      const uint row = lane / 2u, k0 = 8u * (lane % 2u);
+    // The weights: virtual lane v takes row v / 2, keys 8 (v % 2) .. + 7
+    // (its partner v ^ 1, the lane's neighbour, the other half). z = S 2^e
+    // norm_k (capped, masked); m exact, l per virtual lane (summed over the
+    // pair at the end); O's reference m_o moves only when a weight would
+    // exceed e^8 (fp16 holds that), and then O is rescaled by e^(old - new)
+    // (s_alpha, s_flag).
+    TK_TC_PIECES {
+      const uint v = (lane + y * SUBGROUP) & 31u, row = v / 2u, k0 = 8u * (v % 2u);
+      const bool own = tk_mma_piece(y, lane);
       float z[8], u[8];
       float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
       [[unroll]] for (uint q4 = 0; q4 < 2u; ++q4) {
         const vec4 sv = uintBitsToFloat(smem[stage + S_OFF + row * SS + k0 / 4u + q4]);
         [[unroll]] for (uint i = 0; i < 4u; ++i) {
           const uint j = 4u * q4 + i;
-          float v = sv[i] * row_qf * s_kn[warp * KT + k0 + j];
+          float val = sv[i] * row_qf[y] * s_kn[warp * KT + k0 + j];
           if (pc.softcap > 0.0) {
-            const float xc = v / pc.softcap;
-            v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
+            const float xc = val / pc.softcap;
+            val = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
           }
           const int t = int(tb + k0 + j);
-          z[j] = t >= row_first && t < row_end ? v : TK_NEG_INF;
+          z[j] = t >= row_first[y] && t < row_end[y] ? val : TK_NEG_INF;
           u[j] = z[j] + s_lvn[warp * KT + k0 + j];
           m_t = max(m_t, z[j]);
           mo_t = max(mo_t, u[j]);
@@ -420,9 +463,9 @@ void main() {
       }
       m_t = max(m_t, subgroupShuffleXor(m_t, 1u));
       mo_t = max(mo_t, subgroupShuffleXor(mo_t, 1u));
-      const float m_new = max(m_run, m_t);
-      const bool bump = mo_t > mo_run + 8.0;  // also the first weight above 0 (mo_run = -inf)
-      const float mo_new = bump ? mo_t : mo_run;
+      const float m_new = max(m_run[y], m_t);
+      const bool bump = mo_t > mo_run[y] + 8.0;  // also the first weight above 0 (mo_run = -inf)
+      const float mo_new = bump ? mo_t : mo_run[y];
       float l_t = 0.0;
       uint ph[4];
       [[unroll]] for (uint j = 0; j < 8u; j += 2u) {
@@ -433,45 +476,51 @@ void main() {
         }
         ph[j / 2u] = packHalf2x16(w);
       }
-      l_run = l_run * tk_softmax_rescale(m_run, m_new) + l_t;
-      const bool rescale = bump && mo_run != TK_NEG_INF;  // O is still 0 while mo_run = -inf
-      if (lane % 2u == 0u) s_alpha[warp * MR + row] = rescale ? exp(mo_run - mo_new) : 1.0;
-      if (rescale) s_flag[warp] = 1u;
-      m_run = m_new;
-      mo_run = mo_new;
-      smem[stage + P_OFF + row * 2u + lane % 2u] = uvec4(ph[0], ph[1], ph[2], ph[3]);
-    }
-    TK_CM_SYNC();
-
-    if (s_flag[warp] != 0u) {
-      TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
-        const float a = s_alpha[warp * MR + tk_cm_pos(TK_CM_EL(row_of, i))];
-        [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
+      l_run[y] = l_run[y] * tk_softmax_rescale(m_run[y], m_new) + l_t;
+      const bool rescale = bump && mo_run[y] != TK_NEG_INF;  // O is still 0 while mo_run = -inf
+      if (own) {
+        if (v % 2u == 0u) s_alpha[warp * MR + row] = rescale ? exp(mo_run[y] - mo_new) : 1.0;
+        if (rescale) s_flag[warp] = 1u;
+        smem[stage + P_OFF + row * 2u + v % 2u] = uvec4(ph[0], ph[1], ph[2], ph[3]);
       }
+      m_run[y] = m_new;
+      mo_run[y] = mo_new;
     }
-    TK_CMH_A pa;
-    TK_CMH_LOADH_ROW(pa, smem, stage + P_OFF, 2u);
+    TK_MMA_SYNC();
+
+    if (s_flag[warp] != 0u) TK_TC_RESCALE_O();
+    TK_MMA_A pa[TK_MMA_PARTS];
+    TK_MMA_LOAD_A_ROW(pa, smem, stage + P_OFF, 2u);
     [[unroll]] for (uint t = 0; t < DT; ++t) {
-      TK_CMH_B vb;  // V, keys x dims 16t ..
-      TK_CMH_LOADH_ROW(vb, smem, stage + 2u * t, KS);
-      o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
+      TK_MMA_B vb[TK_MMA_PARTS];  // V, keys x dims 16t ..
+      TK_MMA_LOAD_B_ROW(vb, smem, stage + 2u * t, KS);
+      TK_MMA(o_acc[t], pa, vb);
     }
 
-    [[unroll]] for (uint i = 0; i < LKW; ++i) kw[i] = kn_[i];
-    [[unroll]] for (uint i = 0; i < LVW; ++i) vw[i] = vn_[i];
-    nrm = nrm_next;
+    TK_TC_PIECES {
+      [[unroll]] for (uint i = 0; i < LKW; ++i) kw[y][i] = kn_[y][i];
+      [[unroll]] for (uint i = 0; i < LVW; ++i) vw[y][i] = vn_[y][i];
+      nrm[y] = nrm_next[y];
+    }
   }
 
   // The subgroups' states merged: M = max m, L = sum l e^(m - M); each
   // subgroup's O (maximum m_o) scaled by e^(m_o - M) and summed in shared
   // memory, subgroup after subgroup.
-  l_run += subgroupShuffleXor(l_run, 1u);
-  if (lane % 2u == 0u) {
-    s_wm[warp * MR + lane / 2u] = m_run;
-    s_wl[warp * MR + lane / 2u] = l_run;
+  TK_TC_PIECES {
+    l_run[y] += subgroupShuffleXor(l_run[y], 1u);
+    const uint v = lane + y * SUBGROUP;
+    if (tk_mma_piece(y, lane) && v % 2u == 0u) {
+      s_wm[warp * MR + v / 2u] = m_run[y];
+      s_wl[warp * MR + v / 2u] = l_run[y];
+    }
   }
   barrier();
-  if (lane % 2u == 0u) TK_TC_ROW_MERGE(lane / 2u, mo_run)
+  TK_TC_PIECES {
+    const uint v = lane + y * SUBGROUP;
+    if (tk_mma_piece(y, lane) && v % 2u == 0u) TK_TC_ROW_MERGE(v / 2u, mo_run[y])
+  }
+#undef TK_TC_PIECES
 #endif
   barrier();
   // The state as decode_attention_finish.glsl takes it.
@@ -498,7 +547,7 @@ void main() {
         [[unroll]] for (uint t = 0; t < DT; ++t)
           [[unroll]] for (uint e = 0; e < 4u; ++e) {
             const uint f = TK_TC_OSUM_AT(warp, k, 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1));
-            s_lut[f / 16u][f % 16u] = floatBitsToUint(TK_CM_EL(o_acc[t], e) * a);
+            s_lut[f / 16u][f % 16u] = floatBitsToUint(o_acc[t][0][e] * a);
           }
       }
       barrier();
@@ -521,22 +570,20 @@ void main() {
   } else
 #endif
   {
-    TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(row_of); ++i) {
-      const float a = s_alpha[warp * MR + tk_cm_pos(TK_CM_EL(row_of, i))];
-      [[unroll]] for (uint t = 0; t < DT; ++t) TK_CM_EL(o_acc[t], i) *= a;
-    }
+    TK_TC_RESCALE_O();
     // Subgroup w adds what subgroups 0 .. w-1 left, then (after a barrier:
     // every invocation of it has read the sum) stores its own.
     for (uint w = 0; w < NW; ++w) {
       if (warp == w && w > 0u)
         [[unroll]] for (uint t = 0; t < DT; ++t) {
-          TK_CMH_ACC prev;
-          TK_CMH_LOAD32_ROW(prev, smem, 4u * t, OS);
-          TK_CM_UNROLL for (uint i = 0; i < TK_CM_LEN(prev); ++i) TK_CM_EL(o_acc[t], i) += TK_CM_EL(prev, i);
+          TK_MMA_C prev[TK_MMA_PARTS];
+          TK_MMA_LOAD_C_ROW(prev, smem, 4u * t, OS);
+          [[unroll]] for (uint p = 0; p < TK_MMA_RM * TK_MMA_RN; ++p)
+            [[unroll]] for (uint i = 0; i < uint(prev[p].length()); ++i) o_acc[t][p][i] += prev[p][i];
         }
       barrier();
       if (warp == w)
-        [[unroll]] for (uint t = 0; t < DT; ++t) TK_CMH_STORE32_ROW(o_acc[t], smem, 4u * t, OS);
+        [[unroll]] for (uint t = 0; t < DT; ++t) TK_MMA_STORE_C_ROW(o_acc[t], smem, 4u * t, OS);
       barrier();
     }
 

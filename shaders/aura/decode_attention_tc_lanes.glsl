@@ -3,7 +3,9 @@
 // statements included in main(), in place of the staged loop, ending with
 // the subgroup's per-row states in s_wm, s_wl and its O factors in s_alpha.
 //
-// The operands are built in registers, never staged: the fragment layout is
+// The operands are built in registers, never staged, as single tiles of
+// 16x16x16 (the host requires that tile and subgroups of 32: qa[t][0] and
+// o_acc[t][0] are the prologue's whole fragments): the fragment layout is
 // mma.sync's m16n8k16, which the host requires the Context to have read
 // back from the device (aura::decode_attention_lanes_layout), lane
 // l = 4 g + j holding element i of
@@ -94,36 +96,36 @@
   {                                                                                                   \
     uint kw_[2u * LKC];                                                                               \
     [[unroll]] for (uint i = 0; i < 2u * LKC; ++i) kw_[i] = TK_TC_WORD(KC, i / LKC * LKR, i % LKC, LKR, K_GRAIN, k_sh); \
-    S = TK_CM_FILL(TK_CMH_ACC, 0.0);                                                                  \
+    S = TK_MMA_C(0.0);                                                                                 \
     [[unroll]] for (uint t = 0; t < DT; ++t) {                                                        \
-      TK_CMH_B kb;                                                                                    \
+      TK_MMA_B kb;                                                                                    \
       [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                      \
         uint w_[LKC];                                                                                 \
         [[unroll]] for (uint i = 0; i < LKC; ++i) w_[i] = kw_[h * LKC + i];                           \
         if (K_BITS <= 4u) {                                                                           \
           const f16vec2 d01 = TK_TC_KLUT(w_, LKC, 2u * t);                                            \
           const f16vec2 d23 = TK_TC_KLUT(w_, LKC, 2u * t + 1u);                                       \
-          TK_CM_EL(kb, 4u * h) = d01.x;                                                               \
-          TK_CM_EL(kb, 4u * h + 1u) = d01.y;                                                          \
-          TK_CM_EL(kb, 4u * h + 2u) = d23.x;                                                          \
-          TK_CM_EL(kb, 4u * h + 3u) = d23.y;                                                          \
+          kb[4u * h] = d01.x;                                                               \
+          kb[4u * h + 1u] = d01.y;                                                          \
+          kb[4u * h + 2u] = d23.x;                                                          \
+          kb[4u * h + 3u] = d23.y;                                                          \
         } else {                                                                                      \
-          [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(kb, 4u * h + i) = TK_TC_KLUT(w_, LKC, 4u * t + i).x; \
+          [[unroll]] for (uint i = 0; i < 4u; ++i) kb[4u * h + i] = TK_TC_KLUT(w_, LKC, 4u * t + i).x; \
         }                                                                                             \
       }                                                                                               \
-      S = TK_CMH_MMA(qa[t], kb, S);                                                                   \
+      S = coopMatMulAdd(qa[t][0], kb, S);                                                                 \
     }                                                                                                 \
   }
 #define TK_TC_SX_PUT(S, buf)                                                                           \
-  smem[(warp * 2u + (buf)) * 32u + lane] = uvec4(floatBitsToUint(TK_CM_EL(S, 0)), floatBitsToUint(TK_CM_EL(S, 1)), \
-                                                 floatBitsToUint(TK_CM_EL(S, 2)), floatBitsToUint(TK_CM_EL(S, 3)));
+  smem[(warp * 2u + (buf)) * 32u + lane] = uvec4(floatBitsToUint(S[0]), floatBitsToUint(S[1]), \
+                                                 floatBitsToUint(S[2]), floatBitsToUint(S[3]));
 #define TK_TC_SX_ADD(S, buf)                                                                           \
   {                                                                                                    \
     const vec4 p_ = uintBitsToFloat(smem[((warp ^ 1u) * 2u + (buf)) * 32u + lane]);                   \
-    [[unroll]] for (uint i = 0; i < 4u; ++i) TK_CM_EL(S, i) += p_[i];                                  \
+    [[unroll]] for (uint i = 0; i < 4u; ++i) S[i] += p_[i];                                  \
   }
   const uint base = uint(lo) & ~15u;
-  TK_CMH_ACC s_cur;  // this tile's S
+  TK_MMA_C s_cur;  // this tile's S
   uint page1 = 0u, page2 = 0u;  // the page ids of the next two tiles
   if (b0 < b1) {
     const uint t0 = base + b0 * BT + slot * KT;
@@ -151,7 +153,7 @@
     [[unroll]] for (uint c = 0; c < 4u; ++c) lvn[c] = vn[c] > 0.0 ? log(vn[c]) : TK_NEG_INF;
     // The next tile's S depends on nothing below, so its lookups and
     // products are in flight during this tile's softmax.
-    TK_CMH_ACC s_next;
+    TK_MMA_C s_next;
     if (b + 1u < b1) {
       TK_TC_LANES_S(s_next, kc)
       if (HALVES > 1u) TK_TC_SX_PUT(s_next, (b + 1u) & 1u)
@@ -167,7 +169,7 @@
       float z[4], u[4];
       float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
-        float v = TK_CM_EL(s_cur, 4u * h + c) * qf[h] * kn[c];
+        float v = s_cur[4u * h + c] * qf[h] * kn[c];
         if (pc.softcap > 0.0) {
           const float xc = v / pc.softcap;
           v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));
@@ -198,26 +200,26 @@
     }
     if (alpha[0] != 1.0 || alpha[1] != 1.0)
       [[unroll]] for (uint t = 0; t < DT; ++t)
-        [[unroll]] for (uint i = 0; i < 8u; ++i) TK_CM_EL(o_acc[t], i) *= alpha[i >> 2];
-    TK_CMH_A pa;
-    [[unroll]] for (uint i = 0; i < 8u; ++i) TK_CM_EL(pa, i) = float16_t(w8[i]);
+        [[unroll]] for (uint i = 0; i < 8u; ++i) o_acc[t][0][i] *= alpha[i >> 2];
+    TK_MMA_A pa;
+    [[unroll]] for (uint i = 0; i < 8u; ++i) pa[i] = float16_t(w8[i]);
 
     // O += P V: V's tile t from its keys' codes of it.
     [[unroll]] for (uint t = 0; t < DT; ++t) {
-      TK_CMH_B vb;
+      TK_MMA_B vb;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
         uint w_[LVC];
         [[unroll]] for (uint i = 0; i < LVC; ++i) w_[i] = vw[c * LVC + i];
         if (V_BITS <= 4u) {
           const f16vec2 dd = TK_TC_LUT(w_, LVC, t);
-          TK_CM_EL(vb, c) = dd.x;
-          TK_CM_EL(vb, 4u + c) = dd.y;
+          vb[c] = dd.x;
+          vb[4u + c] = dd.y;
         } else {
-          TK_CM_EL(vb, c) = TK_TC_LUT(w_, LVC, 2u * t).x;
-          TK_CM_EL(vb, 4u + c) = TK_TC_LUT(w_, LVC, 2u * t + 1u).x;
+          vb[c] = TK_TC_LUT(w_, LVC, 2u * t).x;
+          vb[4u + c] = TK_TC_LUT(w_, LVC, 2u * t + 1u).x;
         }
       }
-      o_acc[t] = TK_CMH_MMA(pa, vb, o_acc[t]);
+      o_acc[t][0] = coopMatMulAdd(pa, vb, o_acc[t][0]);
     }
 
     if (HALVES > 1u) {

@@ -26,13 +26,14 @@ struct AttentionCase {
   bool sinks = false;
   bool workspace = true;  // for the automatic geometry's splits
   std::uint64_t seed = 1;
-  // Geometry by hand (workgroup, tokens per invocation, row vecs, splits); 0s: automatic.
+  // Geometry by hand (workgroup, tokens per invocation, row vecs, splits);
+  // a field left 0 takes the automatic geometry's.
   std::array<std::uint32_t, 4> geometry{0, 0, 0, 0};
   // 0: the subgroup path, 1: the portable path, 2: the tensor-core path (the
   // module the device takes; the automatic choice where the device has none
   // of that path); -1: automatic
   int variant = -1;
-  // A variant outside the kernel's table (an emulated twin); wins over `variant`.
+  // A variant to run in place of the automatic choice; wins over `variant`.
   const Variant<aura::DecodeAttentionProblem>* forced = nullptr;
   double key_mean = 0;  // added to every key coordinate (real keys are not centred)
   float q_scale = 1;    // queries ~ N(0, q_scale^2)
@@ -228,11 +229,14 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
         break;
       }
   }
-  if (c.geometry[0]) {
-    plan.geometry = {c.geometry[0], c.geometry[1], c.geometry[2], c.geometry[3]};
-  } else {
-    plan.geometry = kernel.geometry(kernel.problem(args), c.workspace, *plan.variant);
-  }
+  plan.geometry = kernel.geometry(kernel.problem(args), c.workspace, *plan.variant);
+  const auto take = [](std::uint32_t given, std::uint32_t& field) {
+    if (given) field = given;
+  };
+  take(c.geometry[0], plan.geometry.workgroup);
+  take(c.geometry[1], plan.geometry.tokens_per_invocation);
+  take(c.geometry[2], plan.geometry.row_vecs);
+  take(c.geometry[3], plan.geometry.splits);
   r.variant = std::string(plan.variant->name);
   kernel.prepare(plan);  // the envelope's pipelines hold the automatic plans, not those chosen by hand
   std::optional<GuardedTensor> ws;

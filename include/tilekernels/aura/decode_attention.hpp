@@ -36,13 +36,15 @@
 // state to the workspace; a second dispatch (decode_attention_merge.comp)
 // merges them and writes the output (in the first dispatch's pipelines the
 // merge's code slowed the tile loops: bench/notes/2026-11-aura-decode-attention-formats.md).
-// Where the device has 16x16x16 fp16 cooperative matrices, the
-// tensor-core variant (shaders/aura/decode_attention_tc.glsl) computes
-// the scores and the value sums as 16x16x16 matrix products over 16 rows
-// (the codes decoded through the codebook into fp16 tiles in shared
-// memory) for bf16 and f16 outputs of coded caches; the same workspace,
+// Where the device has fp16 cooperative matrices (any tile of 8 or 16 a
+// side, any subgroup size), the tensor-core variant
+// (shaders/aura/decode_attention_tc.glsl) computes the scores and the
+// value sums as 16x16x16 matrix products over 16 rows (the codes decoded
+// through the codebook into fp16 tiles in shared memory) for bf16 and f16
+// outputs of coded caches; the same workspace,
 // split rule and merge. Its lanes variant (coded K and V, Dim 64/128/256,
-// the m16n8k16 fragment layout: decode_attention_tc_lanes.glsl) builds the
+// 16x16x16 tiles in the m16n8k16 fragment layout at subgroups of 32:
+// decode_attention_tc_lanes.glsl) builds the
 // operands in registers from the codes instead; at Dim 256 its subgroups
 // work in pairs, one half of the dims each.
 //
@@ -123,15 +125,22 @@ class DecodeAttentionKernel {
 
   // The least any geometry needs (a Dim 64 raw cache); record() checks the call's own.
   static constexpr std::uint32_t least_shared = decode_attention_shared_bytes(CacheFormat{64, 16, 16, 16}, 64, 1, 1);
-  static constexpr std::uint32_t tc_workgroup = 128, lanes_workgroup = 256;
+  // Workgroups of the tensor-core variants: the staged one's in subgroups
+  // of the device's size (4, or 2 where the stages of 4 exceed the device's
+  // shared memory: 32 KiB holds 4 at Dim 64, 2 at Dim 128), the lanes one's
+  // in invocations (subgroups of 32).
+  static constexpr std::uint32_t tc_subgroups = 4, lanes_workgroup = 256;
   static constexpr std::string_view lanes_name = "tensor_core_fp16_lanes";
   static constexpr std::array<Variant<Problem>, 6> variants{{
       {lanes_name, Path::tensor_core_fp16, spirv::aura_decode_attention_tc_lanes,
        DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_fp16 = true, .subgroup_size = 32}, lanes_workgroup,
-       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup, true), &DecodeAttentionRules::lanes},
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 4, 4}, lanes_workgroup / 32, lanes_workgroup, true),
+       &DecodeAttentionRules::lanes},
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_decode_attention_tc,
-       DeviceNeeds{.cooperative_matrix_fp16 = true, .subgroup_size = 32}, tc_workgroup,
-       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, tc_workgroup), &DecodeAttentionRules::tensor_core_tiles},
+       // The least: 2 subgroups (counted as 32 invocations each: DeviceNeeds), of 4 at least.
+       DeviceNeeds{.subgroup_shuffle = true, .cooperative_matrix_fp16 = true}, 32 * 2,
+       decode_attention_tc_shared_bytes(CacheFormat{64, 16, 2, 2}, 2, 4 * 2),
+       &DecodeAttentionRules::tensor_core_staged},
       {"subgroup", Path::subgroup, spirv::aura_decode_attention_subgroup, DeviceNeeds{.subgroup_arithmetic = true},
        64, least_shared, &DecodeAttentionRules::subgroup_gpu},
       {"subgroup_compact", Path::subgroup, spirv::aura_decode_attention_subgroup_compact,
@@ -280,7 +289,7 @@ class DecodeAttentionKernel {
     return geometry(p, workspace, select_variant(*ctx_, name, variants, p));
   }
   // The same for a given variant. The tensor-core ones have fixed blocks
-  // (16 keys per subgroup; the staged one 128 invocations and 16 rows) and
+  // (16 keys per subgroup; the staged one 4 subgroups and 16 rows) and
   // their own split rule at one workgroup per multiprocessor: their merge
   // reads 16-row states two at a time, and fewer splits won at every length
   // measured (bench/notes/2026-11-aura-decode-attention-tensor-cores.md).
@@ -340,11 +349,15 @@ class DecodeAttentionKernel {
   // subgroups: twice the loads in flight per multiprocessor; its registers
   // allow one workgroup).
   Geometry tensor_core_geometry(const Problem& p, bool workspace, bool lanes) const {
-    Geometry g{lanes ? lanes_workgroup : tc_workgroup, 1, 4, 1};
+    const std::uint32_t subgroup = lanes ? 32 : ctx_->info().subgroup_size;
+    std::uint32_t subgroups = tc_subgroups;
+    if (!lanes && decode_attention_tc_shared_bytes(format_, subgroups, subgroups * subgroup) > ctx_->info().max_shared_memory)
+      subgroups = 2;
+    Geometry g{lanes ? lanes_workgroup : subgroups * subgroup, 1, 4, 1};
     const std::int64_t rows = decode_attention_rows(p);
     if (lanes) g.row_vecs = rows <= 4 ? 1 : rows <= 8 || lanes_pairs() ? 2 : 4;
-    // 16 keys per subgroup of 32, per pair of them above Dim 128
-    const std::int64_t block_keys = g.workgroup / 2 / (lanes && lanes_pairs() ? 2 : 1);
+    // 16 keys per subgroup, per pair of them above Dim 128
+    const std::int64_t block_keys = g.workgroup / subgroup * 16 / (lanes && lanes_pairs() ? 2 : 1);
     const std::int64_t blocks = (std::max<std::int64_t>(p.keys, 1) + block_keys - 1) / block_keys;
     if (workspace) g.splits = even_splits(split_cap(p, g, true), blocks);
     return g;
@@ -405,13 +418,15 @@ class DecodeAttentionKernel {
     const bool tc = plan.variant->path == Path::tensor_core_fp16;
     const bool lanes = is_lanes(*plan.variant);
     if (tc) {
-      const bool wg_ok = lanes ? g.workgroup == 128 || g.workgroup == 256 : g.workgroup == 64 || g.workgroup == 128;
+      const std::uint32_t sg = ctx_->info().subgroup_size;
+      const bool wg_ok = lanes ? g.workgroup == 128 || g.workgroup == 256 : g.workgroup == 2 * sg || g.workgroup == 4 * sg;
       const bool rows_ok = lanes ? g.row_vecs == 1 || g.row_vecs == 2 || (g.row_vecs == 4 && !lanes_pairs())
                                  : g.row_vecs == 4;
       if (!wg_ok || !rows_ok || g.tokens_per_invocation != 1)
         bad(lanes ? "the lanes variant takes workgroup 128 or 256, tokens_per_invocation 1, row_vecs 1, 2 or 4 (1 or 2 "
                     "above Dim 128)"
-                  : "the tensor-core variant takes workgroup 64 or 128, tokens_per_invocation 1, row_vecs 4");
+                  : "the tensor-core variant takes workgroups of 2 or 4 subgroups (" + std::to_string(2 * sg) + " or " +
+                        std::to_string(4 * sg) + " invocations), tokens_per_invocation 1, row_vecs 4");
     } else {
       if (g.workgroup != 64 && g.workgroup != 128) bad("workgroup must be 64 or 128");
       if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
@@ -542,7 +557,8 @@ class DecodeAttentionKernel {
   bool fits(const Variant<Problem>& v, const Geometry& g) const {
     const auto& info = ctx_->info();
     const bool tc = v.path == Path::tensor_core_fp16;
-    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, g.workgroup, is_lanes(v))
+    const std::uint32_t subgroups = tc ? g.workgroup / (is_lanes(v) ? 32 : std::max(info.subgroup_size, 1u)) : 0;
+    const std::uint32_t shared = tc ? decode_attention_tc_shared_bytes(format_, subgroups, g.workgroup, is_lanes(v))
                                     : decode_attention_shared_bytes(format_, g.workgroup, g.tokens_per_invocation, g.row_vecs);
     return g.workgroup <= info.max_workgroup_invocations && shared <= info.max_shared_memory;
   }

@@ -13,7 +13,9 @@
 // each workgroup publishes its softmax state to the workspace and the
 // call's second dispatch (shaders/aura/decode_attention_merge.comp, the
 // same constants, ROW_VECS the first dispatch's) merges the states and
-// finishes the rows; 0: the workgroup finishes its rows itself. What
+// finishes the rows; 0: the workgroup finishes its rows itself; MMA_M,
+// MMA_N, MMA_K, SUBGROUP: the tensor-core variants' matrix tile and
+// subgroup size (shaders/common/mma.glsl; unused by the others). What
 // changes from call to call
 // (group sizes, new tokens, the split, options) is a push constant, so one
 // pipeline serves every length.
@@ -34,7 +36,8 @@
   F(14, V_CODEBOOK_AT, 0)           \
   F(15, K_ROTATION_AT, 0)           \
   F(16, V_ROTATION_AT, 0)           \
-  F(17, PUBLISH, 0)
+  F(17, PUBLISH, 0)                 \
+  TK_MMA_SPEC(F, 18, 19, 20, 21)
 
 // gqa: query heads per KV head; q_len: new tokens per sequence; splits:
 // workgroups per (sequence, KV head, row chunk) along the keys; flags: bit 0
@@ -72,12 +75,13 @@
 // The most splits of a call (workgroups per group along the keys).
 #define TK_DECODE_ATTENTION_MAX_SPLITS 128u
 
-// The tensor-core variant (shaders/aura/decode_attention_tc.glsl), in
+// The tensor-core variants (shaders/aura/decode_attention_tc.glsl), in
 // uvec4 units: the row stride of a decoded 16-key tile, one subgroup's
-// stage (the tile, S as f32, P as fp16), and the vec4 scratch (the
-// queries as floats, or the lanes variant's second byte table).
+// stage (the tile, S as f32, P as fp16), and the vec4 scratch (the 16
+// query rows as floats; the lanes variant's second byte table, 256
+// entries x 16 copies, also).
 #define TK_DECODE_ATTENTION_TC_KS(dim) ((dim) / 8u + 1u)
 #define TK_DECODE_ATTENTION_TC_STAGE(dim) (16u * TK_DECODE_ATTENTION_TC_KS(dim) + 16u * 5u + 32u)
-#define TK_DECODE_ATTENTION_TC_SCRATCH 1024u
+#define TK_DECODE_ATTENTION_TC_SCRATCH(dim, lanes) ((lanes) != 0 ? TK_ABI_MAX(4u * (dim), 1024u) : 4u * (dim))
 
 #endif

@@ -40,7 +40,9 @@ inline DecodeAttentionKernel::Spec DecodeAttentionKernel::spec(const Geometry& g
   return spec;
 }
 inline PipelineKey DecodeAttentionKernel::key(const Variant<Problem>& v, const Geometry& g) const {
-  return tilekernels::detail::pipeline_key<Push>(*ctx_, v, spec(g), 12);
+  Spec s = spec(g);
+  if (v.path == Path::tensor_core_fp16) tilekernels::detail::set_matrix_spec(s, ctx_->info(), v);
+  return tilekernels::detail::pipeline_key<Push>(*ctx_, v, s, 12);
 }
 inline PipelineKey DecodeAttentionKernel::merge_key(const Geometry& g) const {
   Spec s = spec(g);

@@ -81,10 +81,6 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
          4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
 }
 
-// The lanes variant keeps K's own byte table (256 entries x 16 copies) in
-// the scratch (decode_attention_tc.glsl).
-static_assert(TK_DECODE_ATTENTION_TC_SCRATCH * 4 >= 256 * 16, "the scratch must hold a byte table");
-
 // Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
 // the subgroups' stages and the row-index tile, the scratch, codebooks, the
 // per-subgroup norms, factors and states, the row scales and reduction.
@@ -98,30 +94,25 @@ static_assert(TK_DECODE_ATTENTION_TC_SCRATCH * 4 >= 256 * 16, "the scratch must 
 // (decode_attention_tc_lanes.glsl).
 constexpr bool decode_attention_lanes_pairs(std::uint32_t dim) { return dim > 128; }
 static_assert(16 * (256 / 8 + 1) >= 8 * 2 * 32, "the lanes variant's score exchange must fit its query area");
-constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
-                                                         bool lanes = false) {
-  const std::uint32_t subgroups = workgroup / 32;
+constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, std::uint32_t subgroups,
+                                                         std::uint32_t workgroup, bool lanes = false) {
   // The lanes variant: the queries, then (16 rows, Dim <= 128) the merged O.
   const std::uint32_t main = lanes ? 16 * (decode_attention_lanes_pairs(f.dim) ? f.dim / 8 + 1 : f.dim / 4 + 1)
                                    : subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim);
-  return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
+  return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH(f.dim, lanes ? 1 : 0)) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
          4 * (subgroups * 16 * 5 + 16 + workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
 }
 
-// The tensor-core variants multiply whole 16 x 16 x 16 fp16 tiles
-// (shaders/common/coopmat.glsl).
-inline bool decode_attention_tc_tile(const DeviceInfo& info) {
-  return info.cooperative_matrix_fp16 && info.fp16_tile == MatrixTile{16, 16, 16};
-}
-
-// Whether the device's 16 x 16 fp16 cooperative matrices have the fragment
-// layout that the lanes variant (shaders/aura/decode_attention_tc_lanes.glsl)
-// builds its operands in and reads its results from: mma.sync's m16n8k16
-// for A, B and the accumulator at subgroups of 32, as the Context read it
-// back from the device (DeviceInfo::fp16_layout).
+// Whether the device's fp16 cooperative matrices are whole 16 x 16 x 16
+// tiles with the fragment layout that the lanes variant
+// (shaders/aura/decode_attention_tc_lanes.glsl) builds its operands in and
+// reads its results from: mma.sync's m16n8k16 for A, B and the accumulator
+// at subgroups of 32, as the Context read it back from the device
+// (DeviceInfo::fp16_layout).
 inline bool decode_attention_lanes_layout(const DeviceInfo& info) {
   const MmaLayout& l = info.fp16_layout;
-  return decode_attention_tc_tile(info) && info.subgroup_size == 32 && l.a && l.b && l.accumulator;
+  return info.cooperative_matrix_fp16 && info.fp16_tile == MatrixTile{16, 16, 16} && info.subgroup_size == 32 &&
+         l.a && l.b && l.accumulator;
 }
 
 // Query rows per KV head of a call (GQA x new tokens).
@@ -189,25 +180,29 @@ struct DecodeAttentionRules {
     if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
     return Status::success();
   }
-  // The tensor-core variant: fp16_operands_rule, Dim 64, 128 or 256, and a
-  // lane's code words of a tile of both sides within 32 registers. Taken
-  // only with at least 16 query rows per KV head (GQA x new tokens, one
-  // full tile): with 4 the CUDA-core variants are faster on the H100, with
-  // 16 it is (bench/notes/2026-11-aura-decode-attention-tensor-cores.md). Tests force it with fewer.
-  static Status tensor_core(const DeviceInfo&, const Problem& p) {
+  // What the staged tensor-core variant can run (on the device's tile, at
+  // any subgroup size: decode_attention_tc.glsl): fp16_operands_rule, Dim
+  // 64, 128 or 256, and a lane's code words of a tile of both sides within
+  // 32 registers.
+  static Status tensor_core_capable(const DeviceInfo&, const Problem& p) {
     const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
     if (Status s = fp16_operands_rule(p); !s) return s;
-    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
-      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
     if (p.dim != 64 && p.dim != 128 && p.dim != 256) return no("Dim must be 64, 128 or 256");
     if ((p.k_bits + p.v_bits) * p.dim / 64 > 32) return no("the code words of a tile exceed 32 registers per lane");
     return Status::success();
   }
-  // The tensor-core variant on the device's matrices: their 16x16x16 tile.
-  static Status tensor_core_tiles(const DeviceInfo& info, const Problem& p) {
-    if (!decode_attention_tc_tile(info))
-      return Status::failure(ErrorCode::unsupported, "needs a 16x16x16 fp16 cooperative-matrix tile");
-    return tensor_core(info, p);
+  // Where it is taken: with at least 16 query rows per KV head (GQA x new
+  // tokens, one full tile; with 4 the CUDA-core variants are faster on the
+  // H100, with 16 it is: bench/notes/2026-11-aura-decode-attention-tensor-cores.md),
+  // on a GPU (a CPU device's compiler takes minutes over its products, and
+  // its CUDA-core variants serve it). Tests force it elsewhere.
+  static Status tensor_core_staged(const DeviceInfo& info, const Problem& p) {
+    const auto no = [](const std::string& why) { return Status::failure(ErrorCode::unsupported, why); };
+    if (Status s = tensor_core_capable(info, p); !s) return s;
+    if (p.kv_heads > 0 && p.q_heads / p.kv_heads * p.q_len < 16)
+      return no("fewer than 16 query rows per KV head: the CUDA-core variants are faster there");
+    if (info.is_cpu()) return no("a CPU device compiles its products for minutes: the CUDA-core variants serve it");
+    return Status::success();
   }
   // The lanes variant: the tensor-core variant with both products' operands
   // built in registers from the codes (no shared-memory stage), for coded K
