@@ -24,6 +24,7 @@
 #include <tilekernels/aura/decode_attention.hpp>
 
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "common.hpp"
@@ -36,10 +37,12 @@ namespace aura = tilekernels::aura;
 constexpr std::int64_t kPageTokens = 16;
 
 // The heads (32 query heads over 8 KV heads) unless given.
+// `centred`: the cache's keys are centred (one centre row per sequence).
 void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128,
-                 std::int64_t q_heads = 32, std::int64_t kv_heads = 8) {
+                 std::int64_t q_heads = 32, std::int64_t kv_heads = 8, bool centred = false) {
   Context& ctx = context();
-  const aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
+  aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
+  format.k_centred = centred;
   const std::int64_t batch = state.range(0), keys = state.range(1), q_len = state.range(2);
   const std::int64_t pages_per_seq = (keys + kPageTokens - 1) / kPageTokens, pages = batch * pages_per_seq;
   aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16,
@@ -91,6 +94,18 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
 
   aura::DecodeAttentionArgs args{q, caches[0].k, {}, caches[0].v, {}, table, lens, tables, out};
   args.max_seq_len = keys;
+  std::optional<Tensor> centre, seq_centres;
+  if (centred) {
+    std::vector<float> mu(static_cast<std::size_t>(batch * kv_heads * dim));
+    for (auto& x : mu) x = static_cast<float>(next() >> 8) * 0x1p-23f - 1.0f;
+    centre.emplace(Tensor::from_floats(ctx, DType::f32, format.centre_shape(batch, kv_heads), mu));
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(batch));
+    std::iota(rows.begin(), rows.end(), 0);
+    seq_centres.emplace(ctx, DType::i32, Shape{batch});
+    seq_centres->upload(std::span<const std::int32_t>(rows));
+    args.k_centre = centre->ref();
+    args.seq_centres = seq_centres->ref();
+  }
   const auto problem = kernel.problem(args);
   const auto* variant = &tilekernels::select_variant(ctx, kernel.name, kernel.variants, problem);
   if (state.range(6) != 0) {
@@ -253,6 +268,11 @@ BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
 void BM_DecodeAttentionStaged(benchmark::State& state) { decode_step(state, 4, 4); }
 BENCHMARK(BM_DecodeAttentionStaged)->Name("Sweep_DecodeAttentionK4V4Staged")->TK_DECODE_SHAPES_(3)->UseManualTime()
     ->Iterations(10)->Unit(benchmark::kMicrosecond);
+// K4V4 with centred keys (each row's scores gain scale <q, mu>) at the
+// headline shapes, automatic and on the CUDA-core variant.
+void BM_DecodeAttentionK4V4Centred(benchmark::State& state) { decode_step(state, 4, 4, 128, 32, 8, true); }
+BENCHMARK(BM_DecodeAttentionK4V4Centred)->Name("Sweep_DecodeAttentionK4V4Centred")->TK_DECODE_SHAPES_(0)
+    ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 // Where the lanes variant overtakes the CUDA-core one below 16 rows per KV
 // head (decode_attention.hpp, lanes_rule): both forced, automatic geometry.
 void BM_DecodeAttentionCrossover(benchmark::State& state) { decode_step(state, 4, 4); }

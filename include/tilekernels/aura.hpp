@@ -10,6 +10,7 @@
 #include "tilekernels/aura/decode_attention.hpp"
 #include "tilekernels/aura/encode.hpp"
 #include "tilekernels/aura/fa_reduce_hadamard.hpp"
+#include "tilekernels/aura/key_centre.hpp"
 #include "tilekernels/aura/flash_pass2.hpp"
 #include "tilekernels/aura/paged_cache.hpp"
 #include "tilekernels/aura/rotation.hpp"

@@ -10,7 +10,9 @@
 //   code[d] = #{ boundaries < v[d] },  norm = n / ||codebook[code]||
 // (n itself where that is below 1e-30; a non-finite n keeps n and codes 0;
 // n is computed on the row scaled by a power of two, finite wherever ||x|| is);
-// a raw side the values rounded to RAW_DTYPE.
+// a raw side the values rounded to RAW_DTYPE. With CENTRED, x is the row
+// minus its centre (centre row token_centres[token], clamped to the
+// centres there are), in f32.
 //
 // Geometry (invariants the host relies on): ROWS rows per workgroup, ROWS *
 // DIM <= 512, every value in shared memory; each phase strides its items
@@ -46,6 +48,8 @@ layout(std430, binding = 1) readonly buffer Slots { int slots[]; };
 layout(std430, binding = 2) readonly buffer Tables { float tables[]; };
 layout(std430, binding = 3) writeonly buffer Store { uint store[]; };
 layout(std430, binding = 4) buffer Norms { uint norms[]; };
+layout(std430, binding = 5) readonly buffer Centres { float centres[]; };
+layout(std430, binding = 6) readonly buffer TokenCentres { int token_centres[]; };
 
 shared float s_x[N];                          // the rows; then, rotated in place (Hadamard)
 shared float s_y[ROTATION == 2u ? N : 1u];    // dense rotation: the product
@@ -55,6 +59,7 @@ shared float s_norm[ROWS];
 shared float s_scale[ROWS];
 shared int s_exp[ROWS];  // the row's scale is 2^-s_exp
 shared int s_slot[ROWS];
+shared uint s_centre[CENTRED != 0u ? ROWS : 1u];  // the row's centre, as an index of dim 0
 shared float s_bound[LEVELS];  // boundaries, +inf in the last slot
 shared float s_c2[LEVELS];     // squared centroids
 
@@ -69,6 +74,10 @@ void main() {
     int slot = -1;
     if (row < pc.rows) slot = slots[row / pc.kv_heads];
     s_slot[inv] = uint(slot) < pc.capacity ? slot : -1;  // negative or past the cache: skipped
+    if (CENTRED != 0u) {
+      const int c = row < pc.rows ? clamp(token_centres[row / pc.kv_heads], 0, int(pc.centres) - 1) : 0;
+      s_centre[inv] = (uint(c) * pc.kv_heads + row % pc.kv_heads) * DIM;
+    }
   }
   if (!RAW) {
     for (uint i = inv; i < LEVELS; i += WG) {
@@ -87,6 +96,7 @@ void main() {
       const uint row = row0 + r;
       const uint i = pc.in_at + (row / pc.kv_heads) * pc.in_token + (row % pc.kv_heads) * pc.in_head + d;
       x = IN_DTYPE == TK_F32 ? in_f32[i] : tk_load16(IN_DTYPE, in_16[i >> 1], i);
+      if (CENTRED != 0u) x -= centres[s_centre[r] + d];
     }
     if (ROTATION == 1u) x *= tables[TABLE_ROTATION + d];
     s_x[e] = x;

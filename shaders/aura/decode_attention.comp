@@ -92,6 +92,7 @@ const bool V_ALIGNED = (8u * V_BITS) % 32u == 0u;
 const uint VWL = V_ALIGNED ? 8u * V_BITS / 32u : 2u;
 const uint PAGES = BT / PAGE_TOKENS + 2u;  // table entries one block can touch
 const uint PAIRS = TK_DECODE_ATTENTION_PAIRS(DIM, WG);  // output dim pairs per invocation
+const uint CPI = (DIM + WG - 1u) / WG;                  // centre dims per invocation (K_CENTRED)
 
 #include "../common/decode_attention_io.glsl"
 
@@ -101,6 +102,7 @@ shared vec4 s_red[(WG + WG / 8u) * RV];  // workgroup reductions
 shared float s_cbk[K_LEVELS];
 shared float s_cbv[V_LEVELS];
 shared uint s_page[2u * PAGES];  // two blocks' page ids (clamped)
+shared vec4 s_qc[RV];            // K_CENTRED: per row, scale * <q, centre>
 
 // The cache row (page * kv_heads + kv_head) * PAGE_TOKENS + slot of position
 // t, the block's page ids in s_page[buf ..] starting at table index fp.
@@ -207,6 +209,16 @@ void main() {
   if (!V_RAW)
     for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tables[V_CODEBOOK_AT + i];
   if (b0 < b1 && inv < PAGES) s_page[inv] = load_page(seq, (uint(lo) + b0 * BT) / PAGE_TOKENS + inv);
+  // Centred keys: the centre at my dims, times K's Hadamard signs (the
+  // scratch holds the queries with them), loaded with the queries.
+  float cmu[CPI];
+  if (K_CENTRED != 0u) {
+    const uint at = centre_at(seq, kvh);
+    [[unroll]] for (uint i = 0; i < CPI; ++i) {
+      const uint d = min(inv + i * WG, DIM - 1u);
+      cmu[i] = k_centre[at + d] * (K_ROT == 1u ? tables[K_ROTATION_AT + d] : 1.0);
+    }
+  }
 
   // The queries, rotated once (Hadamard: signs, transform, 1/sqrt(DIM);
   // dense: R q) and scaled by `scale`, into s_q.
@@ -218,6 +230,24 @@ void main() {
     SF(e) = v;
   }
   barrier();
+  // Centred keys: each row's scores gain c = scale * <q, centre>, summed
+  // over the workgroup (padding rows hold 0) before the transform changes
+  // the scratch (wg_reduce's barrier follows every read of it). Without a
+  // softcap c is added to the state's maximum at the end (every score of
+  // the row moves by c: the weights do not change); with one, to each
+  // score before the cap.
+  if (K_CENTRED != 0u) {
+    vec4 qc[RV];
+    [[unroll]] for (uint r = 0; r < RV; ++r) qc[r] = vec4(0.0);
+    [[unroll]] for (uint i = 0; i < CPI; ++i) {
+      const uint d = inv + i * WG;
+      if (d < DIM)
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) qc[r / 4u][r % 4u] = fma(SF(r * DIM + d), cmu[i], qc[r / 4u][r % 4u]);
+    }
+    wg_reduce(qc, false);
+    if (inv == 0u)
+      [[unroll]] for (uint r = 0; r < RV; ++r) s_qc[r] = qc[r] * pc.scale;
+  }
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
   for (uint e = inv; e < ROWS * DIM; e += WG) {
@@ -332,6 +362,7 @@ void main() {
       const int t = int(t_base + inv + k * WG);
       [[unroll]] for (uint r = 0; r < RV; ++r) {
         vec4 s = z[k * RV + r] * kn[k];
+        if (K_CENTRED != 0u && pc.softcap > 0.0) s += s_qc[r];
         if (pc.softcap > 0.0) s = softcap4(s, pc.softcap);
         const bvec4 seen = bvec4(uvec4(greaterThanEqual(ivec4(t), first[r])) & uvec4(lessThan(ivec4(t), end[r])));
         s = mix(NEG_INF4, s, seen);
@@ -406,6 +437,7 @@ void main() {
   vec4 m_fin[RV], l_fin[RV];
   [[unroll]] for (uint r = 0; r < RV; ++r) {
     m_fin[r] = m_run[r];
+    if (K_CENTRED != 0u && !(pc.softcap > 0.0)) m_fin[r] += s_qc[r];  // -inf stays -inf
     l_fin[r] = l_own[r];
   }
 

@@ -151,6 +151,8 @@ shared uint s_flag[NW];                                   // per subgroup: some 
 shared float s_wm[NW * MR], s_wl[NW * MR];            // the subgroups' states
 shared float s_mf[MR], s_lf[MR];                        // per row: the workgroup's (m, l) over the subgroups
 shared float s_qf[MR];                                  // per row: 2^e undoing Q's fp16 scaling
+shared float s_qc[MR];                                  // per row: scale * <q, centre> (K_CENTRED)
+shared float s_qcp[K_CENTRED != 0u ? WG : 1u];          // the invocations' parts of <q, centre>
 shared float s_red[WG];
 
 // Code `j` (0 <= j < DIM / 2) of a lane's half row held in w[0 .. n).
@@ -238,6 +240,17 @@ void main() {
   const int seq_len = seq_lens[seq];
   const uint stage = warp * STAGE;
 
+  // Centred keys: each row's scores gain scale * <q, centre>; WG / MR
+  // invocations per row sum strided dims of it here, with the first loads
+  // (q read straight from its view), and the row's sum is taken in order
+  // with Q's scale below.
+  if (K_CENTRED != 0u) {
+    const uint per = WG / MR, r = inv / per, at = centre_at(seq, kvh);
+    float acc = 0.0;
+    if (r < ROWS && row0 + r < pc.gqa * pc.q_len)
+      for (uint d = inv % per; d < DIM; d += per) acc = fma(load_q(q_element(seq, row0 + r, kvh, d)), k_centre[at + d], acc);
+    s_qcp[inv] = acc;
+  }
   for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tk_f32_to_f16(tables[K_CODEBOOK_AT + i]);
   for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tk_f32_to_f16(tables[V_CODEBOOK_AT + i]);
   for (uint i = inv; i < 64u; i += WG)
@@ -327,6 +340,11 @@ void main() {
     frexp(m, ex);  // m = f 2^ex, f in [0.5, 1)
     ex = m > 0.0 && !isinf(m) && !isnan(m) ? clamp(ex - 9, -100, 100) : 0;
     s_qf[inv] = exp2(float(ex));
+    if (K_CENTRED != 0u) {
+      float c = 0.0;
+      for (uint i = 0; i < WG / MR; ++i) c += s_qcp[inv * (WG / MR) + i];
+      s_qc[inv] = c * pc.scale;
+    }
   }
   barrier();
 #if TK_TC_LANES

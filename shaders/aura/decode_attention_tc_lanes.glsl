@@ -60,6 +60,7 @@
   // Rows g and g + 8 when the chunk has more than 8 (uniform).
   const bool two = ROWS > 8u && row0 + 8u < pc.gqa * pc.q_len;
   const float qf[2] = float[2](s_qf[g], s_qf[g + 8u]);
+  const float qc[2] = K_CENTRED != 0u ? float[2](s_qc[g], s_qc[g + 8u]) : float[2](0.0, 0.0);
   float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
   float l_r[2] = float[2](0.0, 0.0);
   // K's words are loaded two tiles ahead (S is formed one tile ahead), V's
@@ -170,6 +171,7 @@
       float m_t = TK_NEG_INF, mo_t = TK_NEG_INF;
       [[unroll]] for (uint c = 0; c < 4u; ++c) {
         float v = s_cur[4u * h + c] * qf[h] * kn[c];
+        if (K_CENTRED != 0u) v += qc[h];
         if (pc.softcap > 0.0) {
           const float xc = v / pc.softcap;
           v = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));

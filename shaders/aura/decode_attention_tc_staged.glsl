@@ -10,9 +10,10 @@
   // v / 2, half v % 2 for the loads; row v / 2, keys 8 (v % 2) .. for the
   // weights, with that row's running state.
 #define TK_TC_PIECES [[unroll]] for (uint y = 0; y < TK_MMA_PIECES; ++y)
-  float row_qf[TK_MMA_PIECES], m_run[TK_MMA_PIECES], mo_run[TK_MMA_PIECES], l_run[TK_MMA_PIECES];
+  float row_qf[TK_MMA_PIECES], row_qc[TK_MMA_PIECES], m_run[TK_MMA_PIECES], mo_run[TK_MMA_PIECES], l_run[TK_MMA_PIECES];
   TK_TC_PIECES {
     row_qf[y] = s_qf[((lane + y * SUBGROUP) & 31u) / 2u];
+    row_qc[y] = K_CENTRED != 0u ? s_qc[((lane + y * SUBGROUP) & 31u) / 2u] : 0.0;
     m_run[y] = mo_run[y] = TK_NEG_INF;
     l_run[y] = 0.0;
   }
@@ -74,10 +75,10 @@
 
     // The weights: virtual lane v takes row v / 2, keys 8 (v % 2) .. + 7
     // (its partner v ^ 1, the lane's neighbour, the other half). z = S 2^e
-    // norm_k (capped, masked); m exact, l per virtual lane (summed over the
-    // pair at the end); O's reference m_o moves only when a weight would
-    // exceed e^8 (fp16 holds that), and then O is rescaled by e^(old - new)
-    // (s_alpha, s_flag).
+    // norm_k (+ scale <q, centre>; capped, masked); m exact, l per virtual
+    // lane (summed over the pair at the end); O's reference m_o moves only
+    // when a weight would exceed e^8 (fp16 holds that), and then O is
+    // rescaled by e^(old - new) (s_alpha, s_flag).
     TK_TC_PIECES {
       const uint v = (lane + y * SUBGROUP) & 31u, row = v / 2u, k0 = 8u * (v % 2u);
       const bool own = tk_mma_piece(y, lane);
@@ -88,6 +89,7 @@
         [[unroll]] for (uint i = 0; i < 4u; ++i) {
           const uint j = 4u * q4 + i;
           float val = sv[i] * row_qf[y] * s_kn[warp * KT + k0 + j];
+          if (K_CENTRED != 0u) val += row_qc[y];
           if (pc.softcap > 0.0) {
             const float xc = val / pc.softcap;
             val = pc.softcap * sign(xc) * (1.0 - 2.0 / (exp(2.0 * abs(xc)) + 1.0));

@@ -25,6 +25,10 @@ layout(std430, binding = 10) writeonly buffer Lse { float lse_out[]; };
 // Workspace (PUBLISH): per state (group * splits + split) o [DIM] x RV vec4,
 // and at ml_at (m, l) x RV vec4 (decode_attention_finish.glsl).
 layout(std430, binding = 11) buffer Work { vec4 work[]; };
+// Centred keys (K_CENTRED): the centres [centres, kv_heads, DIM] and each
+// sequence's row of them.
+layout(std430, binding = 12) readonly buffer KCentre { float k_centre[]; };
+layout(std430, binding = 13) readonly buffer SeqCentres { int seq_centres[]; };
 
 #define SF(i) s_scratch[(i) >> 2][(i) & 3u]
 #define NEG_INF4 vec4(TK_NEG_INF)
@@ -39,6 +43,13 @@ uint q_element(uint seq, uint rg, uint kvh, uint d) {
 }
 uint out_element(uint seq, uint rg, uint kvh) {
   return pc.o_at + (seq * pc.q_len + rg / pc.gqa) * pc.o_token + (kvh * pc.gqa + rg % pc.gqa) * pc.o_head;
+}
+
+// Where the centre of (seq, kvh) starts in k_centre: the sequence's row,
+// clamped to the rows there are.
+uint centre_at(uint seq, uint kvh) {
+  const int c = clamp(seq_centres[seq], 0, int(pc.centres) - 1);
+  return (uint(c) * pc.kv_heads + kvh) * DIM;
 }
 
 uint load_page(uint seq, uint index) {

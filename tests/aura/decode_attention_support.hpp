@@ -122,11 +122,22 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
       }
   if (c.edit) c.edit(r.q, r.k, r.v, r.max_len);
   r.q = rounded(Config::q_dtype, r.q);
+  // Centred keys: n + 2 centre rows near the keys' mean, sequence s on row
+  // seq_centres[s] (a shuffle: no sequence on its own index).
+  const std::size_t centres = Cache::k_centred ? n + 2 : 0;
+  std::vector<float> centre_rows;
+  std::vector<std::int32_t> seq_centres;
+  if (Cache::k_centred) {
+    centre_rows = rng.normals(centres * row, 0.5f);
+    for (auto& x : centre_rows) x += static_cast<float>(c.key_mean);
+    for (std::size_t s = 0; s < n; ++s) seq_centres.push_back(static_cast<std::int32_t>((s + 1) % centres));
+    std::reverse(seq_centres.begin(), seq_centres.end());
+  }
   // The rows to append: every position, or with `step` all but the new
   // tokens first and those inside the recorded step.
   struct Append {
     std::vector<float> k, v;
-    std::vector<std::int32_t> slots;
+    std::vector<std::int32_t> slots, centres;
   } before, during;
   for (std::size_t s = 0; s < n; ++s)
     for (std::size_t p = 0; p < static_cast<std::size_t>(c.lens[s]); ++p) {
@@ -135,12 +146,36 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
       a.k.insert(a.k.end(), r.k.begin() + at, r.k.begin() + at + static_cast<std::ptrdiff_t>(row));
       a.v.insert(a.v.end(), r.v.begin() + at, r.v.begin() + at + static_cast<std::ptrdiff_t>(row));
       a.slots.push_back(layout.slot(s, p, Cache::page_tokens));
+      if (Cache::k_centred) a.centres.push_back(seq_centres[s]);
     }
+  std::optional<Tensor> centre_gpu, seq_centres_gpu;
+  if (Cache::k_centred) {
+    centre_gpu.emplace(Tensor::from_floats(ctx, DType::f32, Cache::centre_shape(static_cast<std::int64_t>(centres), c.kv_heads),
+                                           centre_rows));
+    seq_centres_gpu.emplace(ctx, DType::i32, Shape{static_cast<std::int64_t>(n)});
+    seq_centres_gpu->upload(std::span<const std::int32_t>(seq_centres));
+  }
   GpuCache<Cache> cache(ctx, c.kv_heads, layout.num_pages);
   const Tensor tables = aura::CacheTables::make(ctx, Cache::format, k_seed, v_seed);
   Writer writer(ctx);
   struct AppendTensors {
-    std::optional<Tensor> k, v, slots;
+    std::optional<Tensor> k, v, slots, centres;
+  };
+  // The writer's arguments for rows k, v (views or tensors) of `a`.
+  const auto write_args = [&](const TensorRef& k, const TensorRef& v, const Append& a, const AppendTensors& t) {
+    typename Writer::Args w{k, v, *t.slots, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
+                            cache.v_norms_ref(), a.slots};
+    if (Cache::k_centred) {
+      w.k_centre = centre_gpu->ref();
+      w.token_centres = t.centres->ref();
+      w.host_token_centres = a.centres;
+    }
+    return w;
+  };
+  const auto upload_centres = [&](const Append& a, AppendTensors& t) {
+    if (!Cache::k_centred) return;
+    t.centres.emplace(ctx, DType::i32, Shape{static_cast<std::int64_t>(a.centres.size())});
+    t.centres->upload(std::span<const std::int32_t>(a.centres));
   };
   const auto upload = [&](const Append& a, AppendTensors& t) {
     const auto count = static_cast<std::int64_t>(a.slots.size());
@@ -148,12 +183,12 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
     t.v.emplace(Tensor::from_floats(ctx, DType::f32, {count, c.kv_heads, Cache::dim}, a.v));
     t.slots.emplace(ctx, DType::i32, Shape{count});
     t.slots->upload(std::span<const std::int32_t>(a.slots));
+    upload_centres(a, t);
   };
   AppendTensors first, second;
   if (!before.slots.empty()) {
     upload(before, first);
-    writer.run({*first.k, *first.v, *first.slots, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
-                cache.v_norms_ref(), before.slots});
+    writer.run(write_args(*first.k, *first.v, before, first));
   }
   // The fused rows of the step's new tokens (fused_at >= 0).
   const bool fused = c.fused_at >= 0;
@@ -171,6 +206,7 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
     qkv->upload(*v_view, during.v);
     second.slots.emplace(ctx, DType::i32, Shape{new_tokens});
     second.slots->upload(std::span<const std::int32_t>(during.slots));
+    upload_centres(during, second);
   } else if (!during.slots.empty()) {
     upload(during, second);
   }
@@ -218,6 +254,15 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   args.options.scale = c.scale;
   args.host_seq_lens = layout.seq_lens;
   args.host_block_table = layout.block_table;
+  if (Cache::k_centred) {
+    args.k_centre = centre_gpu->ref();
+    args.seq_centres = seq_centres_gpu->ref();
+    args.host_seq_centres = seq_centres;
+    for (std::size_t s = 0; s < n; ++s) {
+      const auto at = centre_rows.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(seq_centres[s]) * row);
+      r.options.k_centre.insert(r.options.k_centre.end(), at, at + static_cast<std::ptrdiff_t>(row));
+    }
+  }
   auto plan = kernel.plan(kernel.problem(args), 0);
   if (c.forced) {
     plan.variant = c.forced;
@@ -248,9 +293,8 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   const auto record = [&] {
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
       if (second.slots) {
-        writer.record(cmd, {fused ? *k_view : TensorRef(*second.k), fused ? *v_view : TensorRef(*second.v),
-                            *second.slots, tables, cache.k_codes, cache.k_norms_ref(), cache.v_codes,
-                            cache.v_norms_ref()});
+        writer.record(cmd, write_args(fused ? *k_view : TensorRef(*second.k), fused ? *v_view : TensorRef(*second.v),
+                                      during, second));
         compute_barrier(ctx, cmd);
       }
       kernel.record(cmd, args, plan);

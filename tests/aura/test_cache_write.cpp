@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // aura::CacheWrite against the double-precision paged-cache reference
 // (reference/aura/paged_cache.hpp): every format family (coded 2..8 bits,
-// raw bf16 / f16, Hadamard and dense rotations, f32 and f16 norms), slots
+// raw bf16 / f16, Hadamard and dense rotations, f32 and f16 norms, centred
+// keys), slots
 // over shuffled pages with padding (negative) slots, rows of very different
 // norms and a zero row. The whole cache is compared, so slots nobody named
 // must keep the poison they started with.
@@ -81,20 +82,39 @@ class CacheWriteTest : public DeviceTest {
     slots_gpu.upload(std::span<const std::int32_t>(slots));
     GpuCache<Cache> cache(ctx, kv_heads, num_pages);
     Kernel kernel(ctx);
-    const typename Kernel::Args args{k_gpu,         v_gpu,         slots_gpu,           tables,
-                                     cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
-                                     slots};
+    typename Kernel::Args args{k_gpu,         v_gpu,         slots_gpu,           tables,
+                               cache.k_codes, cache.k_norms_ref(), cache.v_codes, cache.v_norms_ref(),
+                               slots};
+    // Centred keys: three centre rows, each token naming one at random; the
+    // kernel encodes k minus its token's row.
+    constexpr std::int64_t kCentres = 3;
+    std::vector<float> centres;
+    std::vector<std::int32_t> token_centres;
+    std::optional<Tensor> centres_gpu, token_centres_gpu;
+    if (Cache::k_centred) {
+      centres = rng.normals(static_cast<std::size_t>(kCentres) * row, 2.0f);
+      for (std::size_t t = 0; t < n; ++t) token_centres.push_back(static_cast<std::int32_t>(rng.next() % kCentres));
+      centres_gpu.emplace(Tensor::from_floats(ctx, DType::f32, Cache::centre_shape(kCentres, kv_heads), centres));
+      token_centres_gpu.emplace(ctx, DType::i32, Shape{num_tokens});
+      token_centres_gpu->upload(std::span<const std::int32_t>(token_centres));
+      args.k_centre = centres_gpu->ref();
+      args.token_centres = token_centres_gpu->ref();
+      args.host_token_centres = token_centres;
+    }
     kernel.run(args);
 
     const auto format = reference_format<Cache>(static_cast<std::uint32_t>(kv_heads), static_cast<std::uint32_t>(num_pages),
                                                 kSeedK, kSeedV);
     ref::PagedCache want(format), got(format);
-    ref::cache_write(want, k, v, slots);
+    const auto k_stored = Cache::k_centred ? ref::centred_keys(k, token_centres, centres, static_cast<std::size_t>(kv_heads),
+                                                               Cache::dim)
+                                           : k;
+    ref::cache_write(want, k_stored, v, slots);
     cache.read_into(got);
       std::vector<std::int64_t> token_of(static_cast<std::size_t>(capacity), -1);
     for (std::size_t t = 0; t < n; ++t)
       if (slots[t] >= 0) token_of[static_cast<std::size_t>(slots[t])] = static_cast<std::int64_t>(t);
-    compare_side(Side::k, want, got, k, token_of);
+    compare_side(Side::k, want, got, k_stored, token_of);
     compare_side(Side::v, want, got, v, token_of);
 
     // A second run from the poisoned state reproduces the first bit for bit.
@@ -166,7 +186,9 @@ using Configs = ::testing::Types<
     aura::CacheWriteConfig<aura::PagedCacheConfig<64, 16, 8, 2, aura::Rotation::hadamard, DType::f16, DType::f16>, DType::f16>,
     aura::CacheWriteConfig<aura::PagedCacheConfig<128, 16, 16, 4>, DType::bf16>,
     aura::CacheWriteConfig<aura::PagedCacheConfig<80, 16, 16, 16, aura::Rotation::dense, DType::f32, DType::f16>, DType::f32>,
-    aura::CacheWriteConfig<aura::PagedCacheConfig<256, 64, 4, 3>, DType::bf16>>;
+    aura::CacheWriteConfig<aura::PagedCacheConfig<256, 64, 4, 3>, DType::bf16>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<128, 16, 4, 4>::centred, DType::bf16>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<96, 32, 3, 6, aura::Rotation::dense, DType::f16>::centred, DType::f32>>;
 TYPED_TEST_SUITE(CacheWriteTest, Configs);
 
 TYPED_TEST(CacheWriteTest, MatchesReferenceWithPaddingSlots) {

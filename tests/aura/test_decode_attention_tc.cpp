@@ -4,7 +4,7 @@
 // fp16 cooperative matrices (the staged one on any tile the device lists:
 // lavapipe's 8x8x8 at subgroups of 8 in CI): lengths around tile and block
 // edges, splits, GQA and new tokens up to 128 rows, windows, sinks,
-// softcap, empty attention, formats.
+// softcap, empty attention, centred keys, formats.
 // The variant takes no calls with lse (f32, budget 1e-5; its scores carry
 // fp16 operands' ~1e-4), so these ask for none. Besides the bf16 budget
 // (5e-3), f16 outputs are held to 1e-3: the
@@ -182,6 +182,27 @@ TEST_F(DecodeAttentionTensorCore, LongSequence) {
     c.forced = tc;
     c.lse = false;
     expect_tight<F16Out>(run_attention<F16Out>(c));
+  }
+}
+
+// Centred keys (each row's scores gain scale <q, mu>, before the softcap;
+// the sinks see the true scores): a window, sinks and softcap, split, 4
+// and 16 rows per KV head.
+TEST_F(DecodeAttentionTensorCore, CentredKeys) {
+  using Out = aura::DecodeAttentionConfig<K4V4::centred, DType::f32, DType::f16>;
+  for (const Variant<Problem>* tc : tensor_cores<Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    std::uint64_t seed = 1600;
+    for (std::int64_t q_len : {1, 4}) {
+      AttentionCase c = options_case(50, seed++);
+      c.q_len = q_len;
+      c.key_mean = 2.0;
+      c.forced = tc;
+      c.lse = false;
+      c.geometry = {0, 1, 4, 2};
+      SCOPED_TRACE("q_len " + std::to_string(q_len));
+      expect_tight<Out>(run_attention<Out>(c));
+    }
   }
 }
 

@@ -78,6 +78,7 @@ TEST(Abi, EveryVariantMatchesItsHeader) {
   check_kernel<aura::FaReduceHadamard<aura::FaReduceHadamardConfig<128>>>();
   check_kernel<aura::CacheWriteKernel>();
   check_kernel<aura::DecodeAttentionKernel>();
+  check_kernel<aura::KeyCentreKernel>();
   check_kernel<gdn::ChunkO<gdn::ChunkOConfig<>>>();
   check_kernel<gdn::RecomputeWU<gdn::RecomputeWUConfig<64, 128, 128, DType::bf16>>>();
   check_kernel<gdn::L2Norm<128>>();

@@ -13,6 +13,9 @@
 //                         and those before it; tokens outside every
 //                         sequence are not written
 //   cu_seqlens (step)     sequence n: [clamp(cu[n], 0, T), clamp(cu[n+1], that, T))
+//   token_centres, seq_centres   clamped into [0, centres)
+//   key centre starts     entry i: [clamp(s[i], 0, T), clamp(s[i+1], that, T)),
+//                         rows outside [0, centres) write nothing
 // Each case runs the kernel on the garbage and on the sanitised values
 // (separately poisoned outputs) and compares the results bit for bit.
 #include <tilekernels/aura.hpp>
@@ -160,6 +163,84 @@ TEST_F(DeviceIndexGuards, DecodeAttentionClampsPagesAndLengths) {
       else ASSERT_TRUE(std::isfinite(x)) << "sequence " << s;
     }
   }
+}
+
+// A centred cache: garbage centre rows (per token for the writer, per
+// sequence for the attention) act as the clamped rows, and garbage prompt
+// ranges and rows of KeyCentre as the sanitised ones (nothing outside
+// k_centre written).
+TEST_F(DeviceIndexGuards, CentreIndicesAreClamped) {
+  Context& ctx = context();
+  Rng rng(94);
+  using CPC = PC::centred;
+  constexpr std::int64_t centres = 3, tokens = kSlots;  // every slot written
+  const Tensor tables = aura::CacheTables::make(ctx, CPC::format, 7, 8);
+  const auto centre = Tensor::from_floats(ctx, DType::f32, CPC::centre_shape(centres, kKvHeads),
+                                          rng.normals(std::size_t(centres * kKvHeads * kDim), 2.0f));
+  auto k = Tensor::from_floats(ctx, DType::bf16, {tokens, kKvHeads, kDim}, rng.normals(std::size_t(tokens * kKvHeads * kDim)));
+  std::vector<std::int32_t> slot_ids(tokens);
+  for (std::int32_t i = 0; i < tokens; ++i) slot_ids[std::size_t(i)] = i;
+  const Tensor slots = ints(ctx, slot_ids);
+  const std::int32_t pattern[] = {-1, kMax, kMin, 3, 2, 100, -100, 1};
+  std::vector<std::int32_t> garbage, sane;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    garbage.push_back(pattern[t % 8]);
+    sane.push_back(clamp32(garbage.back(), 0, centres - 1));
+  }
+
+  const aura::CacheWrite<aura::CacheWriteConfig<CPC>> writer(ctx);
+  const auto write = [&](const std::vector<std::int32_t>& rows, GuardedCache& cache) {
+    const Tensor rows_t = ints(ctx, rows);
+    aura::CacheWriteArgs a = cache.append(k, k, slots, tables);
+    a.k_centre = centre.ref(), a.token_centres = rows_t.ref();
+    writer.run(a);
+  };
+  GuardedCache a(ctx), b(ctx);
+  write(garbage, a);
+  write(sane, b);
+  expect_same_words(a.words(), b.words(), "cache");
+
+  constexpr std::int64_t seqs = 4, q_heads = 4, max_pages = 2;
+  using Kernel = aura::DecodeAttention<aura::DecodeAttentionConfig<CPC, DType::bf16, DType::f32>>;
+  const Kernel kernel(ctx, {.max_num_seqs = seqs, .max_q_len = 1, .q_heads = q_heads, .kv_heads = kKvHeads});
+  auto q = Tensor::from_floats(ctx, DType::bf16, {seqs, 1, q_heads, kDim}, rng.normals(std::size_t(seqs * q_heads * kDim)));
+  Tensor table(ctx, DType::i32, {seqs, max_pages});
+  table.upload(std::span<const std::int32_t>(std::vector<std::int32_t>{0, 1, 1, 0, 0, 0, 1, 1}));
+  const Tensor lens = ints(ctx, {20, 9, 2, 17});
+  const auto attend = [&](const std::vector<std::int32_t>& rows) {
+    const Tensor rows_t = ints(ctx, rows);
+    GuardedTensor out(ctx, DType::f32, {seqs, 1, q_heads, kDim});
+    aura::DecodeAttentionArgs d;
+    d.q = q, d.k_codes = b.k_codes, d.k_norms = b.k_norms.ref(), d.v_codes = b.v_codes, d.v_norms = b.v_norms.ref();
+    d.block_table = table, d.seq_lens = lens, d.tables = tables, d.output = out;
+    d.k_centre = centre.ref(), d.seq_centres = rows_t.ref();
+    d.options.softcap = 2.0f;  // the centre's term enters before the cap
+    kernel.run(d);
+    return out.read_words();
+  };
+  const std::vector<std::int32_t> seq_garbage{kMin, kMax, -1, 7};
+  std::vector<std::int32_t> seq_sane;
+  for (auto c : seq_garbage) seq_sane.push_back(clamp32(c, 0, centres - 1));
+  expect_same_words(attend(seq_garbage), attend(seq_sane), "output");
+
+  const aura::KeyCentre<aura::CacheWriteConfig<CPC>> key_centre(ctx);
+  const auto set = [&](const std::vector<std::int32_t>& starts, const std::vector<std::int32_t>& rows) {
+    const Tensor starts_t = ints(ctx, starts), rows_t = ints(ctx, rows);
+    GuardedTensor out(ctx, DType::f32, CPC::centre_shape(centres, kKvHeads));
+    out.poison();
+    key_centre.run({k, starts_t, rows_t, out.ref()});
+    return out.read_words();  // checks the guards
+  };
+  // Entries: [-5, 3) -> [0, 3) on row kMax (none); [3, kMax) -> [3, T) on
+  // row 1; [kMax, 2) -> [T, T) (empty) on row 0; [2, kMin) -> [2, 2) on row 2.
+  constexpr std::int32_t T = tokens;
+  const std::vector<std::int32_t> starts_garbage{-5, 3, kMax, 2, kMin}, starts_sane{0, 3, T, T, T};
+  const std::vector<std::int32_t> rows_garbage{kMax, 1, 0, 2}, rows_sane{-1, 1, -1, -1};
+  const auto centred_bad = set(starts_garbage, rows_garbage);
+  expect_same_words(centred_bad, set(starts_sane, rows_sane), "k_centre");
+  std::size_t written = 0;
+  for (auto w : centred_bad) written += w != 0xffffffffu;
+  EXPECT_EQ(written, std::size_t(kKvHeads * kDim)) << "only row 1 is set";
 }
 
 // Inputs of a Gated DeltaNet call of T tokens (B = 1).

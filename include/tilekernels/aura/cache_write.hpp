@@ -8,13 +8,18 @@
 //   slot_mapping  [num_tokens]                  i32: page * PageTokens + offset; negative = skip (padding)
 //   tables        [table_floats]                f32, the format's CacheTables
 //   k_codes, k_norms, v_codes, v_norms          the cache, layout of paged_cache.hpp (norms only for coded sides)
+//   k_centre      [centres, kv_heads, Dim]      f32, centred formats only (paged_cache.hpp)
+//   token_centres [num_tokens]                  i32, centred formats only: each token's row of k_centre
 //
 // A coded side stores the fused encode of encode.hpp in f32 (norm, rotation,
 // Lloyd-Max codes, norm correction), with the rotation and codebook of the
 // tables; a raw side stores the values rounded to the raw dtype. The codes equal the
 // double-precision reference (reference/aura/paged_cache.hpp) except where a
 // rotated value lies within f32 rounding of a boundary; norms agree to f32
-// rounding. Slots not named keep their contents.
+// rounding. Slots not named keep their contents. A centred format encodes
+// k - k_centre[token_centres[t], head], the difference taken in f32; a
+// centre row past k_centre reads as the nearest row (the host copy,
+// Args::host_token_centres, is checked where given).
 //
 // slot_mapping lives on the GPU, so record() cannot read it: a slot past
 // the cache (>= num_pages * PageTokens, or any value read as unsigned that
@@ -54,6 +59,10 @@ struct CacheWriteArgs {
   std::optional<TensorRef> v_norms;
   // Optional host copy of slot_mapping's contents: checked when given.
   std::span<const std::int32_t> host_slot_mapping = {};
+  // Centred formats only: the centres and each token's row of them, and
+  // optionally the host copy of token_centres (checked when given).
+  std::optional<TensorRef> k_centre = {}, token_centres = {};
+  std::span<const std::int32_t> host_token_centres = {};
 };
 
 // The kernel for a cache format given at run time (CacheWrite<Config> is
@@ -82,7 +91,7 @@ class CacheWriteKernel {
     const std::uint32_t n = rows(f) * f.dim;
     const std::uint32_t levels = CacheFormat::raw(bits) ? 2 : 1u << bits;
     return 4 * (n + (f.rotation == Rotation::dense ? n : 1) + (CacheFormat::raw(bits) ? 1 : n) + rows(f) * 16 +
-                4 * rows(f) + 2 * levels);
+                5 * rows(f) + 2 * levels);
   }
 
   static constexpr std::array<Variant<Problem>, 1> variants{{
@@ -132,6 +141,12 @@ class CacheWriteKernel {
     expect_tensor(*ctx_, name, "tables", a.tables, DType::f32, CacheTables::shape(f));
     tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
     tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    const std::int64_t centres =
+        tilekernels::detail::expect_key_centre(*ctx_, name, f, h, a.k_centre, a.token_centres, "token_centres", t);
+    if (!f.k_centred && !a.host_token_centres.empty())
+      throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(name, "token_centres") +
+                                                   "a host copy was given for a format whose keys are not centred");
+    tilekernels::detail::expect_centre_rows(name, "token_centres", a.host_token_centres, t, centres);
     const auto pages = a.k_codes.shape[0];
     if (a.k_codes.shape[1] != h)
       throw Error(ErrorCode::shape_mismatch, tilekernels::detail::where(name, "k_codes") + "kv_heads " +
@@ -228,7 +243,8 @@ class CacheWriteKernel {
     spec.TABLE_CODEBOOK = k_side ? f.k_codebook_at() : f.v_codebook_at();
     spec.TABLE_BOUNDARIES = k_side ? f.k_boundaries_at() : f.v_boundaries_at();
     spec.TABLE_ROTATION = k_side ? f.k_rotation_at() : f.v_rotation_at();
-    return tilekernels::detail::pipeline_key<Push>(*ctx_, v, spec, 5);
+    spec.CENTRED = k_side && f.k_centred ? 1 : 0;
+    return tilekernels::detail::pipeline_key<Push>(*ctx_, v, spec, 7);
   }
 
   void record_side(vk::CommandBuffer cmd, const Variant<Problem>& v, const Args& a, bool k_side) const {
@@ -246,9 +262,15 @@ class CacheWriteKernel {
     push.capacity = static_cast<std::uint32_t>(p.num_pages * f.page_tokens);
     push.inv_sqrt_dim = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.dim)));
     push.in_at = view.at, push.in_token = view.token, push.in_head = view.head;
-    // A raw side's norms binding is never accessed; the store keeps it valid.
-    tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, {input, a.slot_mapping, a.tables, store, norms ? *norms : store},
-                                         push, (row_count + rows(f) - 1) / rows(f));
+    const bool centred = k_side && f.k_centred;
+    push.centres = centred ? static_cast<std::uint32_t>(a.k_centre->shape[0]) : 0;
+    // Bindings the side never accesses (a raw side's norms, the centres of
+    // a side not centred) get a tensor of the call to stay valid.
+    tilekernels::detail::record_dispatch(
+        *ctx_, cmd, pipeline,
+        {input, a.slot_mapping, a.tables, store, norms ? *norms : store, centred ? *a.k_centre : a.tables,
+         centred ? *a.token_centres : a.slot_mapping},
+        push, (row_count + rows(f) - 1) / rows(f));
   }
 
   Context* ctx_;

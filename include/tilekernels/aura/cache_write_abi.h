@@ -9,7 +9,10 @@
 // ROTATION: 0 none (raw), 1 randomised Hadamard, 2 dense; NORM_DTYPE,
 // RAW_DTYPE, IN_DTYPE: DType codes; ROWS: (token, head) rows per workgroup;
 // TABLE_CODEBOOK, TABLE_BOUNDARIES, TABLE_ROTATION: float offsets of the
-// side's tables in the tables buffer (aura::CacheTableLayout).
+// side's tables in the tables buffer (aura::CacheTableLayout); CENTRED: 1
+// where the rows lose their centre first (the K side of a centred format:
+// binding 5 the centres [centres, kv_heads, DIM] f32, binding 6 each
+// token's row of them, i32).
 #define TK_CACHE_WRITE_SPEC(F) \
   F(1, DIM, 128)               \
   F(2, PAGE_TOKENS, 16)        \
@@ -21,7 +24,8 @@
   F(8, ROWS, 4)                \
   F(9, TABLE_CODEBOOK, 0)      \
   F(10, TABLE_BOUNDARIES, 0)   \
-  F(11, TABLE_ROTATION, 0)
+  F(11, TABLE_ROTATION, 0)     \
+  F(12, CENTRED, 0)
 
 // rows: num_tokens * kv_heads; capacity: num_pages * PAGE_TOKENS slots;
 // inv_sqrt_dim: f32(1 / sqrt(DIM)), rounded on the host; in_at, in_token,
@@ -35,6 +39,7 @@
   F(float, inv_sqrt_dim)       \
   F(uint, in_at)               \
   F(uint, in_token)            \
-  F(uint, in_head)
+  F(uint, in_head)             \
+  F(uint, centres)
 
 #endif

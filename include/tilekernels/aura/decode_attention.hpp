@@ -11,11 +11,14 @@
 //   sinks        [q_heads]                         f32 logits, optional
 //   output       [num_seqs, q_len, q_heads, Dim]   Out (f32, f16, bf16)
 //   lse          [num_seqs, q_len, q_heads]        f32, optional (natural log, sinks included)
+//   k_centre     [centres, kv_heads, Dim]          f32, centred formats only (paged_cache.hpp)
+//   seq_centres  [num_seqs]                        i32, centred formats only: each sequence's row of k_centre
 // The q_len new tokens of sequence s are already in the cache: query i sits
 // at position pos = seq_lens[s] - q_len + i and sees the keys t <= pos, and
 // with Options::window = W > 0 only those with t > pos - W. Query head h
 // reads KV head h / (q_heads / kv_heads). Per query row, over its keys:
 //   z_t = scale * norm_t * <R_k q, codebook_k[codes_t]>      (raw K: scale * <q, k_t>)
+//   z_t += scale * <q, k_centre[seq_centres[s], kv_head]>     (centred keys; the row clamped to k_centre)
 //   z_t = softcap * tanh(z_t / softcap)                       (Options::softcap > 0)
 //   l = sum_t e^(z_t) + e^(sink_h),  y = sum_t e^(z_t) norm_v,t codebook_v[codes_v,t] / l
 //   output = R_v^T y (raw V: y itself),  lse = ln l
@@ -54,6 +57,11 @@
 // of a fused QKV projection. tables [CacheTables::floats(format)] f32 holds
 // the format's codebooks and rotations (CacheTables), the same tensor the
 // CacheWrite that filled the cache read.
+//
+// Centred keys: each workgroup computes c = scale * <q, centre> per row
+// once (one workgroup sum) and adds it to every score before the softcap;
+// without a softcap the CUDA-core kernels add it to the row's maximum
+// instead, which moves every score by the same c.
 //
 // What the host cannot see: seq_lens and block_table live on the GPU. The
 // kernel clamps every seq_len to [0, max_pages * PageTokens] and every
@@ -241,6 +249,11 @@ class DecodeAttentionKernel {
     output_view(a);
     if (a.lse) expect_tensor(*ctx_, name, "lse", *a.lse, DType::f32, {n, ql, qh});
     if (a.sinks) expect_tensor(*ctx_, name, "sinks", *a.sinks, DType::f32, {qh});
+    const std::int64_t centres =
+        tilekernels::detail::expect_key_centre(*ctx_, name, f, kvh, a.k_centre, a.seq_centres, "seq_centres", n);
+    if (!f.k_centred && !a.host_seq_centres.empty())
+      fail(ErrorCode::invalid_argument, "seq_centres", "a host copy was given for a format whose keys are not centred");
+    tilekernels::detail::expect_centre_rows(name, "seq_centres", a.host_seq_centres, n, centres);
     const std::int64_t capacity = max_pages * f.page_tokens;
     const Options& o = a.options;
     if (o.scale && !std::isfinite(*o.scale))
@@ -382,13 +395,15 @@ class DecodeAttentionKernel {
     const Pipeline& pipeline = pipelines_.get(name, key(*plan.variant, g));
 
     // Bindings the shader never touches in this configuration (norms of raw
-    // sides, sinks, lse, the workspace without splits) get a tensor of the
-    // same call to stay valid: read-only ones a read-only input, written ones
-    // the output, so that synchronization validation sees no new hazard.
+    // sides, sinks, lse, the workspace without splits, the centres of keys
+    // not centred) get a tensor of the same call to stay valid: read-only
+    // ones a read-only input, written ones the output, so that
+    // synchronization validation sees no new hazard.
     std::vector<TensorRef> bindings{a.q,           a.k_codes,     a.k_norms ? *a.k_norms : a.k_codes,
                                     a.v_codes,     a.v_norms ? *a.v_norms : a.v_codes,
                                     a.block_table, a.seq_lens,    a.tables,
                                     a.sinks ? *a.sinks : a.tables, a.output, a.lse ? *a.lse : a.output};
+    const TensorRef centre = f.k_centred ? *a.k_centre : a.tables, centre_rows = f.k_centred ? *a.seq_centres : a.seq_lens;
     Push push;
     if (g.splits > 1) {
       const WorkspaceLayout w = workspace_layout(p, g);
@@ -398,6 +413,9 @@ class DecodeAttentionKernel {
     } else {
       bindings.push_back(a.output);
     }
+    bindings.push_back(centre);
+    bindings.push_back(centre_rows);
+    push.centres = f.k_centred ? static_cast<std::uint32_t>(a.k_centre->shape[0]) : 0;
     push.num_seqs = static_cast<std::uint32_t>(p.num_seqs);
     push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
     push.max_pages = static_cast<std::uint32_t>(p.max_pages);

@@ -15,8 +15,10 @@
 // same constants, ROW_VECS the first dispatch's) merges the states and
 // finishes the rows; 0: the workgroup finishes its rows itself; MMA_M,
 // MMA_N, MMA_K, SUBGROUP: the tensor-core variants' matrix tile and
-// subgroup size (shaders/common/mma.glsl; unused by the others). What
-// changes from call to call
+// subgroup size (shaders/common/mma.glsl; unused by the others);
+// K_CENTRED: 1 where the cache's keys are centred (binding 12 the centres
+// [centres, kv_heads, DIM] f32, binding 13 each sequence's row, i32): each
+// row's scores gain scale * <q, centre>. What changes from call to call
 // (group sizes, new tokens, the split, options) is a push constant, so one
 // pipeline serves every length.
 #define TK_DECODE_ATTENTION_SPEC(F) \
@@ -37,7 +39,8 @@
   F(15, K_ROTATION_AT, 0)           \
   F(16, V_ROTATION_AT, 0)           \
   F(17, PUBLISH, 0)                 \
-  TK_MMA_SPEC(F, 18, 19, 20, 21)
+  TK_MMA_SPEC(F, 18, 19, 20, 21)    \
+  F(22, K_CENTRED, 0)
 
 // gqa: query heads per KV head; q_len: new tokens per sequence; splits:
 // workgroups per (sequence, KV head, row chunk) along the keys; flags: bit 0
@@ -46,7 +49,8 @@
 // f32(1 / sqrt(DIM)); ml_at: vec4 offset of the (m, l) region in the
 // workspace binding; q_at, q_token, q_head and o_at, o_token, o_head:
 // where the views q and output are in their bindings (element offset,
-// elements per token and per head; core/dispatch.hpp ViewLayout).
+// elements per token and per head; core/dispatch.hpp ViewLayout);
+// centres: rows of the centre binding (K_CENTRED).
 #define TK_DECODE_ATTENTION_PUSH(F) \
   F(uint, group_offset)             \
   F(uint, num_seqs)                 \
@@ -67,7 +71,8 @@
   F(uint, q_head)                   \
   F(uint, o_at)                     \
   F(uint, o_token)                  \
-  F(uint, o_head)
+  F(uint, o_head)                   \
+  F(uint, centres)
 
 // Output dim pairs per invocation of a workgroup of WG invocations (the
 // finish's o_fin holds them).

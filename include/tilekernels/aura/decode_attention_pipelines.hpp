@@ -37,18 +37,19 @@ inline DecodeAttentionKernel::Spec DecodeAttentionKernel::spec(const Geometry& g
   spec.K_ROTATION_AT = f.k_rotation_at();
   spec.V_ROTATION_AT = f.v_rotation_at();
   spec.PUBLISH = g.splits > 1 ? 1 : 0;
+  spec.K_CENTRED = f.k_centred ? 1 : 0;
   return spec;
 }
 inline PipelineKey DecodeAttentionKernel::key(const Variant<Problem>& v, const Geometry& g) const {
   Spec s = spec(g);
   if (v.path == Path::tensor_core_fp16) tilekernels::detail::set_matrix_spec(s, ctx_->info(), v);
-  return tilekernels::detail::pipeline_key<Push>(*ctx_, v, s, 12);
+  return tilekernels::detail::pipeline_key<Push>(*ctx_, v, s, 14);
 }
 inline PipelineKey DecodeAttentionKernel::merge_key(const Geometry& g) const {
   Spec s = spec(g);
   s.workgroup = std::max(format_.dim / 2, merge_variant.invocations);
   s.TPI = 1;
-  return tilekernels::detail::pipeline_key<Push>(*ctx_, merge_variant, s, 12);
+  return tilekernels::detail::pipeline_key<Push>(*ctx_, merge_variant, s, 14);
 }
 
 // Every pipeline a call inside the envelope may take: per row count (each

@@ -42,6 +42,11 @@ struct DecodeAttentionArgs {
   // The longest seq_len of the call where the host knows it without a copy
   // (0: unknown; the capacity max_pages * page_tokens is assumed).
   std::int64_t max_seq_len = 0;
+  // Centred formats only (paged_cache.hpp): the centres [centres, kv_heads,
+  // Dim] f32 and each sequence's row of them [num_seqs] i32, and optionally
+  // the host copy of seq_centres (checked when given).
+  std::optional<TensorRef> k_centre = {}, seq_centres = {};
+  std::span<const std::int32_t> host_seq_centres = {};
 };
 
 // The largest calls a DecodeAttention object is built for: its
@@ -83,7 +88,8 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
 
 // Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
 // the subgroups' stages and the row-index tile, the scratch, codebooks, the
-// per-subgroup norms, factors and states, the row scales and reduction.
+// per-subgroup norms, factors and states, the row scales and centre terms,
+// and two reductions (the second for centred keys only, counted always).
 // The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
 // stages (its smem holds the queries, then the merged O) and adds its byte
 // table in 16 copies.
@@ -100,7 +106,7 @@ constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, s
   const std::uint32_t main = lanes ? 16 * (decode_attention_lanes_pairs(f.dim) ? f.dim / 8 + 1 : f.dim / 4 + 1)
                                    : subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim);
   return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH(f.dim, lanes ? 1 : 0)) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
-         4 * (subgroups * 16 * 5 + 16 + workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
+         4 * (subgroups * 16 * 5 + 32 + 2 * workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
 }
 
 // Whether the device's fp16 cooperative matrices are whole 16 x 16 x 16

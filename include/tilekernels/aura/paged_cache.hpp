@@ -20,6 +20,19 @@
 // Capacity (num_pages, from the tensors' shapes) is separate from the live
 // lengths (seq_lens). The exact semantics, in double precision, are
 // include/tilekernels/reference/aura/paged_cache.hpp.
+//
+// Centred keys (CacheFormat::k_centred, a coded K): real keys share a
+// large per-channel mean, and the quantiser's error grows with the key's
+// whole norm. A centred cache stores k - mu, where mu is a vector per
+// (centre row, KV head) in the caller's tensor
+//   k_centre  [centres, kv_heads, Dim]  f32
+// (one row per sequence: CacheWrite takes each token's row, DecodeAttention
+// each sequence's). Attention is unchanged, since every score of a query
+// row gains the same q . mu, which DecodeAttention adds back (before the
+// softcap; sinks and lse see the true scores): the centre may be any
+// vector, and only the error depends on it. A row must stay fixed while
+// the cache holds tokens written with it (KeyCentre sets it from a prompt's
+// keys); sequences that share pages must share the row.
 #pragma once
 
 #include <algorithm>
@@ -51,6 +64,7 @@ struct CacheFormat {
   std::uint32_t dim = 128, page_tokens = 16, k_bits = 4, v_bits = 4;
   Rotation rotation = Rotation::hadamard;
   DType norm_dtype = DType::f32, raw_dtype = DType::bf16;
+  bool k_centred = false;  // K stored minus its row of k_centre (a coded K only)
 
   static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
   bool k_raw() const { return raw(k_bits); }
@@ -73,6 +87,7 @@ struct CacheFormat {
     return {num_pages, kv_heads, page_tokens, raw(bits) ? dim : words(bits)};
   }
   Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) const { return {num_pages, kv_heads, page_tokens}; }
+  Shape centre_shape(std::int64_t centres, std::int64_t kv_heads) const { return {centres, kv_heads, dim}; }
   // Bytes one token of one KV head takes in the cache (K and V, norms included).
   constexpr std::uint32_t bytes_per_token() const {
     return static_cast<std::uint32_t>(4 * (words(k_bits) + words(v_bits)) + (raw(k_bits) ? 0 : dtype_size(norm_dtype)) +
@@ -109,6 +124,7 @@ struct CacheFormat {
       return "a Hadamard rotation needs dim a power of two (use a dense rotation for 80 or 96)";
     if (norm_dtype != DType::f32 && norm_dtype != DType::f16) return "norms must be f32 or f16";
     if (raw_dtype != DType::bf16 && raw_dtype != DType::f16) return "raw values must be bf16 or f16";
+    if (k_centred && raw(k_bits)) return "centred keys need a coded K (a raw K loses nothing to its mean)";
     return {};
   }
   void validate(std::string_view kernel) const {
@@ -118,7 +134,7 @@ struct CacheFormat {
 };
 
 template <std::uint32_t Dim, std::uint32_t PageTokens, std::uint32_t KBits, std::uint32_t VBits,
-          Rotation Rot = Rotation::hadamard, DType Norm = DType::f32, DType Raw = DType::bf16>
+          Rotation Rot = Rotation::hadamard, DType Norm = DType::f32, DType Raw = DType::bf16, bool KCentred = false>
 struct PagedCacheConfig {
   static_assert(Dim == 64 || Dim == 80 || Dim == 96 || Dim == 128 || Dim == 256,
                 "PagedCacheConfig: Dim must be 64, 80, 96, 128 or 256");
@@ -134,14 +150,18 @@ struct PagedCacheConfig {
                 "PagedCacheConfig: a Hadamard rotation needs Dim a power of two (use Rotation::dense for 80 or 96)");
   static_assert(Norm == DType::f32 || Norm == DType::f16, "PagedCacheConfig: Norm must be DType::f32 or DType::f16");
   static_assert(Raw == DType::bf16 || Raw == DType::f16, "PagedCacheConfig: Raw must be DType::bf16 or DType::f16");
+  static_assert(!KCentred || KBits != 16, "PagedCacheConfig: centred keys need a coded K (KBits 2 to 8)");
 
-  static constexpr CacheFormat format{Dim, PageTokens, KBits, VBits, Rot, Norm, Raw};
+  static constexpr CacheFormat format{Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, KCentred};
+  // The same format with centred keys.
+  using centred = PagedCacheConfig<Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, true>;
   static constexpr std::uint32_t dim = Dim;
   static constexpr std::uint32_t page_tokens = PageTokens;
   static constexpr std::uint32_t k_bits = KBits, v_bits = VBits;
   static constexpr Rotation rotation = Rot;
   static constexpr DType norm_dtype = Norm, raw_dtype = Raw;
   static constexpr bool k_raw = KBits == 16, v_raw = VBits == 16;
+  static constexpr bool k_centred = KCentred;
   static constexpr std::uint32_t k_words = format.words(KBits), v_words = format.words(VBits);
   static constexpr std::uint32_t bytes_per_token = format.bytes_per_token();
 
@@ -152,6 +172,7 @@ struct PagedCacheConfig {
     return format.store_shape(bits, num_pages, kv_heads);
   }
   static Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) { return format.norm_shape(num_pages, kv_heads); }
+  static Shape centre_shape(std::int64_t centres, std::int64_t kv_heads) { return format.centre_shape(centres, kv_heads); }
 };
 
 // The codebooks (codebook.hpp) and rotations (rotation.hpp, seeded per
@@ -242,6 +263,51 @@ inline void expect_cache_side(const Context& ctx, std::string_view kernel, const
     throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +
                                                  "a coded side needs its norms; none given");
   tilekernels::detail::expect_tensor(ctx, kernel, norms_name, *norms, f.norm_dtype, f.norm_shape(num_pages, kv_heads));
+}
+
+// Checks the centre of a cache's keys and the index naming each row's
+// centre (`index` [count] i32: "token_centres" or "seq_centres"): both
+// given for a centred format (k_centre [centres, kv_heads, Dim] f32,
+// centres >= 1), neither for another. Returns the centres (0: none).
+inline std::int64_t expect_key_centre(const Context& ctx, std::string_view kernel, const aura::CacheFormat& f,
+                                      std::int64_t kv_heads, const std::optional<TensorRef>& centre,
+                                      const std::optional<TensorRef>& index, const char* index_name,
+                                      std::int64_t count) {
+  using tilekernels::detail::where;
+  if (!f.k_centred) {
+    if (centre || index)
+      throw Error(ErrorCode::invalid_argument, where(kernel, centre ? "k_centre" : index_name) +
+                                                   "the cache format's keys are not centred; pass none");
+    return 0;
+  }
+  if (!centre || !index)
+    throw Error(ErrorCode::invalid_argument, where(kernel, !centre ? "k_centre" : index_name) +
+                                                 "a format with centred keys needs k_centre and " + index_name +
+                                                 "; none given");
+  tilekernels::detail::expect_rank(kernel, "k_centre", *centre, 3);
+  const std::int64_t centres = centre->shape[0];
+  if (centres < 1)
+    throw Error(ErrorCode::invalid_argument, where(kernel, "k_centre") + "needs at least one row, got shape " +
+                                                 shape_string(centre->shape));
+  tilekernels::detail::expect_tensor(ctx, kernel, "k_centre", *centre, DType::f32, f.centre_shape(centres, kv_heads));
+  if (centres * kv_heads * f.dim >= (std::int64_t{1} << 31))
+    throw Error(ErrorCode::unsupported, where(kernel, "k_centre") + "more values than 32-bit indexing allows");
+  tilekernels::detail::expect_tensor(ctx, kernel, index_name, *index, DType::i32, {count});
+  return centres;
+}
+
+// Checks a host copy of a centre index: each entry a row of k_centre.
+inline void expect_centre_rows(std::string_view kernel, const char* index_name, std::span<const std::int32_t> rows,
+                               std::int64_t count, std::int64_t centres) {
+  if (rows.empty()) return;
+  const std::string at = tilekernels::detail::where(kernel, index_name);
+  if (rows.size() != static_cast<std::size_t>(count))
+    throw Error(ErrorCode::shape_mismatch, at + "the host copy holds " + std::to_string(rows.size()) +
+                                               " entries, expected " + std::to_string(count));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= centres)
+      throw Error(ErrorCode::invalid_argument, at + "entry " + std::to_string(i) + " = " + std::to_string(rows[i]) +
+                                                   " is not a row of k_centre (" + std::to_string(centres) + " rows)");
 }
 
 }  // namespace tilekernels::detail

@@ -11,7 +11,9 @@
 //   t <= pos  and  (window == 0  or  t > pos - window)     (t >= 0 always).
 // GQA: query head h reads KV head h / (q_heads / kv_heads).
 // Per query head, over its visible keys:
-//   z_t  = scale * <q, k_t>                     (k_t dequantised: norm * R_k^T codebook[codes])
+//   z_t  = scale * <q, k_t>                     (k_t dequantised: norm * R_k^T codebook[codes],
+//                                                plus the sequence's centre mu where the cache
+//                                                stores centred keys: <q, k_t> gains <q, mu>)
 //   z_t  = softcap * tanh(z_t / softcap)        (only where softcap > 0)
 //   l    = sum_t exp(z_t) + exp(sink_h)         (the sink term only with sinks; the sink is a logit
 //                                                as given: not scaled, not capped, and it carries no value)
@@ -55,6 +57,10 @@ struct AttentionOptions {
   std::size_t window = 0;       // sliding window W: keys at positions > pos - W; 0 = off
   std::vector<float> sinks;     // [q_heads] sink logits; empty = none
   double softcap = 0;           // cap * tanh(z / cap) after scaling; 0 = off
+  // Centred keys: [num_seqs, kv_heads, dim], each sequence's centre (the
+  // paged cache holds k - mu; attention over it adds <q, mu> back); empty =
+  // none. Not read by decode_attention_dense (its keys are the originals).
+  std::vector<float> k_centre;
 };
 
 struct AttentionResult {
@@ -86,6 +92,19 @@ inline void check_attention(std::span<const float> q, std::span<const std::int32
     attention_fail("sinks must be empty or hold q_heads values, got " + std::to_string(opt.sinks.size()));
   if (opt.scale && !std::isfinite(*opt.scale)) attention_fail("scale must be finite");
   if (!(opt.softcap >= 0)) attention_fail("softcap must be >= 0 (0 = off)");
+  if (!opt.k_centre.empty() && opt.k_centre.size() != sh.num_seqs * sh.kv_heads * sh.dim)
+    attention_fail("k_centre must be empty or hold num_seqs * kv_heads * dim values, got " +
+                   std::to_string(opt.k_centre.size()));
+}
+
+// <q, mu> of a query row against its sequence's centre (0 without centres).
+inline double centre_dot(const AttentionOptions& opt, const float* q, std::size_t seq, std::size_t kvh,
+                         const DecodeShape& sh) {
+  if (opt.k_centre.empty()) return 0;
+  const float* mu = opt.k_centre.data() + (seq * sh.kv_heads + kvh) * sh.dim;
+  double dot = 0;
+  for (std::size_t d = 0; d < sh.dim; ++d) dot += double(q[d]) * mu[d];
+  return dot;
 }
 
 inline double scale_of(const DecodeShape& sh, const AttentionOptions& opt) {
@@ -121,12 +140,13 @@ inline double sink_of(const AttentionOptions& opt, std::size_t head) {
   return opt.sinks.empty() ? -std::numeric_limits<double>::infinity() : double(opt.sinks[head]);
 }
 
-// Attention of every query of one sequence over keys / values
-// [positions first.., kv_heads, dim] (double, original domain), by the
-// direct two-pass softmax. Writes output and lse of that sequence.
+// Attention of every query of one sequence (the call's sequence `seq`) over
+// keys / values [positions first.., kv_heads, dim] (double, original
+// domain; `centred`: the keys lack the sequence's centre), by the direct
+// two-pass softmax. Writes output and lse of that sequence.
 inline void attend_sequence(std::span<const float> q_seq, std::span<const double> keys, std::span<const double> values,
                             std::size_t first, std::size_t len, const DecodeShape& sh, const AttentionOptions& opt,
-                            std::span<double> out_seq, std::span<double> lse_seq) {
+                            std::span<double> out_seq, std::span<double> lse_seq, bool centred, std::size_t seq) {
   const double scale = scale_of(sh, opt);
   const std::size_t group = sh.q_heads / sh.kv_heads, dim = sh.dim, row = sh.kv_heads * dim;
   std::vector<double> z;
@@ -140,9 +160,10 @@ inline void attend_sequence(std::span<const float> q_seq, std::span<const double
       std::fill(o, o + dim, 0.0);
       z.clear();
       double m = sink_of(opt, h);
+      const double shift = centred ? centre_dot(opt, qv, seq, kvh, sh) : 0.0;
       for (std::int64_t t = vis.first; t < vis.end; ++t) {
         const double* k = keys.data() + (static_cast<std::size_t>(t) - first) * row + kvh * dim;
-        double dot = 0;
+        double dot = shift;
         for (std::size_t d = 0; d < dim; ++d) dot += double(qv[d]) * k[d];
         z.push_back(logit(dot, scale, opt.softcap));
         m = std::max(m, z.back());
@@ -229,7 +250,7 @@ inline AttentionResult decode_attention_dense(std::span<const float> q, std::spa
     const std::vector<double> vs(v.begin() + s * per_seq, v.begin() + s * per_seq + len * row);
     impl::attend_sequence(q.subspan(s * q_per_seq * sh.dim, q_per_seq * sh.dim), ks, vs, 0, len, sh, opt,
                           std::span(r.output).subspan(s * q_per_seq * sh.dim, q_per_seq * sh.dim),
-                          std::span(r.lse).subspan(s * q_per_seq, q_per_seq));
+                          std::span(r.lse).subspan(s * q_per_seq, q_per_seq), false, s);
   }
   return r;
 }
@@ -253,7 +274,7 @@ inline AttentionResult decode_attention_paged(std::span<const float> q, const Pa
     const auto ks = gather(cache, Side::k, pages, first, len), vs = gather(cache, Side::v, pages, first, len);
     impl::attend_sequence(q.subspan(s * q_per_seq * sh.dim, q_per_seq * sh.dim), ks, vs, first, len, sh, opt,
                           std::span(r.output).subspan(s * q_per_seq * sh.dim, q_per_seq * sh.dim),
-                          std::span(r.lse).subspan(s * q_per_seq, q_per_seq));
+                          std::span(r.lse).subspan(s * q_per_seq, q_per_seq), true, s);
   }
   return r;
 }
@@ -298,6 +319,7 @@ inline AttentionResult decode_attention_paged_rotated(std::span<const float> q, 
         const std::size_t kvh = h / group, qi = (s * sh.q_len + i) * sh.q_heads + h;
         const std::vector<double> qd(q.begin() + qi * dim, q.begin() + (qi + 1) * dim);
         const auto q_rot = rotate(cache, Side::k, qd);  // R_k q (q itself for a raw K)
+        const double shift = impl::centre_dot(opt, q.data() + qi * dim, s, kvh, sh);
         impl::SoftmaxState total;
         total.o.assign(dim, 0.0);
         // Pages in order, each giving a partial state over its visible slots
@@ -315,7 +337,7 @@ inline AttentionResult decode_attention_paged_rotated(std::span<const float> q, 
             const auto c = rotated_unit(Side::k, page, kvh, slot);
             double dot = 0;
             for (std::size_t d = 0; d < dim; ++d) dot += q_rot[d] * c[d];
-            z.push_back(impl::logit(norm_of(Side::k, page, kvh, slot) * dot, scale, opt.softcap));
+            z.push_back(impl::logit(norm_of(Side::k, page, kvh, slot) * dot + shift, scale, opt.softcap));
           }
           impl::SoftmaxState part;
           part.o.assign(dim, 0.0);

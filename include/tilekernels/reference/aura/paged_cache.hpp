@@ -229,6 +229,38 @@ inline void cache_write(PagedCache& cache, std::span<const float> k, std::span<c
   }
 }
 
+// Centred keys (aura/paged_cache.hpp): the cache stores k - mu, with mu
+// the centre of the token's sequence. The rows cache_write takes for such
+// a K side: k [num_tokens, kv_heads, dim] minus each token's row of
+// k_centre [rows, kv_heads, dim] (token_centres [num_tokens]), the
+// difference rounded to f32, as the kernel forms it.
+inline std::vector<float> centred_keys(std::span<const float> k, std::span<const std::int32_t> token_centres,
+                                       std::span<const float> k_centre, std::size_t kv_heads, std::size_t dim) {
+  const std::size_t row = kv_heads * dim, tokens = token_centres.size();
+  if (k.size() != tokens * row || row == 0 || k_centre.size() % row != 0)
+    impl::fail("centred_keys: k must hold num_tokens * kv_heads * dim values and k_centre whole rows");
+  std::vector<float> out(k.size());
+  for (std::size_t t = 0; t < tokens; ++t) {
+    const std::int32_t c = token_centres[t];
+    if (c < 0 || static_cast<std::size_t>(c) >= k_centre.size() / row)
+      impl::fail("centred_keys: token " + std::to_string(t) + " names centre row " + std::to_string(c) +
+                 ", not a row of k_centre");
+    for (std::size_t i = 0; i < row; ++i) out[t * row + i] = k[t * row + i] - k_centre[static_cast<std::size_t>(c) * row + i];
+  }
+  return out;
+}
+
+// The centre a prompt's keys give: the mean over its tokens of k
+// [tokens, kv_heads, dim], per head and dim, in double.
+inline std::vector<double> key_mean(std::span<const float> k, std::size_t kv_heads, std::size_t dim) {
+  const std::size_t row = kv_heads * dim;
+  if (row == 0 || k.empty() || k.size() % row != 0) impl::fail("key_mean: k must hold whole rows, at least one");
+  std::vector<double> mean(row, 0.0);
+  for (std::size_t i = 0; i < k.size(); ++i) mean[i % row] += k[i];
+  for (auto& m : mean) m /= static_cast<double>(k.size() / row);
+  return mean;
+}
+
 // The codebook indices [dim] of one stored token (TurboQuant sides).
 inline std::vector<std::uint32_t> token_codes(const PagedCache& cache, Side s, std::size_t page, std::size_t head,
                                               std::size_t slot) {
