@@ -6,7 +6,9 @@
 // channels (as post-RoPE keys have), Gaussian values and queries. For each
 // cache format the context is appended in chunks with aura::CacheWrite,
 // then a few decode steps each append their token and attend, recorded in
-// one command buffer (append, barrier, aura::DecodeAttention). Printed per
+// one command buffer (append, barrier, aura::DecodeAttention). Formats with
+// centred keys (paged_cache.hpp) first set the sequence's centre from the
+// prompt's first chunk (aura::KeyCentre). Printed per
 // format: cache bytes per token and the compression against bf16, the error
 // and cosine of the attention output against exact attention over the
 // original K/V, and the GPU time of a step on a busy GPU (as in an
@@ -14,6 +16,7 @@
 // GPU.
 #include <tilekernels/aura/cache_write.hpp>
 #include <tilekernels/aura/decode_attention.hpp>
+#include <tilekernels/aura/key_centre.hpp>
 #include <tilekernels/core/splitmix.hpp>
 
 #include <algorithm>
@@ -123,6 +126,16 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
   tk::Tensor block_table(ctx, tk::DType::i32, {1, pages});
   block_table.upload(std::span<const std::int32_t>(table));
   const auto slot = [&](std::int64_t p) { return table[static_cast<std::size_t>(p / kPageTokens)] * kPageTokens + p % kPageTokens; };
+  // Centred keys: the sequence's centre (one row), and each appended
+  // token's row of it (0).
+  std::optional<tk::Tensor> centre;
+  std::vector<std::int32_t> rows(512, 0);
+  tk::Tensor row_ids(ctx, tk::DType::i32, {512}), seq_row(ctx, tk::DType::i32, {1});
+  if (Cache::k_centred) {
+    centre.emplace(ctx, tk::DType::f32, Cache::centre_shape(1, kKvHeads));
+    row_ids.upload(std::span<const std::int32_t>(rows));
+    seq_row.upload(std::span<const std::int32_t>(rows.data(), 1));
+  }
 
   // Appends positions [first, first + n) (recorded into `cmd`, or run now).
   const auto append_args = [&](std::int64_t first, std::int64_t n, std::vector<tk::Tensor>& keep,
@@ -136,13 +149,35 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     keep.push_back(tk::Tensor::from_floats(ctx, tk::DType::bf16, {n, kKvHeads, kDim}, v));
     keep.emplace_back(ctx, tk::DType::i32, tk::Shape{n});
     keep.back().upload(std::span<const std::int32_t>(slots));
-    return typename Write::Args{keep[keep.size() - 3], keep[keep.size() - 2], keep.back(), tables, k_codes,
-                                norms(k_norms), v_codes, norms(v_norms), slots};
+    typename Write::Args a{keep[keep.size() - 3], keep[keep.size() - 2], keep.back(), tables, k_codes,
+                           norms(k_norms), v_codes, norms(v_norms), slots};
+    if (centre) {
+      a.k_centre = centre->ref();
+      tk::TensorRef ids = row_ids.ref();  // the first n of the 512 row ids
+      ids.shape = {n};
+      a.token_centres = ids;
+    }
+    return a;
   };
   for (std::int64_t first = 0; first < context; first += 512) {  // the prompt, in chunks
     std::vector<tk::Tensor> keep;
     std::vector<std::int32_t> slots;
-    write.run(append_args(first, std::min<std::int64_t>(512, context - first), keep, slots));
+    const auto args = append_args(first, std::min<std::int64_t>(512, context - first), keep, slots);
+    if constexpr (Cache::k_centred) {
+      if (first == 0) {  // the first chunk sets the centre
+        const aura::KeyCentre<aura::CacheWriteConfig<Cache, tk::DType::bf16>> key_centre(ctx);
+        const std::vector<std::int32_t> starts{0, static_cast<std::int32_t>(args.k.shape[0])};
+        tk::Tensor starts_gpu(ctx, tk::DType::i32, {2});
+        starts_gpu.upload(std::span<const std::int32_t>(starts));
+        ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+          key_centre.record(cmd, {args.k, starts_gpu, seq_row, *centre});
+          tk::compute_barrier(ctx, cmd);
+          write.record(cmd, args);
+        });
+        continue;
+      }
+    }
+    write.run(args);
   }
 
   // Decode steps: append the step's token, then attend, in one command
@@ -166,6 +201,10 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     const auto q = tk::Tensor::from_floats(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim}, qs);
     typename Attention::Args args{q, k_codes, norms(k_norms), v_codes, norms(v_norms), block_table, seq_lens, tables, output};
     args.max_seq_len = len;  // the host knows the length: the split is sized for it
+    if (centre) {
+      args.k_centre = centre->ref();
+      args.seq_centres = seq_row.ref();
+    }
     if (step == 0) {
       if (const std::uint64_t bytes = attention.workspace_bytes(attention.problem(args)))
         workspace.emplace(ctx, tk::DType::u32, tk::Shape{static_cast<std::int64_t>(bytes / 4)});
@@ -230,11 +269,14 @@ int main() try {
   run_format<PagedCacheConfig<128, 16, 4, 4>>(ctx, "k4v4", layer, context);
   run_format<PagedCacheConfig<128, 16, 4, 3>>(ctx, "k4v3", layer, context);
   run_format<PagedCacheConfig<128, 16, 3, 3>>(ctx, "k3v3", layer, context);
+  run_format<PagedCacheConfig<128, 16, 4, 4>::centred>(ctx, "k4v4 c", layer, context);
+  run_format<PagedCacheConfig<128, 16, 3, 3>::centred>(ctx, "k3v3 c", layer, context);
   const std::string after =
       ctx.info().is_cpu() ? "" : " after " + std::to_string(kCopies) + " copies of itself in its command buffer";
   std::printf("\nper token: K and V of all KV heads of one layer, norms included; error and cosine: the attention "
               "output of all query heads (bf16, as an engine takes it) against exact attention over the original "
-              "(bf16) K/V; GPU time: one step (append the token, barrier, attention)%s, the median of %lld%s.\n",
+              "(bf16) K/V; GPU time: one step (append the token, barrier, attention)%s, the median of %lld%s. "
+              "c: centred keys, the centre set from the prompt's first 512 tokens.\n",
               after.c_str(), static_cast<long long>(kSteps),
               ctx.info().is_cpu() ? " (a CPU device: far from a GPU's)" : "");
   return 0;

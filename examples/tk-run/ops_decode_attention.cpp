@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// tk-run ops aura.cache_write, aura.decode_attention, aura.decode_attention_partials:
-// the paged AURA KV cache and decode attention over it. The format is given
+// tk-run ops aura.cache_write, aura.key_centre, aura.decode_attention,
+// aura.decode_attention_partials: the paged AURA KV cache, the centres of
+// its keys and decode attention over it. The format is given
 // at run time (aura::CacheWriteKernel, aura::DecodeAttentionKernel); inputs
 // and outputs are f32 (raw bf16 cache values widened exactly), codes u32.
 #include <tilekernels/aura/cache_write.hpp>
 #include <tilekernels/aura/decode_attention.hpp>
+#include <tilekernels/aura/key_centre.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +28,8 @@ const std::vector<Param> kFormatParams{
     {"page_tokens", "16", "tokens per page: a multiple of 16 in [16, 256]"},
     {"rotation", "hadamard", "rotation of the coded sides: hadamard (what aura.rotation kind=hadamard prints) or dense"},
     {"k_seed", "0", "seed of K's rotation (aura.rotation seed=)"},
-    {"v_seed", "1", "seed of V's rotation"}};
+    {"v_seed", "1", "seed of V's rotation"},
+    {"centred", "0", "1: K is stored minus its sequence's centre (input k_centre; a coded K only)"}};
 
 aura::CacheFormat format_of(const Invocation& inv) {
   aura::CacheFormat f;
@@ -49,6 +52,7 @@ aura::CacheFormat format_of(const Invocation& inv) {
   } else {
     throw UsageError("parameter 'rotation' must be hadamard or dense, got '" + printable(rot, 60) + "'");
   }
+  f.k_centred = inv.int_param("centred", 0, 1) == 1;
   const std::string why = f.problem();
   if (!why.empty()) throw UsageError("bad cache format: " + why);
   // Both seeds parsed now, before anything is allocated.
@@ -131,6 +135,39 @@ std::optional<tilekernels::TensorRef> norms_ref(const Side& s) {
   return s.norms ? std::optional<tilekernels::TensorRef>(s.norms->ref()) : std::nullopt;
 }
 
+// The centres of a centred format's keys and the index naming each row's
+// (`index`: token_centres or seq_centres, `count` entries), loaded from the
+// inputs; neither may be given for another format.
+struct Centres {
+  std::optional<Tensor> centre, index;
+  std::vector<std::int32_t> host_index;
+};
+
+Centres load_centres(tilekernels::Context& ctx, Invocation& inv, const aura::CacheFormat& f, std::int64_t heads,
+                     const char* index, std::int64_t count) {
+  Centres c;
+  if (!f.k_centred) {
+    for (const char* name : {"k_centre", index})
+      if (inv.has_input(name)) throw UsageError("input '" + std::string(name) + "' exists only with centred=1");
+    return c;
+  }
+  for (const char* name : {"k_centre", index})
+    if (!inv.has_input(name)) throw UsageError("missing input '" + std::string(name) + "' (centred=1)");
+  const Shape shape = inv.input_shape("k_centre");
+  if (shape.size() != 3 || shape[1] != heads || shape[2] != f.dim)
+    throw UsageError("input 'k_centre': expected shape [centres, " + std::to_string(heads) + ", " +
+                     std::to_string(f.dim) + "], got " + tilekernels::shape_string(shape));
+  c.host_index = inv.ints(index, {count});
+  c.centre.emplace(inv.upload(ctx, DType::f32, shape, inv.floats("k_centre", shape), "input 'k_centre'"));
+  c.index.emplace(inv.alloc(ctx, DType::i32, {count}, "input '" + std::string(index) + "'"));
+  c.index->upload(std::span<const std::int32_t>(c.host_index));
+  return c;
+}
+
+std::optional<tilekernels::TensorRef> ref_of(const std::optional<Tensor>& t) {
+  return t ? std::optional<tilekernels::TensorRef>(t->ref()) : std::nullopt;
+}
+
 void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
   // Every parameter and shape first, before anything is allocated.
   const aura::CacheFormat f = format_of(inv);
@@ -167,11 +204,41 @@ void run_cache_write(tilekernels::Context& ctx, Invocation& inv) {
   slot_tensor.upload(std::span<const std::int32_t>(slots));
   const Side ks = load_side(ctx, inv, f, "k", f.k_bits, pages, heads, fresh);
   const Side vs = load_side(ctx, inv, f, "v", f.v_bits, pages, heads, fresh);
+  const Centres centres = load_centres(ctx, inv, f, heads, "token_centres", tokens);
   const Tensor tables = aura::CacheTables::make(ctx, f, inv.seed_param("k_seed"), inv.seed_param("v_seed"));
   aura::CacheWriteKernel writer(ctx, f, DType::f32);
-  writer.run({k, v, slot_tensor, tables, *ks.store, norms_ref(ks), *vs.store, norms_ref(vs), slots});
+  aura::CacheWriteArgs args{k, v, slot_tensor, tables, *ks.store, norms_ref(ks), *vs.store, norms_ref(vs), slots};
+  args.k_centre = ref_of(centres.centre);
+  args.token_centres = ref_of(centres.index);
+  args.host_token_centres = centres.host_index;
+  writer.run(args);
   put_side(inv, "k", f.k_bits, ks);
   put_side(inv, "v", f.v_bits, vs);
+}
+
+void run_key_centre(tilekernels::Context& ctx, Invocation& inv) {
+  const aura::CacheFormat f = format_of(inv);
+  if (!f.k_centred) throw UsageError("aura.key_centre needs centred=1");
+  const Shape k_shape = inv.input_shape("k");
+  if (k_shape.size() != 3 || k_shape[2] != f.dim)
+    throw UsageError("input 'k': expected shape [num_tokens, kv_heads, " + std::to_string(f.dim) + "], got " +
+                     tilekernels::shape_string(k_shape));
+  const Shape rows_shape = inv.input_shape("rows");
+  if (rows_shape.size() != 1)
+    throw UsageError("input 'rows': expected shape [entries], got " + tilekernels::shape_string(rows_shape));
+  const std::vector<std::int32_t> rows = inv.ints("rows", rows_shape), starts = inv.ints("starts", {rows_shape[0] + 1});
+  const Shape centre_shape = inv.input_shape("k_centre");
+  if (centre_shape.size() != 3 || centre_shape[1] != k_shape[1] || centre_shape[2] != f.dim)
+    throw UsageError("input 'k_centre': expected shape [centres, " + std::to_string(k_shape[1]) + ", " +
+                     std::to_string(f.dim) + "], got " + tilekernels::shape_string(centre_shape));
+  const auto k = inv.upload(ctx, DType::f32, k_shape, inv.floats("k", k_shape), "input 'k'");
+  Tensor starts_t = inv.alloc(ctx, DType::i32, {rows_shape[0] + 1}, "input 'starts'");
+  starts_t.upload(std::span<const std::int32_t>(starts));
+  Tensor rows_t = inv.alloc(ctx, DType::i32, rows_shape, "input 'rows'");
+  rows_t.upload(std::span<const std::int32_t>(rows));
+  Tensor centre = inv.upload(ctx, DType::f32, centre_shape, inv.floats("k_centre", centre_shape), "input 'k_centre'");
+  aura::KeyCentreKernel(ctx, f, DType::f32).run({k, starts_t, rows_t, centre, starts, rows});
+  inv.put("k_centre", centre_shape, centre.download_floats());
 }
 
 // What decode attention reads, loaded from the inputs.
@@ -182,6 +249,7 @@ struct AttentionInputs {
   Side k, v;
   std::vector<std::int32_t> host_lens, host_table;
   aura::DecodeAttentionOptions options;
+  Centres centres;
 };
 
 AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
@@ -230,6 +298,7 @@ AttentionInputs load_attention(tilekernels::Context& ctx, Invocation& inv) {
   a.seq_lens->upload(std::span<const std::int32_t>(a.host_lens));
   if (inv.has_input("sinks"))
     a.sinks.emplace(inv.upload(ctx, DType::f32, {a.q_heads}, inv.floats("sinks", {a.q_heads}), "input 'sinks'"));
+  a.centres = load_centres(ctx, inv, f, a.kv_heads, "seq_centres", a.num_seqs);
   return a;
 }
 
@@ -243,6 +312,9 @@ aura::DecodeAttentionArgs args_of(const AttentionInputs& a, const Tensor& output
   args.options = a.options;
   args.host_seq_lens = a.host_lens;
   args.host_block_table = a.host_table;
+  args.k_centre = ref_of(a.centres.centre);
+  args.seq_centres = ref_of(a.centres.index);
+  args.host_seq_centres = a.centres.host_index;
   if (a.q_len > aura::DecodeAttentionKernel::max_q_len)
     throw UsageError("input 'q': q_len must be at most " + std::to_string(aura::DecodeAttentionKernel::max_q_len) +
                      ", got " + std::to_string(a.q_len));
@@ -350,6 +422,8 @@ std::vector<TensorSpec> attention_inputs() {
   in.push_back({"block_table", "i32", "[num_seqs, max_pages]"});
   in.push_back({"seq_lens", "i32", "[num_seqs]"});
   in.push_back({"sinks", "f32", "[q_heads]", true});
+  in.push_back({"k_centre", "f32", "[centres, kv_heads, dim] (centred=1 only)", true});
+  in.push_back({"seq_centres", "i32", "[num_seqs]: each sequence's row of k_centre (centred=1 only)", true});
   return in;
 }
 
@@ -371,6 +445,8 @@ const Registrar cache_write{Op{
         t.optional = true;
         in.push_back(t);
       }
+      in.push_back({"k_centre", "f32", "[centres, kv_heads, dim] (centred=1 only)", true});
+      in.push_back({"token_centres", "i32", "[num_tokens]: each token's row of k_centre (centred=1 only)", true});
       return in;
     }(),
     {{"k_codes", "u32", "[num_pages, kv_heads, page_tokens, dim*k_bits/32] (k_bits=16: f32 [..., dim])"},
@@ -378,6 +454,18 @@ const Registrar cache_write{Op{
      {"v_codes", "u32", "[num_pages, kv_heads, page_tokens, dim*v_bits/32] (v_bits=16: f32 [..., dim])"},
      {"v_norms", "f32", "[num_pages, kv_heads, page_tokens] (coded V only)", true}},
     run_cache_write}};
+
+const Registrar key_centre{Op{
+    "aura.key_centre",
+    "sets row rows[i] of k_centre to the mean of k's tokens [starts[i], starts[i+1]) (a negative row or an empty "
+    "range: none); outputs the whole k_centre",
+    with_format({}),
+    {{"k", "f32", "[num_tokens, kv_heads, dim]"},
+     {"starts", "i32", "[entries + 1]"},
+     {"rows", "i32", "[entries]"},
+     {"k_centre", "f32", "[centres, kv_heads, dim]: the rows as they are"}},
+    {{"k_centre", "f32", "[centres, kv_heads, dim]"}},
+    run_key_centre}};
 
 const Registrar decode_attention{Op{
     "aura.decode_attention",

@@ -3,7 +3,9 @@
 // cache and into an existing one (raw K, dense V), aura.decode_attention
 // over it against the double reference over the cache tk-run wrote,
 // aura.decode_attention_partials merged on the host into the same output,
-// and bad input refused with one line. TK_RUN is the
+// a centred cache (aura.key_centre, then the writer and the attention with
+// each token's and sequence's centre row), and bad input refused with one
+// line. TK_RUN is the
 // path of the tk-run binary.
 #include <gtest/gtest.h>
 
@@ -267,6 +269,95 @@ TEST_F(TkRunAttention, AppendsToAnExistingCacheRawKDenseV) {
   EXPECT_LE(relative_rms(out, expect.output), 1e-5) << "output relative RMS";
 }
 
+TEST_F(TkRunAttention, CentredKeysFromKeyCentreThroughAttention) {
+  // Dim 64, K4V4, keys of mean 2: two prompts (37 and 20 keys) set centre
+  // rows 1 and 0, the writer stores each key minus its sequence's row, and
+  // attention (softcap and sinks: the true scores matter) over the cache
+  // matches the reference that adds q . mu back.
+  const std::int64_t dim = 64, heads = 2, q_heads = 4, pages = 5, max_pages = 3;
+  const std::vector<std::int32_t> lens{37, 20}, table{4, 0, 2, 3, 1, -1}, rows{1, 0}, seq_centres{1, 0};
+  const std::vector<std::int32_t> starts{0, 37, 57};
+  std::vector<std::int32_t> slots, token_centres;
+  for (std::size_t s = 0; s < lens.size(); ++s)
+    for (std::int32_t p = 0; p < lens[s]; ++p) {
+      slots.push_back(table[s * max_pages + p / 16] * 16 + p % 16);
+      token_centres.push_back(seq_centres[s]);
+    }
+  const auto tokens = static_cast<std::int64_t>(slots.size());
+  auto k = values(static_cast<std::size_t>(tokens * heads * dim), 21);
+  for (auto& x : k) x += 2.0f;
+  const auto v = values(k.size(), 22);
+  write("k.npy", {tokens, heads, dim}, k);
+  write("v.npy", {tokens, heads, dim}, v);
+  write("c0.npy", {2, heads, dim}, std::vector<float>(static_cast<std::size_t>(2 * heads * dim), 0.0f));
+  write_ints("starts.npy", {3}, starts);
+  write_ints("rows.npy", {2}, rows);
+  write_ints("slots.npy", {tokens}, slots);
+  write_ints("tc.npy", {tokens}, token_centres);
+  const std::string format = "dim=64 k_bits=4 v_bits=4 k_seed=3 v_seed=4 centred=1";
+  const Result c = run("aura.key_centre " + format + " --in k=" + path("k.npy") + " --in starts=" + path("starts.npy") +
+                       " --in rows=" + path("rows.npy") + " --in k_centre=" + path("c0.npy") +
+                       " --out k_centre=" + path("centre.npy"));
+  ASSERT_EQ(c.code, 0) << c.err;
+  const auto centre = tkrun::read_npy(path("centre.npy")).floats;
+  const std::size_t row = heads * dim;
+  ASSERT_EQ(centre.size(), 2 * row);
+  for (std::size_t e = 0; e < 2; ++e) {
+    const auto mean = ref::key_mean(std::span(k).subspan(static_cast<std::size_t>(starts[e]) * row,
+                                                         static_cast<std::size_t>(starts[e + 1] - starts[e]) * row),
+                                    heads, dim);
+    for (std::size_t i = 0; i < row; ++i)
+      ASSERT_NEAR(centre[static_cast<std::size_t>(rows[e]) * row + i], mean[i], 1e-5) << "prompt " << e;
+  }
+
+  const Result w = run("aura.cache_write " + format + " num_pages=5 --in k=" + path("k.npy") + " --in v=" +
+                       path("v.npy") + " --in slot_mapping=" + path("slots.npy") + " --in k_centre=" +
+                       path("centre.npy") + " --in token_centres=" + path("tc.npy") + " --out k_codes=" +
+                       path("kc.npy") + " --out k_norms=" + path("kn.npy") + " --out v_codes=" + path("vc.npy") +
+                       " --out v_norms=" + path("vn.npy"));
+  ASSERT_EQ(w.code, 0) << w.err;
+  using tilekernels::DType;
+  const auto f = cache_format(64, heads, pages, {4, DType::bf16, DType::f32, ref::RotationKind::hadamard, 3},
+                              {4, DType::bf16, DType::f32, ref::RotationKind::hadamard, 4});
+  ref::PagedCache want(f), got(f);
+  ref::cache_write(want, ref::centred_keys(k, token_centres, centre, heads, dim), v, slots);
+  got.k.codes = tkrun::read_npy(path("kc.npy")).words;
+  got.v.codes = tkrun::read_npy(path("vc.npy")).words;
+  got.k.norms = tkrun::read_npy(path("kn.npy")).floats;
+  got.v.norms = tkrun::read_npy(path("vn.npy")).floats;
+  std::size_t differ = 0;
+  for (auto s : slots)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const auto a = ref::token_codes(want, ref::Side::k, s / 16, h, s % 16);
+      const auto b = ref::token_codes(got, ref::Side::k, s / 16, h, s % 16);
+      for (std::size_t d = 0; d < 64; ++d) differ += a[d] != b[d];
+    }
+  EXPECT_LE(differ, 3u) << "K codes differing from the reference encode of the centred keys";
+
+  const auto q = values(static_cast<std::size_t>(2 * q_heads * dim), 23);
+  const std::vector<float> sinks{0.5f, -1.0f, 2.0f, 0.0f};
+  write("q.npy", {2, 1, q_heads, dim}, q);
+  write_ints("table.npy", {2, max_pages}, table);
+  write_ints("lens.npy", {2}, lens);
+  write("sinks.npy", {q_heads}, sinks);
+  write_ints("sc.npy", {2}, seq_centres);
+  const Result a = run("aura.decode_attention " + format + " softcap=5 --in q=" + path("q.npy") + " --in k_codes=" +
+                       path("kc.npy") + " --in k_norms=" + path("kn.npy") + " --in v_codes=" + path("vc.npy") +
+                       " --in v_norms=" + path("vn.npy") + " --in block_table=" + path("table.npy") +
+                       " --in seq_lens=" + path("lens.npy") + " --in sinks=" + path("sinks.npy") + " --in k_centre=" +
+                       path("centre.npy") + " --in seq_centres=" + path("sc.npy") + " --out output=" +
+                       path("out.npy") + " --out lse=" + path("lse.npy"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  ref::AttentionOptions opt;
+  opt.softcap = 5;
+  opt.sinks = sinks;
+  for (auto r : seq_centres) opt.k_centre.insert(opt.k_centre.end(), centre.begin() + r * row, centre.begin() + (r + 1) * row);
+  const auto expect = ref::decode_attention_paged_rotated(q, got, table, max_pages, lens,
+                                                          ref::DecodeShape{2, 1, q_heads, heads, 64}, opt);
+  EXPECT_LE(relative_rms(tkrun::read_npy(path("out.npy")).floats, expect.output), 1e-5) << "output relative RMS";
+  EXPECT_LE(relative_rms(tkrun::read_npy(path("lse.npy")).floats, expect.lse), 1e-5) << "lse relative RMS";
+}
+
 TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
   write("k.npy", {3, 1, 64}, values(192, 1));
   write_ints("slots.npy", {3}, {0, 1, 40});
@@ -288,6 +379,15 @@ TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
   refused("aura.cache_write dim=128 num_pages=2" + in + out, "input 'k': expected shape [num_tokens, kv_heads, 128]");
   refused("aura.cache_write dim=64 k_bits=16 num_pages=3" + in + " --out k_norms=" + path("out.npy"),
           "output 'k_norms' exists only for a coded side");
+  write("centre.npy", {1, 1, 64}, values(64, 2));
+  const std::string centre = " --in k_centre=" + path("centre.npy");
+  refused("aura.cache_write dim=64 num_pages=3 centred=1" + in + out, "missing input 'k_centre' (centred=1)");
+  refused("aura.cache_write dim=64 num_pages=3" + in + centre + out, "input 'k_centre' exists only with centred=1");
+  refused("aura.cache_write dim=64 num_pages=3 centred=1 k_bits=16" + in + centre + out,
+          "centred keys need a coded K");
+  refused("aura.key_centre dim=64 --in k=" + path("k.npy") + " --in starts=" + path("slots.npy") + " --in rows=" +
+              path("slots.npy") + centre + " --out k_centre=" + path("out.npy"),
+          "aura.key_centre needs centred=1");
 }
 
 }  // namespace
