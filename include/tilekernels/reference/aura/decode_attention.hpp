@@ -60,7 +60,7 @@ struct AttentionOptions {
   // Centred keys: [num_seqs, kv_heads, dim], each sequence's centre (the
   // paged cache holds k - mu; attention over it adds <q, mu> back); empty =
   // none. Not read by decode_attention_dense (its keys are the originals).
-  std::vector<float> k_centre;
+  std::vector<float> k_centre = {};
 };
 
 struct AttentionResult {
