@@ -22,8 +22,8 @@
 // KeyCentre, a compute barrier, then CacheWrite of the same keys.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 
@@ -43,8 +43,13 @@ struct KeyCentreArgs {
 
 // The kernel for a cache format given at run time (KeyCentre<Config> is
 // the same with the format and input dtype fixed at compile time).
-class KeyCentreKernel {
+struct KeyCentreEnvelope {};
+
+class KeyCentreKernel : public KernelBase<KeyCentreKernel, KeyCentreEnvelope> {
+  using Base = KernelBase<KeyCentreKernel, KeyCentreEnvelope>;
+
  public:
+  using Base::plan;
   static constexpr const char* name = "aura.key_centre";
   TK_DECLARE_SPEC(TK_KEY_CENTRE_SPEC)
   TK_DECLARE_PUSH(TK_KEY_CENTRE_PUSH)
@@ -53,7 +58,6 @@ class KeyCentreKernel {
   struct Problem {
     std::int64_t num_tokens = 0, kv_heads = 0, entries = 0, centres = 0;
   };
-  struct Envelope {};
   struct Plan {
     const Variant<Problem>* variant = nullptr;
   };
@@ -64,13 +68,11 @@ class KeyCentreKernel {
   }};
 
   KeyCentreKernel(Context& ctx, const CacheFormat& format, DType in_dtype, Envelope envelope = {})
-      : ctx_(&ctx), format_(validated(format, in_dtype)), in_dtype_(in_dtype), envelope_(envelope) {
+      : Base(ctx, envelope), format_(validated(format, in_dtype)), in_dtype_(in_dtype) {
     pipelines_.add(ctx, key(select_variant(*ctx_, name, variants, Problem{1, 1, 1, 1})));
   }
 
   const CacheFormat& format() const noexcept { return format_; }
-  const Envelope& envelope() const noexcept { return envelope_; }
-  std::size_t pipelines() const noexcept { return pipelines_.size(); }
 
   Problem problem(const Args& a) const {
     return {a.k.shape.at(0), a.k.shape.at(1), a.rows.shape.at(0), a.k_centre.shape.at(0)};
@@ -128,21 +130,10 @@ class KeyCentreKernel {
     }
   }
 
-  Status can_implement(const Problem& p) const noexcept {
-    return tilekernels::detail::status_of([&] { check(p); });
-  }
-  Status can_implement(const Args& a) const noexcept {
-    return tilekernels::detail::status_of([&] { check(a); });
-  }
-
   static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }
   Plan plan(const Problem& p, std::uint64_t) const {
     check(p);
     return {&select_variant(*ctx_, name, variants, p)};
-  }
-  Plan plan(const Args& a) const {
-    check(a);
-    return plan(problem(a), 0);
   }
 
   void record(vk::CommandBuffer cmd, const Args& a) const { record(cmd, a, plan(problem(a), 0)); }
@@ -189,11 +180,8 @@ class KeyCentreKernel {
     return tilekernels::detail::pipeline_key<Push>(*ctx_, v, spec, 4);
   }
 
-  Context* ctx_;
   CacheFormat format_;
   DType in_dtype_;
-  Envelope envelope_;
-  PipelineSet pipelines_;
 };
 
 // The keys' format and dtype as CacheWrite<Config> takes them.
