@@ -49,6 +49,23 @@ uint tk_pack_bf16_split(vec2 x) {
 // The two bf16 values of a word (low first) as floats.
 vec2 tk_bf16_pair(uint w) { return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)); }
 
+// Bit 15 or 31 set where a bf16 half of `w` has a magnitude of at least
+// 65536 (0x4780), beyond the fp16 range; Inf and NaN are flagged too. Two
+// operations per pair: no half can carry into the next (0x7fff + 0x3880 <
+// 0x10000).
+uint tk_bf16x2_beyond_f16(uint w) { return ((w & 0x7fff7fffu) + 0x38803880u) & 0x80008000u; }
+
+// 8 bf16 -> 8 fp16 (exact for 2^-17 <= |x| <= 65504); sets `bad` nonzero
+// for a value fp16 cannot hold.
+uvec4 tk_bf16x8_to_f16x8(uvec4 w, inout uint bad) {
+  uvec4 h;
+  for (uint i = 0; i < 4; ++i) {
+    bad |= tk_bf16x2_beyond_f16(w[i]);
+    h[i] = packHalf2x16(tk_bf16_pair(w[i]));
+  }
+  return h;
+}
+
 // |x| where finite, else 0: the fp16 recompute_wu kernels take their
 // power-of-two shifts from finite values, so an Inf or NaN stays in its own
 // column instead of scaling the rest of its row (to 0, found by

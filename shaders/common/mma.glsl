@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// 16 x 16 x 16 products of fp16 operands into f32 accumulators, built from
+// 16 x 16 x 16 products of 16-bit operands into f32 accumulators, built from
 // the cooperative-matrix tiles the device lists (VK_KHR_cooperative_matrix,
 // subgroup scope). The host picks one M x N x K tile, each of 8 or 16, when
 // it builds the pipeline, and passes it with the subgroup size as the
@@ -15,7 +15,9 @@
 // offset and row stride in uvec4 units: fp16 elements 8 to a uvec4, f32
 // elements 4. Row-major: element (r, c) at off + r stride + c / 8 (or / 4);
 // column-major (B only): element (r, c) at off + c stride + r / 8.
-// The including shader enables GL_KHR_cooperative_matrix,
+// The operands are fp16 (TK_MMA_T float16_t), or bf16 where the including
+// shader defines TK_MMA_T as bfloat16_t (and enables GL_EXT_bfloat16). The
+// including shader enables GL_KHR_cooperative_matrix,
 // GL_KHR_memory_scope_semantics and
 // GL_EXT_shader_explicit_arithmetic_types_float16.
 #ifndef TK_MMA_GLSL
@@ -26,9 +28,17 @@ const uint TK_MMA_RN = 16u / MMA_N;  // ... its columns (B, accumulator)
 const uint TK_MMA_RK = 16u / MMA_K;  // ... the product's depth
 const uint TK_MMA_PARTS = 4u;        // the most device tiles one matrix takes (two of M, N, K at 8)
 
-#define TK_MMA_A coopmat<float16_t, gl_ScopeSubgroup, MMA_M, MMA_K, gl_MatrixUseA>
-#define TK_MMA_B coopmat<float16_t, gl_ScopeSubgroup, MMA_K, MMA_N, gl_MatrixUseB>
+const uint TK_MMA_CPARTS = TK_MMA_RM * TK_MMA_RN;  // device tiles of an accumulator
+
+#ifndef TK_MMA_T
+#define TK_MMA_T float16_t
+#endif
+#define TK_MMA_A coopmat<TK_MMA_T, gl_ScopeSubgroup, MMA_M, MMA_K, gl_MatrixUseA>
+#define TK_MMA_B coopmat<TK_MMA_T, gl_ScopeSubgroup, MMA_K, MMA_N, gl_MatrixUseB>
 #define TK_MMA_C coopmat<float, gl_ScopeSubgroup, MMA_M, MMA_N, gl_MatrixUseAccumulator>
+// An accumulator part converted to the operand type, to be stored as an
+// operand tile (exact where its values are already of that type).
+#define TK_MMA_C16 coopmat<TK_MMA_T, gl_ScopeSubgroup, MMA_M, MMA_N, gl_MatrixUseAccumulator>
 
 #define TK_MMA_FILL(c, v)                                                        \
   [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p) (c)[tk_p] = TK_MMA_C(v)
@@ -61,6 +71,8 @@ const uint TK_MMA_PARTS = 4u;        // the most device tiles one matrix takes (
 #define TK_MMA_STORE_C_ROW(m, buf, off, stride)                                \
   [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
     coopMatStore((m)[tk_p], buf, TK_MMA_C_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
+// 16-bit accumulator part p (TK_MMA_C16), row-major, 8 elements a uvec4.
+#define TK_MMA_C16_AT(p, off, stride) ((off) + ((p) / TK_MMA_RN) * MMA_M * (stride) + ((p) % TK_MMA_RN) * (MMA_N / 8u))
 
 // A 16 x 16 f32 tile stored to shared scratch is read back in 32 pieces of
 // 8 columns, piece p being row p / 2, columns 8 (p % 2)..; lane l takes
@@ -71,7 +83,10 @@ const uint TK_MMA_PIECES = (32u + SUBGROUP - 1u) / SUBGROUP;
 #define TK_MMA_MAX_PIECES 8u
 bool tk_mma_piece(uint x, uint lane) { return x < TK_MMA_PIECES && lane + x * SUBGROUP < 32u; }
 
-// The shared-memory barrier among the invocations of one subgroup.
+// The shared-memory barrier among the invocations of one subgroup. Reach it
+// in control flow uniform over the workgroup: on lavapipe (Mesa 26.2) a
+// subgroup barrier that only some of the subgroups reach can end the
+// invocations that wait at it before their later stores.
 #define TK_MMA_SYNC()              \
   {                                \
     subgroupMemoryBarrierShared(); \

@@ -104,34 +104,18 @@ void load_g(ChunkOTile s, uint tid) {
   rg = tid < s.c.rows ? g_f[(s.c.slot + tid) * pc.H + s.ih] : 0.0;
 }
 
-// Bit 15 or 31 set where a bf16 half of `w` has a magnitude of at least
-// 65536 (0x4780), the fp16 range exceeded. Inf and NaN are flagged too (the
-// tile then takes the f32 path, which handles them as well). Two operations
-// per pair: no half can carry into the next (0x7fff + 0x3880 < 0x10000).
-uint beyond_f16x2(uint w) { return ((w & 0x7fff7fffu) + 0x38803880u) & 0x80008000u; }
-
-// 8 bf16 -> 8 fp16; sets `bad` nonzero for a value fp16 cannot hold.
-uvec4 to_f16x8(uvec4 w, inout uint bad) {
-  uvec4 h;
-  [[unroll]] for (uint i = 0; i < 4; ++i) {
-    bad |= beyond_f16x2(w[i]);
-    h[i] = packHalf2x16(vec2(bf16_lo(w[i]), bf16_hi(w[i])));
-  }
-  return h;
-}
-
 void put_stage(uint kc, uint tid, inout uint bad) {
   [[unroll]] for (uint r = 0; r < RQ; ++r) {
     const uint u = tid + r * WG;
     if (u < QN) {
       const uint o = (u / (KC / 8)) * SQ + u % (KC / 8);
-      smem[o + Q_OFF] = to_f16x8(rq[kc * RQ + r], bad);
-      smem[o + K_OFF] = to_f16x8(rk[kc * RQ + r], bad);
+      smem[o + Q_OFF] = tk_bf16x8_to_f16x8(rq[kc * RQ + r], bad);
+      smem[o + K_OFF] = tk_bf16x8_to_f16x8(rk[kc * RQ + r], bad);
     }
   }
   [[unroll]] for (uint r = 0; r < RH; ++r) {
     const uint u = tid + r * WG;
-    if (u < HN) smem[H_OFF + (u / (KC / 8)) * SQ + u % (KC / 8)] = to_f16x8(rh[kc * RH + r], bad);
+    if (u < HN) smem[H_OFF + (u / (KC / 8)) * SQ + u % (KC / 8)] = tk_bf16x8_to_f16x8(rh[kc * RH + r], bad);
   }
 }
 
@@ -206,18 +190,19 @@ void main() {
     barrier();  // the stage is consumed: v, A and the scratch tiles take its place
     [[unroll]] for (uint r = 0; r < RV; ++r) {
       const uint u = tid + r * WG;
-      if (u < VN) smem[V_OFF + (u / (BV / 8)) * SV + u % (BV / 8)] = to_f16x8(rv[r], bad);
+      if (u < VN) smem[V_OFF + (u / (BV / 8)) * SV + u % (BV / 8)] = tk_bf16x8_to_f16x8(rv[r], bad);
     }
     if (more) load_v(nx, tid);
 
     // bf16(tril_incl(q k^T * exp(gi - gj))) as fp16 into the A region.
+    // (TK_MMA_SYNC in control flow uniform over the workgroup, mma.glsl.)
     [[unroll]] for (uint a = 0; a < NA; ++a) {
-      if (warp + a * NW >= NB) continue;
-      TK_MMA_STORE_C_ROW(acc_a[a], smem, scr, SS);
+      const bool mine = warp + a * NW < NB;  // uniform per subgroup
+      if (mine) TK_MMA_STORE_C_ROW(acc_a[a], smem, scr, SS);
       TK_MMA_SYNC();
       [[unroll]] for (uint x = 0; x < TK_MMA_MAX_PIECES; ++x) {
         const uint piece = lane + x * SUBGROUP, lr = piece / 2, lh = piece % 2;  // scratch row, 8-column half
-        if (!tk_mma_piece(x, lane)) continue;
+        if (!mine || !tk_mma_piece(x, lane)) continue;
         const uint i = 16 * ar[a] + lr;
         const float gi = gsh[i];
         const uvec4 x0 = smem[scr + lr * SS + 2 * lh], x1 = smem[scr + lr * SS + 2 * lh + 1];
