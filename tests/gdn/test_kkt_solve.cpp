@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // gdn::KKTSolve (gate, cumsum, beta, A = (I + M)^-1) against the
 // reference stages (reference/gdn/chunk_forward.hpp: gate_cumsum,
-// prepare_beta, kkt_solve under Rounding::fla), on the portable path, the
-// tensor-core path where the device has it, and the tensor-core code with
-// its matrix operations emulated where subgroups of 32 are available.
+// prepare_beta, kkt_solve under Rounding::fla), on every variant the device
+// can run; the fp16 matrix kernel also at every chunk length on a CPU
+// device (lavapipe's cooperative matrices), and on values beyond fp16.
 #include <tilekernels/gdn/kkt_solve.hpp>
-#include <tilekernels/spirv/test/gdn_chunk_kkt_solve_emulated.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gdn_cases.hpp"
@@ -96,14 +96,20 @@ struct KKTCase {
       if (eligibility(context(), v, prob)) run(c, &v);
   }
 
-  // The tensor-core kernel's code with emulated matrix operations
-  // (shaders/common/coopmat.glsl), on any device.
-  static void run_emulated(const Case& c) {
-    if (!emulation_wanted()) GTEST_SKIP() << "set TILEKERNELS_TEST_EMULATION=1 (lavapipe compiles each case for minutes: 13 at BT = 16 on a 2-core machine)";
-    static const Variant<typename Kernel::Problem> emu{"tensor_core_bf16_emulated", Path::tensor_core_bf16,
-                                                       spirv::test_gdn_chunk_kkt_solve_emulated, {},
-                                                       Config::tc_workgroup, Config::tc_shared_bytes};
-    run(c, &emu, emulation_context());
+  // The fp16 matrix kernel, also where the automatic choice leaves it out
+  // for compile time (a CPU device at chunks of more than 16).
+  static void run_fp16(const Case& c) {
+    const auto& table = Kernel::variants;
+    const auto it = std::find_if(table.begin(), table.end(), [](const auto& v) { return v.name == "tensor_core_fp16"; });
+    ASSERT_NE(it, table.end());
+    static const Variant<typename Kernel::Problem> forced = [&] {
+      Variant<typename Kernel::Problem> v = *it;
+      v.applies = nullptr;
+      return v;
+    }();
+    const Status s = eligibility(context(), forced, typename Kernel::Problem{});
+    if (!s) GTEST_SKIP() << "tensor_core_fp16: " << s.message;
+    run(c, &forced);
   }
 };
 
@@ -137,19 +143,27 @@ TEST_F(KKTSolveTest, GateAndBetaOptions) {
   }
 }
 
-// Small cases, one test each: the emulation is slow (BT = 64 has four
-// subgroups and three distances of the solve, BT = 32 two and one, BT = 16
-// one and none). On lavapipe BT = 32 and 64 return a non-finite A (BT = 16
-// passes); NVIDIA's driver refuses the emulated pipelines (ErrorUnknown),
-// so the real kernel is what the GPUs test.
-TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT64) {
-  KKTCase<64, 64>::run_emulated(make_case(1, 100, 1, 2, 64, 64, {0, 30, 100}, gdntest::kOptionSets[2], 400));
+// BT = 64 has four subgroups and three distances of the solve, BT = 32
+// two and one, BT = 16 one and none.
+TEST_F(KKTSolveTest, Fp16TilesAtEveryChunkLength) {
+  KKTCase<64, 64>::run_fp16(make_case(1, 100, 1, 2, 64, 64, {0, 30, 100}, kPlain, 400));
+  KKTCase<32, 128>::run_fp16(make_case(2, 40, 1, 1, 128, 64, {}, kPlain, 401));
+  KKTCase<16, 64>::run_fp16(make_case(1, 20, 1, 1, 64, 64, {}, kPlain, 402));
 }
-TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT32) {
-  KKTCase<32, 128>::run_emulated(make_case(2, 40, 1, 1, 128, 64, {}, kPlain, 401));
-}
-TEST_F(KKTSolveTest, EmulatedTensorCoreKernelBT16) {
-  KKTCase<16, 64>::run_emulated(make_case(1, 20, 1, 1, 64, 64, {}, kPlain, 402));
+
+// Chunk 1 holds a k element fp16 cannot hold, chunk 2 two equal keys of
+// norm 400 with no decay between them (M = 0.9 * 1.6e5); the fp16 kernel
+// must solve both chunks in f32 (fp16 arithmetic would give Inf or NaN).
+TEST_F(KKTSolveTest, ValuesBeyondFp16) {
+  Case c = make_case(1, 200, 1, 1, 64, 64, {}, kPlain, 403);
+  c.k[70 * 64 + 5] = 1.0e5f;
+  for (std::size_t i = 0; i < 64; ++i) c.k[150 * 64 + i] = c.k[151 * 64 + i] = tilekernels::round_to_bf16(400.0f * c.k[150 * 64 + i]);
+  for (std::size_t t : {150, 151}) {
+    c.g[t] = -0.01f;
+    c.beta[t] = 0.9f;
+  }
+  KKTCase<64, 64>::run_fp16(c);
+  KKTCase<64, 64>::run_all(c);
 }
 
 TEST_F(KKTSolveTest, ChecksArguments) {

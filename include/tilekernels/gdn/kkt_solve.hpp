@@ -22,11 +22,18 @@
 // Rounding (FLA's points): g and beta in f32, M and the solve in f32, A
 // rounded to bf16 (nearest even).
 //
-// Paths: tensor_core_bf16 (k k^T and the solve's block products on
-// VK_KHR_cooperative_matrix bf16 tiles, the solve's operands split into
-// bf16 hi + lo pairs for f32 accuracy; one subgroup of 32 per 16-row
-// block) and portable (scalar f32, no subgroup operation, 28.3 KiB of
-// shared memory at BT = 64).
+// Variants, fastest first (KKTSolve::variants):
+// - tensor_core_bf16: k k^T and the solve's block products on
+//   VK_KHR_cooperative_matrix bf16 16x16x16 tiles, the solve's operands
+//   split into bf16 hi + lo pairs for f32 accuracy; one subgroup of 32 per
+//   16-row block.
+// - tensor_core_fp16: the same on the device's fp16 tile (any listed M, N, K
+//   of 8 or 16) at its subgroup size, the operands split into fp16 pairs. A
+//   chunk with a k element, or an M or X value, beyond 65504 is solved again
+//   by the portable variant's scalar code in the same workgroup, so nothing
+//   overflows silently; it takes the portable variant's shared memory.
+// - portable: scalar f32, no subgroup operation, 28.3 KiB of shared memory
+//   at BT = 64.
 #pragma once
 
 #include <array>
@@ -40,6 +47,7 @@
 #include "tilekernels/gdn/kkt_solve_abi.h"
 #include "tilekernels/spirv/gdn/chunk_kkt_solve.hpp"
 #include "tilekernels/spirv/gdn/chunk_kkt_solve_bf16.hpp"
+#include "tilekernels/spirv/gdn/chunk_kkt_solve_fp16.hpp"
 
 namespace tilekernels::gdn {
 
@@ -49,21 +57,21 @@ struct KKTSolveConfig {
                 "KKTSolveConfig: BT must be 16, 32 or 64 (whole 16-row blocks, at most 4 per chunk)");
   static_assert(K_ == 64 || K_ == 128 || K_ == 256, "KKTSolveConfig: K must be 64, 128 or 256");
   static constexpr std::uint32_t BT = BT_, K = K_;
-  // Portable kernel (chunk_kkt_solve.comp): 256 invocations; M [BT][BT + 4]
-  // f32, the k slice [BT][64 + 8] bf16 or the solved blocks (16 x 17 f32
-  // each), g and beta.
+  // Portable kernel (chunk_kkt_solve.comp): 256 invocations; the scalar
+  // solve's shared memory (kkt_solve_abi.h), g and beta.
   static constexpr std::uint32_t portable_workgroup = 256;
-  static constexpr std::uint32_t rt = BT / 16, blocks = rt * (rt + 1) / 2;
-  static constexpr std::uint32_t kc = K < 64 ? K : 64;
-  static constexpr std::uint32_t kx_vec4 =
-      std::max<std::uint32_t>(BT * (kc / 8 + 1), (blocks * 16 * 17 + 3) / 4);
-  static constexpr std::uint32_t portable_shared_bytes = 16 * (BT * (BT / 4 + 1) + kx_vec4) + 8 * BT;
-  // Tensor-core kernel (chunk_kkt_solve_tc.glsl): one subgroup of 32 per
-  // 16-row block; its shared memory is laid out in kkt_solve_abi.h.
+  static constexpr std::uint32_t rt = BT / 16;
+  static constexpr std::uint32_t portable_shared_bytes = 16 * TK_KKT_PS_SMEM_VEC4(BT, K) + 8 * BT;
+  // Matrix kernels (chunk_kkt_solve_mma.glsl, bf16 and fp16): one subgroup
+  // per 16-row block; their shared memory is laid out in kkt_solve_abi.h, the
+  // fp16 kernel's over the scalar solve's (its fallback) with a flag.
   static constexpr std::uint32_t tc_workgroup = 2 * BT;
   static constexpr std::uint32_t tc_shared_bytes = 16 * TK_KKT_TC_SMEM_VEC4(BT, K) + 8 * BT;
+  static constexpr std::uint32_t fp16_shared_bytes =
+      16 * TK_ABI_MAX(TK_KKT_PS_SMEM_VEC4(BT, K), TK_KKT_TC_SMEM_VEC4(BT, K)) + 8 * BT + 4;
   static_assert(portable_shared_bytes <= 32768, "KKTSolveConfig: the portable path must fit 32 KiB of shared memory");
   static_assert(tc_shared_bytes <= 49152, "KKTSolveConfig: the tensor-core path must fit 48 KiB of shared memory");
+  static_assert(fp16_shared_bytes <= 32768, "KKTSolveConfig: the fp16 path must fit 32 KiB of shared memory");
 };
 
 template <class Config>
@@ -92,9 +100,12 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
 
   using Problem = StageProblem;
 
-  static constexpr std::array<Variant<Problem>, 2> variants{{
+  static constexpr std::array<Variant<Problem>, 3> variants{{
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_kkt_solve_bf16,
        DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::tc_workgroup, Config::tc_shared_bytes},
+      {"tensor_core_fp16", Path::tensor_core_fp16, spirv::gdn_chunk_kkt_solve_fp16,
+       DeviceNeeds{.cooperative_matrix_fp16 = true}, Config::rt * 32, Config::fp16_shared_bytes,
+       [](const DeviceInfo& info, const Problem&) { return detail::cpu_chunk_rule(info, Config::BT); }},
       {"portable", Path::portable, spirv::gdn_chunk_kkt_solve, {}, Config::portable_workgroup,
        Config::portable_shared_bytes},
   }};
@@ -211,6 +222,10 @@ class KKTSolve : public KernelBase<KKTSolve<Config>, GdnEnvelope> {
   PipelineKey key(const Variant<Problem>& v, std::uint32_t option_bits) const {
     Spec spec;
     spec.workgroup = v.invocations;
+    if (v.path == Path::tensor_core_fp16) {
+      spec.workgroup = detail::matrix_workgroup(ctx_->info(), Config::rt);
+      detail::set_matrix_spec(spec, ctx_->info(), v);
+    }
     spec.BT = Config::BT;
     spec.KDIM = Config::K;
     spec.OPTIONS = option_bits;

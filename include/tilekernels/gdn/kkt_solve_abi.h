@@ -6,11 +6,13 @@
 #include "tilekernels/gdn/options_abi.h"
 
 // BT: chunk length; KDIM: head size of k; OPTIONS: TK_GDN_OPT_* bits (the
-// gate and beta options).
+// gate and beta options); MMA_M, MMA_N, MMA_K, SUBGROUP: the device's tile
+// (fp16 matrix kernel, core/abi.h).
 #define TK_KKT_SOLVE_SPEC(F) \
   F(1, BT, 64)               \
   F(2, KDIM, 128)            \
-  F(3, OPTIONS, 0)
+  F(3, OPTIONS, 0)           \
+  TK_MMA_SPEC(F, 4, 5, 6, 7)
 
 // T: tokens per batch row; H, Hg: value and key heads, ratio = H / Hg; N:
 // sequences; row_chunks: chunks per fixed-length row; varlen: 1 to read
@@ -33,23 +35,35 @@
   F(uint, beta_token)        \
   F(uint, beta_head)
 
-// Shared memory of the tensor-core kernel (chunk_kkt_solve_tc.glsl), in
+// k columns staged in shared memory per step, every kernel.
+#define TK_KKT_KC(K) ((K) < 64 ? (K) : 64)
+
+// Shared memory of the scalar solve (chunk_kkt_solve_scalar.glsl), in uvec4
+// units: M [BT][BT + 4] f32, then the k slice (BT rows of KC bf16 + 8 of
+// padding) or, once M is built, the solved 16 x 16 blocks on and below the
+// diagonal (16 x 17 f32 each).
+#define TK_KKT_PS_KS_OFF(BT) ((BT) * ((BT) / 4 + 1))
+#define TK_KKT_PS_XS_VEC4(BT) (((BT) / 16 * ((BT) / 16 + 1) / 2 * 16 * 17 + 3) / 4)
+#define TK_KKT_PS_SMEM_VEC4(BT, K) \
+  (TK_KKT_PS_KS_OFF(BT) + TK_ABI_MAX((BT) * (TK_KKT_KC(K) / 8 + 1), TK_KKT_PS_XS_VEC4(BT)))
+
+// Shared memory of the matrix kernels (chunk_kkt_solve_mma.glsl), in
 // uvec4 units, kept under 12 KiB at BT = 64 so that four workgroups share a
-// multiprocessor on NVIDIA's driver (bench/notes/2026-11-gdn-kkt-solve.md). bf16
+// multiprocessor on NVIDIA's driver (bench/notes/2026-11-gdn-kkt-solve.md). 16-bit
 // tiles are 16 rows of TS uvec4. From 0: the X_IJ that later blocks read
 // (rows 0 .. RT - 2, J <= I, then the last diagonal block) as hi/lo tile
 // pairs; M_IJ (J < I), likewise in pairs, lie over them (each subgroup takes
 // its row of M into registers before any X is written); then per subgroup
-// an f32 tile (rows of FS uvec4), which in turn holds M_II, X_II and the
-// hi/lo pair of a product. The k slice (BT rows of KC bf16 + 8 of padding;
+// an f32 tile (rows of FS uvec4), which in turn holds M_II, X_II, each
+// product's hi/lo pair and A's tiles on their way out. The k slice (BT rows
+// of KC 16-bit values + 8 of padding;
 // 64 columns at a time, the first loaded while the gate is summed) and,
 // right after it, the two index tiles lie under all of that: both are read
 // before any tile is written.
 #define TK_KKT_TC_TS 2
 #define TK_KKT_TC_FS 4
 #define TK_KKT_TC_TILE (16 * TK_KKT_TC_TS)
-#define TK_KKT_TC_KC(K) ((K) < 64 ? (K) : 64)
-#define TK_KKT_TC_SK(K) (TK_KKT_TC_KC(K) / 8 + 1)
+#define TK_KKT_TC_SK(K) (TK_KKT_KC(K) / 8 + 1)
 #define TK_KKT_TC_RT(BT) ((BT) / 16)
 #define TK_KKT_TC_NX(BT) ((TK_KKT_TC_RT(BT) - 1) * TK_KKT_TC_RT(BT) / 2 + 1)
 #define TK_KKT_TC_X_OFF 0
