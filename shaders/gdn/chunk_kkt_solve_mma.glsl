@@ -151,9 +151,14 @@ float split_hi(float x) {
     TK_MMA_SPLIT_A(acc, ah_, al_, b_off)                 \
   }
 
+// The uvec4 of A that holds piece p of block (I, J) of value head h's chunk
+// at slot0: 32 pieces per block, piece p row p / 2, columns 8 (p % 2)...
+uint a_at(uint slot0, uint h, uint I, uint J, uint p) {
+  return ((slot0 + I * 16 + p / 2) * pc.H + h) * (BT / 8) + 2 * J + p % 2;
+}
+
 // Block (I, J) of A: from the f32 tile at `sc` (rows past the chunk's as
-// zeros), or zeros where `zero`; piece p of 32 is row p / 2, columns
-// 8 (p % 2).., the pieces of lane l being l, l + SUBGROUP, ...
+// zeros), or zeros where `zero`; the pieces of lane l are l, l + SUBGROUP, ...
 void store_a(uint sc, uint lane, uint I, uint J, bool zero, TkChunk ch, uint slot0, uint h) {
   [[unroll]] for (uint x = 0; x < TK_MMA_MAX_PIECES; ++x) {
     if (!tk_mma_piece(x, lane)) continue;
@@ -164,7 +169,7 @@ void store_a(uint sc, uint lane, uint I, uint J, bool zero, TkChunk ch, uint slo
       q = uvec4(tk_f32_to_bf16(a.x) | (tk_f32_to_bf16(a.y) << 16), tk_f32_to_bf16(a.z) | (tk_f32_to_bf16(a.w) << 16),
                 tk_f32_to_bf16(b.x) | (tk_f32_to_bf16(b.y) << 16), tk_f32_to_bf16(b.z) | (tk_f32_to_bf16(b.w) << 16));
     }
-    a_4[((slot0 + I * 16 + r) * pc.H + h) * (BT / 8) + 2 * J + hc] = q;
+    a_4[a_at(slot0, h, I, J, piece)] = q;
   }
 }
 
@@ -197,7 +202,7 @@ void store_a(uint sc, uint lane, uint I, uint J, bool zero, TkChunk ch, uint slo
       [[unroll]] for (uint x_ = 0; x_ < TK_MMA_MAX_PIECES; ++x_) {                                 \
         const uint q_ = lane + x_ * SUBGROUP;                                                      \
         if (tk_mma_piece(x_, lane))                                                                \
-          a_4[((slot0 + (I) * 16 + q_ / 2) * pc.H + h) * (BT / 8) + 2 * (J) + q_ % 2] = smem[sc + (q_ / 2) * TS + q_ % 2]; \
+          a_4[a_at(slot0, h, (I), (J), q_)] = smem[sc + (q_ / 2) * TS + q_ % 2];                  \
       }                                                                                            \
     }                                                                                              \
   }

@@ -162,8 +162,8 @@ TEST_F(KKTSolveTest, ValuesBeyondFp16) {
     c.g[t] = -0.01f;
     c.beta[t] = 0.9f;
   }
-  KKTCase<64, 64>::run_fp16(c);
   KKTCase<64, 64>::run_all(c);
+  KKTCase<64, 64>::run_fp16(c);  // last: it skips where the device has no fp16 tiles
 }
 
 TEST_F(KKTSolveTest, ChecksArguments) {
