@@ -89,10 +89,14 @@ const Ceilings& ceilings() {
   static const Ceilings c = [] {
     Context& ctx = context();
     Ceilings r{measure_copy(ctx), measure_fma(ctx)};
+    const PathPreference p = ctx.path();
     std::printf("[tilekernels bench] device: %s | %u multiprocessors | copy %.0f GB/s (read+write) | f32 FMA %.1f "
-                "TFLOP/s\n",
+                "TFLOP/s | paths: %s\n",
                 ctx.info().name.c_str(), ctx.info().multiprocessors, r.copy_bytes_per_s * 1e-9,
-                r.fma_flops_per_s * 1e-12);
+                r.fma_flops_per_s * 1e-12,
+                p == PathPreference::portable   ? "portable only (TILEKERNELS_PATH)"
+                : p == PathPreference::subgroup ? "no matrix units (TILEKERNELS_PATH=subgroup)"
+                                                : "all");
     return r;
   }();
   return c;

@@ -42,7 +42,9 @@ Context& context() {
     const auto& info = ctx->info();
     std::printf("[tilekernels] device: %s (subgroup %u, multiprocessors %u, validation %s, path %s)\n",
                 info.name.c_str(), info.subgroup_size, info.multiprocessors, ctx->validation_enabled() ? "on" : "off",
-                ctx->force_portable() ? "portable forced" : "automatic");
+                ctx->path() == PathPreference::portable   ? "portable forced"
+                : ctx->path() == PathPreference::subgroup ? "no matrix units"
+                                                          : "automatic");
   }
   return *ctx;
 }

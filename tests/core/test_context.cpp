@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: MIT
-// Context: adopting a caller's device, the multiprocessor count, seeding the
-// pipeline cache, and the driver's pipeline statistics.
+// Context: adopting a caller's device, the path preference, the
+// multiprocessor count, seeding the pipeline cache, and the driver's
+// pipeline statistics.
 #include <tilekernels/aura/flash_pass2.hpp>
+#include <tilekernels/gdn/chunk_o.hpp>
+#include <tilekernels/gdn/kkt_solve.hpp>
+#include <tilekernels/gdn/recurrent_step.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <new>
+#include <optional>
 #include <cstdio>
 #include <string>
 
@@ -52,6 +58,83 @@ TEST(ContextOptionsTest, FenceTimeoutDependsOnTheDeviceUnlessGiven) {
   options.validation = false;
   options.fence_timeout = std::chrono::seconds(5);
   EXPECT_EQ(Context(options).fence_timeout(), std::chrono::seconds(5));
+}
+
+// Sets an environment variable for one scope, and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Under PathPreference::subgroup every matrix-unit variant is refused (and
+// says why) and every other variant is as eligible as without the cap.
+template <class Kernel>
+void expect_capped(const Context& capped, const Context& open, const typename Kernel::Problem& problem) {
+  for (const auto& v : Kernel::variants) {
+    SCOPED_TRACE(std::string(Kernel::name) + " " + std::string(v.name));
+    const Status s = eligibility(capped, v, problem);
+    if (v.path == Path::tensor_core_fp16 || v.path == Path::tensor_core_bf16) {
+      EXPECT_FALSE(s);
+      EXPECT_NE(s.message.find("matrix units are off"), std::string::npos) << s.message;
+    } else {
+      EXPECT_EQ(bool(s), bool(eligibility(open, v, problem))) << s.message;
+    }
+  }
+  EXPECT_NE(select_variant(capped, Kernel::name, Kernel::variants, problem).path, Path::tensor_core_fp16);
+  EXPECT_NE(select_variant(capped, Kernel::name, Kernel::variants, problem).path, Path::tensor_core_bf16);
+}
+
+TEST(ContextOptionsTest, SubgroupPathTurnsMatrixUnitsOff) {
+  ContextOptions options;
+  options.validation = false;
+  options.path = PathPreference::automatic;
+  ScopedEnv automatic("TILEKERNELS_PATH", "automatic");
+  const Context open(options);
+  options.path = PathPreference::subgroup;
+  const Context capped(options);
+  EXPECT_EQ(capped.path(), PathPreference::subgroup);
+  EXPECT_FALSE(capped.force_portable());
+  expect_capped<gdn::ChunkO<gdn::ChunkOConfig<16, 64, 64>>>(capped, open, {1, 64, 1, 2, 0, true});
+  expect_capped<gdn::KKTSolve<gdn::KKTSolveConfig<16, 64>>>(capped, open, {1, 64, 1, 2, 0, true});
+  expect_capped<gdn::RecurrentStep<gdn::RecurrentStepConfig<64, 64>>>(capped, open, {1, 2, 1});
+}
+
+// TILEKERNELS_PATH sets the path where the options leave it automatic, and
+// anything but automatic, subgroup or portable is refused by name.
+TEST(ContextOptionsTest, PathFromTheEnvironment) {
+  ContextOptions options;
+  options.validation = false;
+  {
+    ScopedEnv env("TILEKERNELS_PATH", "subgroup");
+    EXPECT_EQ(Context(options).path(), PathPreference::subgroup);
+    options.path = PathPreference::portable;
+    EXPECT_EQ(Context(options).path(), PathPreference::portable);  // the options win
+    options.path = PathPreference::automatic;
+  }
+  {
+    ScopedEnv env("TILEKERNELS_PATH", "portable");
+    EXPECT_TRUE(Context(options).force_portable());
+  }
+  ScopedEnv env("TILEKERNELS_PATH", "tensor");
+  try {
+    Context ctx(options);
+    ADD_FAILURE() << "TILEKERNELS_PATH=tensor was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("TILEKERNELS_PATH must be automatic, subgroup or portable, got 'tensor'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A wait that runs out leaves its work in flight: the error says so, the

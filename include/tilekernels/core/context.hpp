@@ -58,7 +58,8 @@ struct ContextOptions {
   // recent layers see no access a shader makes through a descriptor).
   // Slower; for tests that record several dependent dispatches.
   bool synchronization_validation = false;
-  // Kernel path choice; TILEKERNELS_PATH=portable overrides `automatic`.
+  // Kernel path choice; TILEKERNELS_PATH (automatic, subgroup or
+  // portable) overrides `automatic`.
   PathPreference path = PathPreference::automatic;
   // Deadline of every fence wait the Context does itself. Unset: 60 s, or
   // 10 minutes on a CPU device (lavapipe), whose driver compiles a pipeline
@@ -161,7 +162,7 @@ struct LayerSettingsCreateInfo {
 
 class Context {
  public:
-  explicit Context(ContextOptions options = {}) : options_(std::move(options)) {
+  explicit Context(ContextOptions options = {}) : options_(std::move(options)), path_(path_choice(options_)) {
     detail::vk_call("creating the Vulkan context", [&] { create_own(); });
     finish_setup();
   }
@@ -172,7 +173,8 @@ class Context {
   // ContextOptions::probe_fragment_layouts): the engine must not submit to
   // the same queue from another thread at that time (Vulkan's queue
   // synchronization).
-  explicit Context(const AdoptedDevice& a, ContextOptions options = {}) : options_(std::move(options)) {
+  explicit Context(const AdoptedDevice& a, ContextOptions options = {})
+      : options_(std::move(options)), path_(path_choice(options_)) {
     const auto missing = [](const char* what) {
       throw Error(ErrorCode::invalid_argument, std::string("Context: AdoptedDevice::") + what + " is null");
     };
@@ -250,10 +252,12 @@ class Context {
   // The allocation callbacks of every object the library creates (null: the driver's).
   const vk::AllocationCallbacks* allocator() const noexcept { return allocator_; }
 
+  // The paths kernels may take (ContextOptions::path, or TILEKERNELS_PATH
+  // where that is `automatic`).
+  PathPreference path() const noexcept { return path_; }
   // True when kernels take their portable path even where a faster one
-  // exists (ContextOptions::path or TILEKERNELS_PATH=portable): the one way
-  // to force it.
-  bool force_portable() const noexcept { return force_portable_; }
+  // exists (PathPreference::portable): the one way to force it.
+  bool force_portable() const noexcept { return path_ == PathPreference::portable; }
 
   // Workgroups per dispatch along x, after ContextOptions::max_groups_per_dispatch.
   std::uint32_t max_groups_per_dispatch() const noexcept {
@@ -412,6 +416,18 @@ class Context {
     queue_ = device_.getQueue(queue_family_, 0, *device_dispatch_);
   }
 
+  // ContextOptions::path, or TILEKERNELS_PATH where that is automatic;
+  // checked before any Vulkan object is made.
+  static PathPreference path_choice(const ContextOptions& o) {
+    if (o.path != PathPreference::automatic) return o.path;
+    const std::string env = detail::env_string("TILEKERNELS_PATH");
+    if (env.empty() || env == "automatic") return PathPreference::automatic;
+    if (env == "subgroup") return PathPreference::subgroup;
+    if (env == "portable") return PathPreference::portable;
+    throw Error(ErrorCode::invalid_argument,
+                "Context: TILEKERNELS_PATH must be automatic, subgroup or portable, got '" + env + "'");
+  }
+
   void finish_setup() {
     const auto families = physical_.getQueueFamilyProperties(*instance_dispatch_);
     if (queue_family_ >= families.size())
@@ -419,7 +435,6 @@ class Context {
                                                    " does not exist (the device has " +
                                                    std::to_string(families.size()) + ")");
     info_.timestamps = families[queue_family_].timestampValidBits > 0 && info_.timestamp_period_ns > 0;
-    force_portable_ = options_.path == PathPreference::portable || detail::env_string("TILEKERNELS_PATH") == "portable";
     detail::vk_call("creating the command pool and pipeline cache", [&] {
       submitter_ = std::make_unique<detail::Submitter>(device_, *device_dispatch_, allocator_, queue_, queue_family_,
                                                        fence_timeout());
@@ -427,7 +442,7 @@ class Context {
                                                           options_.external_pipeline_cache, info_.pipeline_statistics,
                                                           info_.pipeline_robustness);
     });
-    if (options_.probe_fragment_layouts && !force_portable_ && info_.subgroup_size == 32 &&
+    if (options_.probe_fragment_layouts && path_ == PathPreference::automatic && info_.subgroup_size == 32 &&
         info_.subgroups_as_reported) {
       // A probe that fails leaves its layout unknown (its variants are not
       // taken); one whose wait runs out leaves the Context abandoned().
@@ -510,7 +525,7 @@ class Context {
 
   ContextOptions options_;
   bool own_device_ = false;
-  bool force_portable_ = false;
+  PathPreference path_ = PathPreference::automatic;
   const vk::AllocationCallbacks* allocator_ = nullptr;
   std::unique_ptr<Log> log_ = std::make_unique<Log>();
   // Own instance only: the system loader (opened at run time), the

@@ -12,10 +12,12 @@
 
 namespace tilekernels {
 
-// Which implementation of a kernel to run. `automatic` takes the fastest one
-// the device supports; `portable` forces the path that runs on any Vulkan 1.2
-// device (also forced by TILEKERNELS_PATH=portable).
-enum class PathPreference { automatic, portable };
+// Which implementations of a kernel may run. `automatic` takes the fastest
+// one the device supports; `subgroup` allows subgroup variants but no matrix
+// units (the tensor_core_* paths), as on devices without them; `portable`
+// forces the path that runs on any Vulkan 1.2 device. TILEKERNELS_PATH
+// (automatic, subgroup or portable) overrides `automatic`.
+enum class PathPreference { automatic, subgroup, portable };
 
 // A cooperative-matrix tile: an M x K by K x N product into M x N.
 struct MatrixTile {

@@ -97,6 +97,8 @@ Status eligibility(const Context& ctx, const Variant<Problem>& v, const Problem&
   const auto& info = ctx.info();
   if (v.spirv.empty()) return no("not built (the shader compiler of this build lacks its GLSL extensions)");
   if (ctx.force_portable() && v.path != Path::portable) return no("the portable path is forced");
+  if (ctx.path() == PathPreference::subgroup && (v.path == Path::tensor_core_fp16 || v.path == Path::tensor_core_bf16))
+    return no("matrix units are off (PathPreference::subgroup)");
   const auto& n = v.needs;
   if (n.subgroup_shuffle && !info.subgroup_shuffle) return no("the device has no subgroup shuffles in compute");
   if (n.subgroup_arithmetic && !info.subgroup_arithmetic) return no("the device has no subgroup arithmetic in compute");
