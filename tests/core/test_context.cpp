@@ -86,8 +86,9 @@ void expect_capped(const Context& capped, const Context& open, const typename Ke
     const Status s = eligibility(capped, v, problem);
     if (v.path == Path::tensor_core_fp16 || v.path == Path::tensor_core_bf16) {
       EXPECT_FALSE(s);
-      if (!v.spirv.empty())  // else refused first as not built
+      if (!v.spirv.empty()) {  // else refused first as not built
         EXPECT_NE(s.message.find("matrix units are off"), std::string::npos) << s.message;
+      }
     } else {
       EXPECT_EQ(bool(s), bool(eligibility(open, v, problem))) << s.message;
     }
