@@ -2,7 +2,6 @@
 #include "support.hpp"
 
 #include <bit>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -24,11 +23,6 @@ std::unique_ptr<Context>& context_slot() {
   return ctx;
 }
 std::unique_ptr<Context>& sync_slot() {
-  static std::unique_ptr<Context> ctx;
-  return ctx;
-}
-// Created by the first test that asks for it: most runs never do.
-std::unique_ptr<Context>& emulation_slot() {
   static std::unique_ptr<Context> ctx;
   return ctx;
 }
@@ -62,23 +56,12 @@ Context& sync_context() {
 // Before exit: a validation layer may tear its own state down before the
 // destructors of function-local statics run (Debian unstable's does).
 void release_contexts() {
-  emulation_slot().reset();
   sync_slot().reset();
   context_slot().reset();
 }
 
-Context& emulation_context() {
-  std::unique_ptr<Context>& ctx = emulation_slot();
-  if (!ctx) {
-    ContextOptions options = validated_options();
-    options.fence_timeout = std::chrono::minutes(20);
-    ctx = std::make_unique<Context>(options);
-  }
-  return *ctx;
-}
-
 void expect_no_validation_messages() {
-  for (Context* ctx : {context_slot().get(), sync_slot().get(), emulation_slot().get()}) {
+  for (Context* ctx : {context_slot().get(), sync_slot().get()}) {
     if (!ctx) continue;
     for (const auto& m : ctx->validation_messages()) ADD_FAILURE() << "validation layer: " << m;
     ctx->clear_validation_messages();

@@ -31,15 +31,11 @@ Context& context();
 // shows there, on lavapipe only by chance. Its messages fail the test too.
 Context& sync_context();
 
-// A third Context for the emulated tensor-core kernels (shaders/common/
-// coopmat.glsl): the first dispatch of each specialization waits for
-// lavapipe's compiler, past the other Contexts' fence timeout.
-Context& emulation_context();
 // Destroys the contexts above (main() calls it after the tests).
 void release_contexts();
 
 // Fails the current test if the validation layer said anything since the
-// last call (on any of the three Contexts that exist), and clears the logs.
+// last call (on either Context that exists), and clears the logs.
 void expect_no_validation_messages();
 
 class DeviceTest : public ::testing::Test {

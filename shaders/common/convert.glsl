@@ -71,6 +71,7 @@ uvec4 tk_bf16x8_to_f16x8(uvec4 w, inout uint bad) {
 // column instead of scaling the rest of its row (to 0, found by
 // RecomputeWUTest.InfiniteInputStaysContained).
 vec4 tk_finite_abs(vec4 x) { return mix(vec4(0.0), abs(x), lessThan(abs(x), vec4(uintBitsToFloat(0x7f800000u)))); }
+float tk_finite_abs(float x) { return abs(x) < uintBitsToFloat(0x7f800000u) ? abs(x) : 0.0; }
 
 float tk_f16_to_f32(uint bits) {
   uint sign = (bits & 0x8000u) << 16;

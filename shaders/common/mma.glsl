@@ -55,6 +55,11 @@ const uint TK_MMA_CPARTS = TK_MMA_RM * TK_MMA_RN;  // device tiles of an accumul
   [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RK; ++tk_p)                          \
     coopMatLoad((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RK) * MMA_M * (stride) + (tk_p % TK_MMA_RK) * (MMA_K / 8u), \
                 stride, gl_CooperativeMatrixLayoutRowMajor)
+// A operand, column-major (element (r, c) at off + c stride + r / 8).
+#define TK_MMA_LOAD_A_COL(m, buf, off, stride)                                                    \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RK; ++tk_p)                          \
+    coopMatLoad((m)[tk_p], buf, (off) + (tk_p % TK_MMA_RK) * MMA_K * (stride) + (tk_p / TK_MMA_RK) * (MMA_M / 8u), \
+                stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define TK_MMA_LOAD_B_ROW(m, buf, off, stride)                                                    \
   [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RK * TK_MMA_RN; ++tk_p)                          \
     coopMatLoad((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RN) * MMA_K * (stride) + (tk_p % TK_MMA_RN) * (MMA_N / 8u), \
@@ -71,8 +76,27 @@ const uint TK_MMA_CPARTS = TK_MMA_RM * TK_MMA_RN;  // device tiles of an accumul
 #define TK_MMA_STORE_C_ROW(m, buf, off, stride)                                \
   [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
     coopMatStore((m)[tk_p], buf, TK_MMA_C_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
-// 16-bit accumulator part p (TK_MMA_C16), row-major, 8 elements a uvec4.
+// f32 accumulator, column-major (element (r, c) at off + c stride + r / 4).
+#define TK_MMA_C_COL_AT(p, off, stride) ((off) + ((p) % TK_MMA_RN) * MMA_N * (stride) + ((p) / TK_MMA_RN) * (MMA_M / 4u))
+#define TK_MMA_LOAD_C_COL(m, buf, off, stride)                                 \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatLoad((m)[tk_p], buf, TK_MMA_C_COL_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutColumnMajor)
+#define TK_MMA_STORE_C_COL(m, buf, off, stride)                                \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatStore((m)[tk_p], buf, TK_MMA_C_COL_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutColumnMajor)
+// 16-bit accumulator part p (TK_MMA_C16), row-major, 8 elements a uvec4,
+// or column-major (element (r, c) at off + c stride + r / 8).
 #define TK_MMA_C16_AT(p, off, stride) ((off) + ((p) / TK_MMA_RN) * MMA_M * (stride) + ((p) % TK_MMA_RN) * (MMA_N / 8u))
+#define TK_MMA_C16_COL_AT(p, off, stride) ((off) + ((p) % TK_MMA_RN) * MMA_N * (stride) + ((p) / TK_MMA_RN) * (MMA_M / 8u))
+#define TK_MMA_LOAD_C16_ROW(m, buf, off, stride)                               \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatLoad((m)[tk_p], buf, TK_MMA_C16_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
+#define TK_MMA_STORE_C16_ROW(m, buf, off, stride)                              \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatStore((m)[tk_p], buf, TK_MMA_C16_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
+#define TK_MMA_STORE_C16_COL(m, buf, off, stride)                              \
+  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
+    coopMatStore((m)[tk_p], buf, TK_MMA_C16_COL_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutColumnMajor)
 
 // A 16 x 16 f32 tile stored to shared scratch is read back in 32 pieces of
 // 8 columns, piece p being row p / 2, columns 8 (p % 2)..; lane l takes

@@ -14,8 +14,8 @@
 // element. That needs an A operand's element i where an accumulator's
 // element i is, and the element's column (the m16n8k16 accumulator layout:
 // 2 (lane % 4) + (i & 1) + 8 ((i >> 1) & 1)), which the Context reads back
-// from the device (gdn::state_rows_layout). No emulated twin: the emulation of the other
-// state kernel already fails on lavapipe (test_state_recurrence.cpp).
+// from the device (gdn::state_rows_layout); lavapipe, without bf16 tiles,
+// never runs it.
 // Only the B operands (w^T, k) are fragment loads, each once per subgroup.
 // Values are rounded to bf16 before the device converts them (its own
 // conversion does not round to nearest even).
@@ -39,6 +39,16 @@
 // memory: a chunk's u is staged before any of its v_new is stored.
 #define TK_STATE_U_VOLATILE volatile
 #include "chunk_state_io.glsl"
+#define TK_MMA_T bfloat16_t
+#include "../common/mma.glsl"
+
+// bf16 16 x 16 x 16 fragments, in the layout the host checked.
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define ACC16 coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define AOP coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define BOP coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define ROW gl_CooperativeMatrixLayoutRowMajor
+#define COL gl_CooperativeMatrixLayoutColumnMajor
 
 const uint NSG = BV / 16;             // subgroups: 16 state columns each
 const uint WG = NSG * 32;
@@ -62,9 +72,12 @@ const uint PV = BT / 16;              // pieces of the subgroup's v_new columns 
 shared uvec4 smem[SMEM_VEC4];
 shared float s_f[BT];  // exp(g_last - g_i): row i's factor in the update's operand
 
-uvec4 pre_w[MAX_PW], pre_k[MAX_PW], pre_u[MAX_PU];
-float pre_g, pre_glast;  // g of row tid % BT, and of the chunk's last row
+const uint GPI = 1, MAX_GPI = 1;      // rows of g per invocation (WG > BT)
 
+uvec4 pre_w[MAX_PW], pre_k[MAX_PW], pre_u[MAX_PU];
+float pre_g[MAX_GPI], pre_glast;  // g of row tid, and of the chunk's last row
+
+#define TK_TO_OPERAND(q, s) (q)
 #include "chunk_state_load.glsl"
 
 // Issues the loads of chunk c of the sequence: w, k and g, and the
@@ -81,7 +94,7 @@ void load_chunk(TkSeq seq, uint c, uint h, uint kh, uint v0) {
 }
 
 void main() {
-  const uint tid = gl_LocalInvocationID.x, lane = tid & 31u, sg = TK_CM_SUBGROUP_ID;
+  const uint tid = gl_LocalInvocationID.x, lane = tid & 31u, sg = gl_SubgroupID;
   const uint slices = VDIM / BV;
   const uint x = gl_WorkGroupID.x + pc.group_offset;
   const uint slice = x % slices, h = (x / slices) % pc.H, n = x / slices / pc.H;
@@ -90,17 +103,17 @@ void main() {
 
 
   // S^T's tile j: state columns vr .. vr + 15 (rows), K rows 16 j .. (columns).
-  TK_CM_ACC S[MAX_KT];
+  ACC S[MAX_KT];
   [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
     if (j < KT) {
       if ((OPTIONS & TK_GDN_OPT_H0) != 0u) {
         if ((OPTIONS & TK_GDN_OPT_STATE_VK) != 0u) {
-          TK_CM_LOADF_ROW(S[j], h0_f, state_offset(n, h, j * 16, vr), KDIM);
+          coopMatLoad(S[j], h0_4, state_offset(n, h, j * 16, vr) / 4, KDIM / 4, ROW);
         } else {
-          TK_CM_LOADF_COL(S[j], h0_f, state_offset(n, h, j * 16, vr), VDIM);
+          coopMatLoad(S[j], h0_4, state_offset(n, h, j * 16, vr) / 4, VDIM / 4, COL);
         }
       } else {
-        S[j] = TK_CM_FILL(TK_CM_ACC, 0.0);
+        S[j] = ACC(0.0);
       }
     }
   }
@@ -111,7 +124,7 @@ void main() {
   for (uint c = 0; c < chunks; ++c) {
     const uint cg = seq.first_chunk + c, rows = min(BT, seq.len - c * BT), slot0 = cg * BT;
     // ---- stage -------------------------------------------------------------
-    stage_wk(rows);
+    stage_wk(rows, 0, 0);
     [[unroll]] for (uint m = 0; m < MAX_PU; ++m) {
       if (m < PU) {
         const uint p = tid + m * WG;
@@ -119,53 +132,53 @@ void main() {
       }
     }
     const float g_last = pre_glast;
-    if (tid < BT) s_f[tid] = exp(g_last - pre_g);
+    stage_factors(g_last);
     barrier();
 
     // ---- the next chunk's loads; bf16(S^T) ----------------------------------
     if (c + 1 < chunks) load_chunk(seq, c + 1, h, kh, v0);
-    TK_CM_A ha[MAX_KT];
+    AOP ha[MAX_KT];
     [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
       if (j < KT) {
-        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_SET16(ha[j], e, tk_round_bf16_split(TK_CM_EL(S[j], e)));
+        [[unroll]] for (int e = 0; e < S[j].length(); ++e) ha[j][e] = bfloat16_t(tk_round_bf16_split(S[j][e]));
       }
     }
     // Per row tile of the chunk: w bf16(S); v_new' = u - it (FLA's order:
     // the product, then the difference, in f32); the operand bf16(v_new'
     // exp(g_last - g_i)) (columns past the end 0); bf16(v_new') over u's
     // tile, which only this subgroup reads.
-    TK_CM_A op[MAX_RT];
+    AOP op[MAX_RT];
     [[unroll]] for (uint t = 0; t < MAX_RT; ++t) {
       if (t < RT) {
-        TK_CM_ACC wh = TK_CM_FILL(TK_CM_ACC, 0.0);
+        ACC wh = ACC(0.0);
         [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
           if (j < KT) {
-            TK_CM_B b;
-            TK_CM_LOAD16_COL(b, smem, W_OFF + t * 16 * SW + j * 2, SW);  // w^T
-            wh = TK_CM_MMA(ha[j], b, wh);
+            BOP b;
+            coopMatLoad(b, smem, W_OFF + t * 16 * SW + j * 2, SW, COL);  // w^T
+            wh = coopMatMulAdd(ha[j], b, wh);
           }
         }
-        TK_CM_ACC16 u16;
-        TK_CM_LOAD16_COL(u16, smem, U_OFF + t * 16 * SU + sg * 2, SU);
-        TK_CM_ACC vn = TK_CM_TO_ACC(u16);
-        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(vn); ++e) {
+        ACC16 u16;
+        coopMatLoad(u16, smem, U_OFF + t * 16 * SU + sg * 2, SU, COL);
+        ACC vn = ACC(u16);
+        [[unroll]] for (int e = 0; e < vn.length(); ++e) {
           const uint i = t * 16 + TK_ACC_COL(lane, e);
-          const float v = TK_CM_EL(vn, e) - TK_CM_EL(wh, e);
-          TK_CM_SET16(op[t], e, i < rows ? tk_round_bf16_split(v * s_f[i]) : 0.0);
-          TK_CM_EL(vn, e) = tk_round_bf16_split(v);
+          const float v = vn[e] - wh[e];
+          op[t][e] = bfloat16_t(i < rows ? tk_round_bf16_split(v * s_f[i]) : 0.0);
+          vn[e] = tk_round_bf16_split(v);
         }
-        const TK_CM_ACC16 vn16 = TK_CM_TO_ACC16(vn);
-        TK_CM_SYNC();  // u's tile is read before v_new overwrites it
-        TK_CM_STORE16_COL(vn16, smem, U_OFF + t * 16 * SU + sg * 2, SU);
+        const ACC16 vn16 = ACC16(vn);
+        TK_MMA_SYNC();  // u's tile is read before v_new overwrites it
+        coopMatStore(vn16, smem, U_OFF + t * 16 * SU + sg * 2, SU, COL);
       }
     }
     barrier();  // every subgroup is done with w
 
     // ---- h_c and v_new out; S^T = exp(g_last) S^T + operand k ---------------
     [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
-      if (j < KT) TK_CM_STORE16_ROW(ha[j], smem, W_OFF + sg * 16 * SW + j * 2, SW);
+      if (j < KT) coopMatStore(ha[j], smem, W_OFF + sg * 16 * SW + j * 2, SW, ROW);
     }
-    TK_CM_SYNC();
+    TK_MMA_SYNC();
     [[unroll]] for (uint m = 0; m < MAX_KT; ++m) {
       if (m < PH) {
         const uint p = lane + m * 32, r = p / (KDIM / 8), c8 = p % (KDIM / 8);
@@ -181,16 +194,16 @@ void main() {
     const float decay = exp(g_last);
     [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
       if (j < KT) {
-        TK_CM_UNROLL for (int e = 0; e < TK_CM_LEN(S[j]); ++e) TK_CM_EL(S[j], e) *= decay;
+        S[j] = S[j] * decay;
       }
     }
     [[unroll]] for (uint t = 0; t < MAX_RT; ++t) {
       if (t < RT) {
         [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
           if (j < KT) {
-            TK_CM_B b;
-            TK_CM_LOAD16_ROW(b, smem, K_OFF + t * 16 * SW + j * 2, SW);
-            S[j] = TK_CM_MMA(op[t], b, S[j]);
+            BOP b;
+            coopMatLoad(b, smem, K_OFF + t * 16 * SW + j * 2, SW, ROW);
+            S[j] = coopMatMulAdd(op[t], b, S[j]);
           }
         }
       }
@@ -202,9 +215,9 @@ void main() {
     [[unroll]] for (uint j = 0; j < MAX_KT; ++j) {
       if (j < KT) {
         if ((OPTIONS & TK_GDN_OPT_STATE_VK) != 0u) {
-          TK_CM_STOREF_ROW(S[j], ht_f, state_offset(n, h, j * 16, vr), KDIM);
+          coopMatStore(S[j], ht_4, state_offset(n, h, j * 16, vr) / 4, KDIM / 4, ROW);
         } else {
-          TK_CM_STOREF_COL(S[j], ht_f, state_offset(n, h, j * 16, vr), VDIM);
+          coopMatStore(S[j], ht_4, state_offset(n, h, j * 16, vr) / 4, VDIM / 4, COL);
         }
       }
     }

@@ -141,14 +141,6 @@ inline std::vector<float> slots_from_tokens(const gdn::Chunking& ch, std::span<c
   return out;
 }
 
-// The emulated tensor-core kernels (shaders/common/coopmat.glsl) take
-// lavapipe minutes per specialization to compile: their tests run only
-// when TILEKERNELS_TEST_EMULATION=1 (on emulation_context()).
-inline bool emulation_wanted() {
-  const char* e = std::getenv("TILEKERNELS_TEST_EMULATION");
-  return e && std::string(e) == "1";
-}
-
 inline std::vector<float> floats(std::span<const double> x) { return {x.begin(), x.end()}; }
 
 // The device copy of a variable-length case's cu_seqlens and the index

@@ -2,11 +2,10 @@
 // gdn::StateRecurrence against the reference stage (state_recurrence in
 // reference/gdn/chunk_forward.hpp, Rounding::fla), fed the reference's own
 // w, u, g and k; padding slots of w and u hold NaN, which must not leak.
-// Portable path, the tensor-core paths (tiles spread over the subgroups,
-// and the rows kernel) where the device has them, and the first's code
-// emulated (TILEKERNELS_TEST_EMULATION=state).
+// Portable path and the matrix paths (tiles spread over the subgroups, in
+// bf16 or in fp16 on the device's tile, and the rows kernel) where the
+// device has them.
 #include <tilekernels/gdn/state_recurrence.hpp>
-#include <tilekernels/spirv/test/gdn_chunk_state_emulated.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -70,7 +69,7 @@ struct StateCase {
     varlen.set(args);
     Plan plan = kernel.plan(args);
     if (variant) plan.variant = variant;
-    plan.bv = bv ? bv : Kernel::default_bv(*plan.variant);
+    plan.bv = bv ? bv : kernel.default_bv(*plan.variant);
     kernel.prepare(plan);
     SCOPED_TRACE(std::string("variant ") + std::string(plan.variant->name) + " bv " + std::to_string(plan.bv) +
                  (alias ? " (v_new over u)" : ""));
@@ -105,11 +104,20 @@ struct StateCase {
       if (eligibility(context(), v, typename Kernel::Problem{})) run(c, &v, 0, alias);
   }
 
-  static void run_emulated(const Case& c, std::uint32_t bv) {
-    static const Variant<typename Kernel::Problem> emu{"tensor_core_bf16_emulated", Path::tensor_core_bf16,
-                                                       spirv::test_gdn_chunk_state_emulated, {},
-                                                       Config::tc_workgroup(bv), Config::tc_shared_bytes(bv)};
-    run(c, &emu, bv, false, emulation_context());
+  // The fp16 kernel forced (the automatic choice takes it on CPU devices
+  // at BT = 16 only); skipped where the device has no fp16 tiles.
+  static void run_fp16(const Case& c) {
+    const auto& table = Kernel::variants;
+    const auto it = std::find_if(table.begin(), table.end(), [](const auto& v) { return v.path == Path::tensor_core_fp16; });
+    ASSERT_NE(it, table.end());
+    static const Variant<typename Kernel::Problem> forced = [&] {
+      Variant<typename Kernel::Problem> v = *it;
+      v.applies = nullptr;
+      return v;
+    }();
+    const Status s = eligibility(context(), forced, typename Kernel::Problem{});
+    if (!s) GTEST_SKIP() << "tensor_core_fp16: " << s.message;
+    run(c, &forced, 0, false);
   }
 };
 
@@ -142,24 +150,28 @@ TEST_F(StateRecurrenceTest, WiderSlices) {
   C::run(c, &C::Kernel::variants.back(), 32, false);
 }
 
-// Known failure, skipped: on lavapipe (LLVM 15) the emulated tensor-core
-// kernel (shaders/test/gdn_chunk_state_emulated.comp) returns v_new 4.4e-2
-// off the reference and a non-finite final state already in the first case
-// (BV = 16, cu_seqlens {0, 1, 70, 150}); whether the emulation layer or
-// lavapipe's compiler is at fault is not settled; NVIDIA's driver (580.159.04)
-// refuses to create the emulated pipelines (ErrorUnknown), so they cannot
-// be run there to tell the two apart. The real tensor-core
-// variant is covered on devices that have it by FixedLength and
-// VariableLengthAndOptions, which run every eligible variant of the table.
-// TILEKERNELS_TEST_EMULATION=state runs it anyway (about ten minutes).
-TEST_F(StateRecurrenceTest, EmulatedTensorCoreKernel) {
-  const char* e = std::getenv("TILEKERNELS_TEST_EMULATION");
-  if (!(e && std::string(e) == "state"))
-    GTEST_SKIP() << "the emulated tensor-core state kernel is wrong on lavapipe (v_new 4.4e-2 off, final state "
-                    "not finite); the real one is tested where the device has it (TILEKERNELS_TEST_EMULATION=state "
-                    "runs this anyway)";
-  StateCase<64, 64, 64>::run_emulated(make_case(1, 150, 1, 2, 64, 64, {0, 1, 70, 150}, kPlain, 700), 16);
-  StateCase<32, 128, 64>::run_emulated(make_case(1, 70, 1, 1, 128, 64, {}, kOptionSets[5], 701), 16);
+// BT = 64 spreads the state over four row tiles (two state tiles per
+// subgroup at K = 128), BT = 32 over two, BT = 16 one; varlen with an empty
+// and a one-token sequence, the [V, K] state layout, v_new over u.
+TEST_F(StateRecurrenceTest, Fp16TilesAtEveryChunkLength) {
+  StateCase<64, 64, 64>::run_fp16(make_case(1, 150, 1, 2, 64, 64, {0, 0, 1, 70, 150}, kPlain, 700));
+  StateCase<32, 128, 64>::run_fp16(make_case(1, 70, 1, 1, 128, 64, {}, kOptionSets[5], 701));
+  StateCase<16, 64, 64>::run_fp16(make_case(1, 40, 1, 2, 64, 64, {}, kPlain, 702));
+}
+
+// The operands far outside fp16's normal range, both ways: v (hence u,
+// v_new and the update's operand) and the initial state (hence h) scaled
+// by 1e5 and 1e6, or by 1e-7 (where fp16 holds at most a bit or two). The
+// fp16 kernel must scale them into range; every variant runs the cases.
+TEST_F(StateRecurrenceTest, ValuesOutsideFp16) {
+  for (const double f : {1e5, 1e-7}) {
+    SCOPED_TRACE(f > 1 ? "v scaled by 1e5, h0 by 1e6" : "v and h0 scaled by 1e-7");
+    Case c = make_case(1, 150, 1, 2, 64, 64, {}, kPlain, f > 1 ? 710 : 711);
+    for (float& x : c.v) x = tilekernels::round_to_bf16(float(x * f));
+    for (float& x : c.h0) x = float(x * (f > 1 ? 1e6 : f));
+    StateCase<64, 64, 64>::run_all(c);
+    StateCase<64, 64, 64>::run_fp16(c);  // last: it skips where the device has no fp16 tiles
+  }
 }
 
 }  // namespace

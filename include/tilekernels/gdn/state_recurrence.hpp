@@ -25,14 +25,15 @@
 // Paths: tensor_core_bf16_rows (fragments in the m16n8k16 layout; each
 // subgroup holds 16 columns of S in f32 accumulators for the whole sequence
 // and feeds them to both products as operands, so only w and k are
-// fragment loads; K <= 128),
-// tensor_core_bf16 (any VK_KHR_cooperative_matrix bf16 device: the state
-// tiles spread over (BT / 16)(BV / 16) subgroups, bf16(S) staged through
-// shared memory; the next chunk's loads in flight while one computes; K <=
-// 128) and portable (scalar f32, no subgroup operation). One workgroup
-// per (sequence, head, BV columns of V): BV trades parallelism at small
-// batches against reloading w and k per column slice
-// (bench/notes/2026-11-gdn-forward.md).
+// fragment loads; K <= 128); tensor_core_bf16 (any VK_KHR_cooperative_matrix
+// bf16 device at subgroups of 32: the state tiles spread over
+// (BT / 16)(BV / 16) subgroups, bf16(S) staged through shared memory; the
+// next chunk's loads in flight while one computes; K <= 128);
+// tensor_core_fp16 (the same on the device's fp16 tile and subgroup size,
+// every operand scaled by powers of two into fp16's range) and portable
+// (scalar f32, no subgroup operation). One workgroup per (sequence, head,
+// BV columns of V): BV trades parallelism at small batches against
+// reloading w and k per column slice (bench/notes/2026-11-gdn-forward.md).
 #pragma once
 
 #include <array>
@@ -47,6 +48,7 @@
 #include "tilekernels/gdn/state_recurrence_abi.h"
 #include "tilekernels/spirv/gdn/chunk_state.hpp"
 #include "tilekernels/spirv/gdn/chunk_state_bf16.hpp"
+#include "tilekernels/spirv/gdn/chunk_state_fp16.hpp"
 #include "tilekernels/spirv/gdn/chunk_state_rows_bf16.hpp"
 
 namespace tilekernels::gdn {
@@ -68,20 +70,36 @@ struct StateRecurrenceConfig {
   static_assert(portable_shared_bytes(portable_bv) <= 32768,
                 "StateRecurrenceConfig: the portable path must fit 32 KiB of shared memory");
 
-  // Tensor-core kernel (chunk_state_tc.glsl): (BT / 16)(BV / 16) subgroups
-  // of 32; w, k and bf16(S)^T rows of K + 8 bf16, the operand, g.
-  static constexpr std::uint32_t tc_workgroup(std::uint32_t bv) { return BT * bv / 8; }
+  // Matrix kernels (chunk_state_mma.glsl): (BT / 16)(BV / 16) subgroups;
+  // w, k and bf16(S)^T rows of K + 8 16-bit values, the operand, g; the
+  // fp16 kernel adds its scaling (the maxima of w, k and bf16(S) for two
+  // chunks, a shift per tile of the operand).
+  static constexpr std::uint32_t mma_subgroups(std::uint32_t bv) { return BT / 16 * (bv / 16); }
+  static constexpr std::uint32_t tc_workgroup(std::uint32_t bv) { return mma_subgroups(bv) * 32; }
   static constexpr std::uint32_t tc_shared_bytes(std::uint32_t bv) {
     return ((2 * BT + bv) * (K / 8 + 1) + BT * (bv / 8 + 1)) * 16 + BT * 4;
   }
-  // BV the tensor-core kernel may take: 16-column tiles dividing V, at
-  // most 8 pieces of w per invocation, state tiles a whole number per
-  // subgroup, within 48 KiB.
-  static constexpr bool tc_fits(std::uint32_t bv) {
-    return bv % 16 == 0 && V % bv == 0 && K % bv == 0 && K / bv <= 8 && K >= BT && K / BT <= 8 &&
-           tc_shared_bytes(bv) <= 49152 && tc_workgroup(bv) <= 1024;
+  static constexpr std::uint32_t fp16_shared_bytes(std::uint32_t bv) {
+    return tc_shared_bytes(bv) + 4 * (6 + mma_subgroups(bv));
+  }
+  // BV a matrix kernel may take at `subgroup` invocations per subgroup:
+  // 16-column tiles dividing V, state tiles a whole number per subgroup, w
+  // and k pieces a whole number per invocation and, like h's, at most 16,
+  // g rows at most 2, within 48 KiB.
+  static constexpr bool mma_fits(std::uint32_t bv, std::uint32_t subgroup, std::uint32_t shared_bytes) {
+    const std::uint32_t wg = mma_subgroups(bv) * subgroup, pieces = BT * (K / 8);
+    return bv % 16 == 0 && bv > 0 && V % bv == 0 && K >= BT && K / BT <= 8 && subgroup > 0 && pieces % wg == 0 &&
+           pieces / wg <= 16 && (bv * (K / 8) + wg - 1) / wg <= 16 && (BT + wg - 1) / wg <= 2 && wg <= 1024 &&
+           shared_bytes <= 49152;
+  }
+  static constexpr bool tc_fits(std::uint32_t bv) { return mma_fits(bv, 32, tc_shared_bytes(bv)); }
+  static constexpr bool fp16_fits(std::uint32_t bv, std::uint32_t subgroup) {
+    return mma_fits(bv, subgroup, fp16_shared_bytes(bv));
   }
   static constexpr std::uint32_t tc_bv = tc_fits(32) ? 32 : 16;
+  static constexpr std::uint32_t fp16_bv(std::uint32_t subgroup) {
+    return fp16_fits(32, subgroup) ? 32 : fp16_fits(16, subgroup) ? 16 : 0;
+  }
 
   // Rows kernel (chunk_state_rows.glsl): BV = BT columns of V per
   // workgroup, BT / 16 subgroups of 32, each holding 16 columns of S in
@@ -134,6 +152,12 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
     if (!Config::tc_fits(16)) return Status::failure(ErrorCode::unsupported, "K = 256 or BT > K: no tiling fits");
     return Status::success();
   }
+  static Status fp16_applies(const DeviceInfo& info, const Problem&) {
+    if (Config::fp16_bv(info.subgroup_size) == 0)
+      return Status::failure(ErrorCode::unsupported, "K = 256, BT > K, or too many pieces per invocation at subgroups of " +
+                                                         std::to_string(info.subgroup_size) + ": no tiling fits");
+    return detail::cpu_chunk_rule(info, Config::BT);
+  }
 
   // The rows kernel runs 4 warps per workgroup against the other's 8:
   // faster once its workgroups fill the multiprocessors (B = 8 at the
@@ -152,13 +176,16 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
   }
 
   static constexpr std::string_view rows_name = "tensor_core_bf16_rows";
-  static constexpr std::array<Variant<Problem>, 3> variants{{
+  static constexpr std::array<Variant<Problem>, 4> variants{{
       {rows_name, Path::tensor_core_bf16, spirv::gdn_chunk_state_rows_bf16,
        DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::rows_workgroup,
        Config::rows_shared_bytes, &rows_applies},
       {"tensor_core_bf16", Path::tensor_core_bf16, spirv::gdn_chunk_state_bf16,
        DeviceNeeds{.cooperative_matrix_bf16 = true, .subgroup_size = 32}, Config::tc_workgroup(Config::tc_bv),
        Config::tc_shared_bytes(Config::tc_bv), &tc_applies},
+      {"tensor_core_fp16", Path::tensor_core_fp16, spirv::gdn_chunk_state_fp16,
+       DeviceNeeds{.cooperative_matrix_fp16 = true}, Config::tc_workgroup(16), Config::fp16_shared_bytes(16),
+       &fp16_applies},
       {"portable", Path::portable, spirv::gdn_chunk_state, {}, Config::portable_workgroup,
        Config::portable_shared_bytes(Config::portable_bv)},
   }};
@@ -223,8 +250,10 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
   }
 
   // The state columns per workgroup that plan() gives variant `v`.
-  static std::uint32_t default_bv(const Variant<Problem>& v) {
-    return v.path == Path::portable ? Config::portable_bv : is_rows(v) ? Config::rows_bv : Config::tc_bv;
+  std::uint32_t default_bv(const Variant<Problem>& v) const {
+    if (v.path == Path::portable) return Config::portable_bv;
+    if (v.path == Path::tensor_core_fp16) return Config::fp16_bv(ctx_->info().subgroup_size);
+    return is_rows(v) ? Config::rows_bv : Config::tc_bv;
   }
 
   // What variant `v`'s kernel needs at `bv` state columns per workgroup.
@@ -232,11 +261,15 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
     bool fits;  // the kernel can take bv
     std::uint32_t workgroup, shared_bytes;
   };
-  static KernelShape kernel_shape(const Variant<Problem>& v, std::uint32_t bv) {
+  KernelShape kernel_shape(const Variant<Problem>& v, std::uint32_t bv) const {
     if (v.path == Path::portable)
       return {(bv == 16 || bv == 32) && !(bv == 32 && Config::K > 128), Config::portable_workgroup,
               Config::portable_shared_bytes(bv)};
     if (is_rows(v)) return {Config::rows_fit && bv == Config::rows_bv, Config::rows_workgroup, Config::rows_shared_bytes};
+    if (v.path == Path::tensor_core_fp16) {
+      const std::uint32_t subgroup = ctx_->info().subgroup_size;
+      return {Config::fp16_fits(bv, subgroup), Config::mma_subgroups(bv) * subgroup, Config::fp16_shared_bytes(bv)};
+    }
     return {Config::tc_fits(bv), Config::tc_workgroup(bv), Config::tc_shared_bytes(bv)};
   }
 
@@ -311,6 +344,7 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
     spec.VDIM = Config::V;
     spec.BV = bv;
     spec.OPTIONS = option_bits;
+    if (v.path == Path::tensor_core_fp16) detail::set_matrix_spec(spec, ctx_->info(), v);
     return detail::pipeline_key<Push>(*ctx_, v, spec, 9);
   }
 };

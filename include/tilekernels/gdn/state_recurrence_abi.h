@@ -6,13 +6,15 @@
 #include "tilekernels/gdn/options_abi.h"
 
 // BT: chunk length; KDIM, VDIM: head sizes; BV: state columns per
-// workgroup; OPTIONS: TK_GDN_OPT_* bits (H0, HT, STATE_VK).
+// workgroup; OPTIONS: TK_GDN_OPT_* bits (H0, HT, STATE_VK); MMA_M, MMA_N,
+// MMA_K, SUBGROUP: the device's tile (fp16 matrix kernel, core/abi.h).
 #define TK_STATE_RECURRENCE_SPEC(F) \
   F(1, BT, 64)                      \
   F(2, KDIM, 128)                   \
   F(3, VDIM, 128)                   \
   F(4, BV, 16)                      \
-  F(5, OPTIONS, 0)
+  F(5, OPTIONS, 0)                  \
+  TK_MMA_SPEC(F, 6, 7, 8, 9)
 
 // T: tokens per batch row; H, Hg: value and key heads, ratio = H / Hg; N:
 // sequences; row_chunks: chunks per fixed-length row; varlen: 1 to read
