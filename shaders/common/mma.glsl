@@ -51,52 +51,49 @@ const uint TK_MMA_CPARTS = TK_MMA_RM * TK_MMA_RN;  // device tiles of an accumul
         coopMatMulAdd((a)[tk_i * TK_MMA_RK + tk_k], (b)[tk_k * TK_MMA_RN + tk_j], (c)[tk_i * TK_MMA_RN + tk_j]); \
   }
 
-#define TK_MMA_LOAD_A_ROW(m, buf, off, stride)                                                    \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RK; ++tk_p)                          \
-    coopMatLoad((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RK) * MMA_M * (stride) + (tk_p % TK_MMA_RK) * (MMA_K / 8u), \
-                stride, gl_CooperativeMatrixLayoutRowMajor)
-// A operand, column-major (element (r, c) at off + c stride + r / 8).
-#define TK_MMA_LOAD_A_COL(m, buf, off, stride)                                                    \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RK; ++tk_p)                          \
-    coopMatLoad((m)[tk_p], buf, (off) + (tk_p % TK_MMA_RK) * MMA_K * (stride) + (tk_p / TK_MMA_RK) * (MMA_M / 8u), \
-                stride, gl_CooperativeMatrixLayoutColumnMajor)
-#define TK_MMA_LOAD_B_ROW(m, buf, off, stride)                                                    \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RK * TK_MMA_RN; ++tk_p)                          \
-    coopMatLoad((m)[tk_p], buf, (off) + (tk_p / TK_MMA_RN) * MMA_K * (stride) + (tk_p % TK_MMA_RN) * (MMA_N / 8u), \
-                stride, gl_CooperativeMatrixLayoutRowMajor)
-#define TK_MMA_LOAD_B_COL(m, buf, off, stride)                                                    \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RK * TK_MMA_RN; ++tk_p)                          \
-    coopMatLoad((m)[tk_p], buf, (off) + (tk_p % TK_MMA_RN) * MMA_N * (stride) + (tk_p / TK_MMA_RN) * (MMA_K / 8u), \
-                stride, gl_CooperativeMatrixLayoutColumnMajor)
-// f32 accumulator, row-major (part p from TK_MMA_C_AT).
+// Every part of m (n parts) loaded or stored (op: coopMatLoad or
+// coopMatStore) in `layout`, part p at AT(p, off, stride).
+#define TK_MMA_PARTS_(n, op, m, buf, AT, off, stride, layout) \
+  [[unroll]] for (uint tk_p = 0u; tk_p < (n); ++tk_p) op((m)[tk_p], buf, AT(tk_p, off, stride), stride, layout)
+#define TK_MMA_ROW_ gl_CooperativeMatrixLayoutRowMajor
+#define TK_MMA_COL_ gl_CooperativeMatrixLayoutColumnMajor
+#define TK_MMA_NA_ (TK_MMA_RM * TK_MMA_RK)
+#define TK_MMA_NB_ (TK_MMA_RK * TK_MMA_RN)
+#define TK_MMA_NC_ (TK_MMA_RM * TK_MMA_RN)
+
+// Operands (16-bit): A row-major or column-major (element (r, c) at
+// off + c stride + r / 8), B likewise.
+#define TK_MMA_A_AT(p, off, stride) ((off) + ((p) / TK_MMA_RK) * MMA_M * (stride) + ((p) % TK_MMA_RK) * (MMA_K / 8u))
+#define TK_MMA_A_COL_AT(p, off, stride) ((off) + ((p) % TK_MMA_RK) * MMA_K * (stride) + ((p) / TK_MMA_RK) * (MMA_M / 8u))
+#define TK_MMA_B_AT(p, off, stride) ((off) + ((p) / TK_MMA_RN) * MMA_K * (stride) + ((p) % TK_MMA_RN) * (MMA_N / 8u))
+#define TK_MMA_B_COL_AT(p, off, stride) ((off) + ((p) % TK_MMA_RN) * MMA_N * (stride) + ((p) / TK_MMA_RN) * (MMA_K / 8u))
+#define TK_MMA_LOAD_A_ROW(m, buf, off, stride) TK_MMA_PARTS_(TK_MMA_NA_, coopMatLoad, m, buf, TK_MMA_A_AT, off, stride, TK_MMA_ROW_)
+#define TK_MMA_LOAD_A_COL(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NA_, coopMatLoad, m, buf, TK_MMA_A_COL_AT, off, stride, TK_MMA_COL_)
+#define TK_MMA_LOAD_B_ROW(m, buf, off, stride) TK_MMA_PARTS_(TK_MMA_NB_, coopMatLoad, m, buf, TK_MMA_B_AT, off, stride, TK_MMA_ROW_)
+#define TK_MMA_LOAD_B_COL(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NB_, coopMatLoad, m, buf, TK_MMA_B_COL_AT, off, stride, TK_MMA_COL_)
+
+// Accumulators: f32 row-major (element (r, c) at off + r stride + c / 4)
+// or column-major (at off + c stride + r / 4); 16-bit (TK_MMA_C16), 8 a
+// uvec4, likewise.
 #define TK_MMA_C_AT(p, off, stride) ((off) + ((p) / TK_MMA_RN) * MMA_M * (stride) + ((p) % TK_MMA_RN) * (MMA_N / 4u))
-#define TK_MMA_LOAD_C_ROW(m, buf, off, stride)                                 \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatLoad((m)[tk_p], buf, TK_MMA_C_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
-#define TK_MMA_STORE_C_ROW(m, buf, off, stride)                                \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatStore((m)[tk_p], buf, TK_MMA_C_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
-// f32 accumulator, column-major (element (r, c) at off + c stride + r / 4).
 #define TK_MMA_C_COL_AT(p, off, stride) ((off) + ((p) % TK_MMA_RN) * MMA_N * (stride) + ((p) / TK_MMA_RN) * (MMA_M / 4u))
-#define TK_MMA_LOAD_C_COL(m, buf, off, stride)                                 \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatLoad((m)[tk_p], buf, TK_MMA_C_COL_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutColumnMajor)
-#define TK_MMA_STORE_C_COL(m, buf, off, stride)                                \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatStore((m)[tk_p], buf, TK_MMA_C_COL_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutColumnMajor)
-// 16-bit accumulator part p (TK_MMA_C16), row-major, 8 elements a uvec4,
-// or column-major (element (r, c) at off + c stride + r / 8).
 #define TK_MMA_C16_AT(p, off, stride) ((off) + ((p) / TK_MMA_RN) * MMA_M * (stride) + ((p) % TK_MMA_RN) * (MMA_N / 8u))
 #define TK_MMA_C16_COL_AT(p, off, stride) ((off) + ((p) % TK_MMA_RN) * MMA_N * (stride) + ((p) / TK_MMA_RN) * (MMA_M / 8u))
-#define TK_MMA_LOAD_C16_ROW(m, buf, off, stride)                               \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatLoad((m)[tk_p], buf, TK_MMA_C16_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
-#define TK_MMA_STORE_C16_ROW(m, buf, off, stride)                              \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatStore((m)[tk_p], buf, TK_MMA_C16_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutRowMajor)
-#define TK_MMA_STORE_C16_COL(m, buf, off, stride)                              \
-  [[unroll]] for (uint tk_p = 0u; tk_p < TK_MMA_RM * TK_MMA_RN; ++tk_p)       \
-    coopMatStore((m)[tk_p], buf, TK_MMA_C16_COL_AT(tk_p, off, stride), stride, gl_CooperativeMatrixLayoutColumnMajor)
+#define TK_MMA_LOAD_C_ROW(m, buf, off, stride) TK_MMA_PARTS_(TK_MMA_NC_, coopMatLoad, m, buf, TK_MMA_C_AT, off, stride, TK_MMA_ROW_)
+#define TK_MMA_STORE_C_ROW(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NC_, coopMatStore, m, buf, TK_MMA_C_AT, off, stride, TK_MMA_ROW_)
+#define TK_MMA_LOAD_C_COL(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NC_, coopMatLoad, m, buf, TK_MMA_C_COL_AT, off, stride, TK_MMA_COL_)
+#define TK_MMA_STORE_C_COL(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NC_, coopMatStore, m, buf, TK_MMA_C_COL_AT, off, stride, TK_MMA_COL_)
+#define TK_MMA_LOAD_C16_ROW(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NC_, coopMatLoad, m, buf, TK_MMA_C16_AT, off, stride, TK_MMA_ROW_)
+#define TK_MMA_STORE_C16_ROW(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NC_, coopMatStore, m, buf, TK_MMA_C16_AT, off, stride, TK_MMA_ROW_)
+#define TK_MMA_STORE_C16_COL(m, buf, off, stride) \
+  TK_MMA_PARTS_(TK_MMA_NC_, coopMatStore, m, buf, TK_MMA_C16_COL_AT, off, stride, TK_MMA_COL_)
 
 // A 16 x 16 f32 tile stored to shared scratch is read back in 32 pieces of
 // 8 columns, piece p being row p / 2, columns 8 (p % 2)..; lane l takes
