@@ -35,12 +35,10 @@ void BM_ChunkO(benchmark::State& state, const char* variant, std::uint32_t workg
   using Config = gdn::ChunkOConfig<64, 128, 128>;
   using Kernel = gdn::ChunkO<Config>;
   Context& ctx = context();
-  const std::int64_t B = state.range(0), T = state.range(1), Hg = state.range(2), H = state.range(3);
+  const auto shape = gdn_stage_shape(state, ctx);
+  if (!shape) return;
+  const auto [B, T, Hg, H] = *shape;
   const std::int64_t K = 128, V = 128, BT = 64, NT = (T + BT - 1) / BT;
-  if (ctx.info().is_cpu() && T > 256) {
-    state.SkipWithError("shape too large for a CPU device");
-    return;
-  }
   Tensor q(ctx, DType::bf16, {B, T, Hg, K}), k(ctx, DType::bf16, {B, T, Hg, K});
   Tensor v(ctx, DType::bf16, {B, T, H, V}), h(ctx, DType::bf16, {B, NT, H, V, K});
   Tensor g(ctx, DType::f32, {B, T, H}), o(ctx, DType::bf16, {B, T, H, V});
@@ -70,14 +68,10 @@ void BM_ChunkO(benchmark::State& state, const char* variant, std::uint32_t workg
   state.SetLabel(std::string(plan.variant->name));
 }
 
-void shapes(benchmark::internal::Benchmark* b) {
-  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-}
-
 // The automatic choice (tensor_core_bf16 where the device and build have
 // it), then each tensor-core variant.
-BENCHMARK_CAPTURE(BM_ChunkO, auto, "auto", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, auto, "auto", 0u)->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(gdn_stage_shapes);
 BENCHMARK_CAPTURE(BM_ChunkO, portable, "portable", 0u)
     ->Args({1, 8192, 16, 32})
     ->Args({1, 256, 2, 4})  // small enough for a CPU device
@@ -85,8 +79,8 @@ BENCHMARK_CAPTURE(BM_ChunkO, portable, "portable", 0u)
     ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 // The bf16 persistent grid: 132, 264 and 528 workgroups (--benchmark_filter=^Sweep_).
-BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg132, "tensor_core_bf16", 132u)->Name("Sweep_ChunkO/bf16_wg132")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg264, "tensor_core_bf16", 264u)->Name("Sweep_ChunkO/bf16_wg264")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg528, "tensor_core_bf16", 528u)->Name("Sweep_ChunkO/bf16_wg528")->Apply(shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg132, "tensor_core_bf16", 132u)->Name("Sweep_ChunkO/bf16_wg132")->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg264, "tensor_core_bf16", 264u)->Name("Sweep_ChunkO/bf16_wg264")->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_ChunkO, bf16_wg528, "tensor_core_bf16", 528u)->Name("Sweep_ChunkO/bf16_wg528")->Apply(gdn_stage_shapes);
 
 }  // namespace

@@ -22,11 +22,9 @@ namespace gdn = tilekernels::gdn;
 void BM_KKTSolve(benchmark::State& state, const char* variant) {
   using Kernel = gdn::KKTSolve<gdn::KKTSolveConfig<64, 128>>;
   Context& ctx = context();
-  const std::int64_t B = state.range(0), T = state.range(1), Hg = state.range(2), H = state.range(3);
-  if (ctx.info().is_cpu() && T > 256) {
-    state.SkipWithError("shape too large for a CPU device");
-    return;
-  }
+  const auto shape = gdn_stage_shape(state, ctx);
+  if (!shape) return;
+  const auto [B, T, Hg, H] = *shape;
   Kernel kernel(ctx);
   const Kernel::Problem problem{B, T, Hg, H, 0, true};
   Kernel::Plan plan{&select_variant(ctx, Kernel::name, Kernel::variants, problem)};
@@ -74,14 +72,9 @@ void BM_KKTSolve(benchmark::State& state, const char* variant) {
   state.SetLabel(std::string(plan.variant->name));
 }
 
-void shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "T", "Hg", "H"});
-  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-}
-
-BENCHMARK_CAPTURE(BM_KKTSolve, auto, "auto")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_KKTSolve, tensor_core_bf16, "tensor_core_bf16")->Name("Sweep_KKTSolve/tensor_core_bf16")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_KKTSolve, tensor_core_fp16, "tensor_core_fp16")->Name("Sweep_KKTSolve/tensor_core_fp16")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_KKTSolve, portable, "portable")->Name("Sweep_KKTSolve/portable")->Apply(shapes);
+BENCHMARK_CAPTURE(BM_KKTSolve, auto, "auto")->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_KKTSolve, tensor_core_bf16, "tensor_core_bf16")->Name("Sweep_KKTSolve/tensor_core_bf16")->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_KKTSolve, tensor_core_fp16, "tensor_core_fp16")->Name("Sweep_KKTSolve/tensor_core_fp16")->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_KKTSolve, portable, "portable")->Name("Sweep_KKTSolve/portable")->Apply(gdn_stage_shapes);
 
 }  // namespace

@@ -24,11 +24,9 @@ void BM_RecomputeWU(benchmark::State& state, const char* variant, std::uint32_t 
   using Config = gdn::RecomputeWUConfig<64, 128, 128, AType>;
   using Kernel = gdn::RecomputeWU<Config>;
   Context& ctx = context();
-  const std::int64_t B = state.range(0), T = state.range(1), Hg = state.range(2), H = state.range(3);
-  if (ctx.info().is_cpu() && T > 256) {
-    state.SkipWithError("shape too large for a CPU device");
-    return;
-  }
+  const auto shape = gdn_stage_shape(state, ctx);
+  if (!shape) return;
+  const auto [B, T, Hg, H] = *shape;
   Kernel kernel(ctx);
   typename Kernel::Plan plan{nullptr, workgroups};
   const typename Kernel::Problem problem{B, T, Hg, H};
@@ -74,11 +72,6 @@ void BM_RecomputeWU(benchmark::State& state, const char* variant, std::uint32_t 
   state.SetLabel(std::string(plan.variant->name) + (AType == DType::bf16 ? "+A_bf16" : ""));
 }
 
-void shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"B", "T", "Hg", "H"});
-  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-}
-
 void BM_RecomputeWU_bf16(benchmark::State& state, const char* variant, std::uint32_t workgroups) {
   BM_RecomputeWU<DType::bf16>(state, variant, workgroups);
 }
@@ -88,13 +81,13 @@ void BM_RecomputeWU_f32(benchmark::State& state, const char* variant, std::uint3
 
 // A in bf16, as FLA's chunked pipeline passes it (and as FLA was timed):
 // the automatic choice and each variant; A in f32.
-BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, auto, "auto", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_bf16, "tensor_core_bf16", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU_f32, auto, "auto", 0u)->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU_f32, portable, "portable", 0u)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, auto, "auto", 0u)->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_bf16, "tensor_core_bf16", 0u)->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, tensor_core_fp16, "tensor_core_fp16", 0u)->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, auto, "auto", 0u)->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, portable, "portable", 0u)->Apply(gdn_stage_shapes);
 // The persistent grid of the bf16 kernels (--benchmark_filter=^Sweep_).
-BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, joint_wg264, "tensor_core_bf16_joint", 264u)->Name("Sweep_RecomputeWU<bf16>/joint_wg264")->Apply(shapes);
-BENCHMARK_CAPTURE(BM_RecomputeWU_f32, pairs_wg528, "tensor_core_bf16", 528u)->Name("Sweep_RecomputeWU<f32>/pairs_wg528")->Apply(shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_bf16, joint_wg264, "tensor_core_bf16_joint", 264u)->Name("Sweep_RecomputeWU<bf16>/joint_wg264")->Apply(gdn_stage_shapes);
+BENCHMARK_CAPTURE(BM_RecomputeWU_f32, pairs_wg528, "tensor_core_bf16", 528u)->Name("Sweep_RecomputeWU<f32>/pairs_wg528")->Apply(gdn_stage_shapes);
 
 }  // namespace

@@ -182,4 +182,18 @@ void run_timed(benchmark::State& state, Context& ctx, const std::function<void(v
   if (flops > 0) state.counters["TFLOP/s"] = flops / t * 1e-12;
 }
 
+std::optional<GdnStageShape> gdn_stage_shape(benchmark::State& state, const Context& ctx) {
+  const GdnStageShape s{state.range(0), state.range(1), state.range(2), state.range(3)};
+  if (ctx.info().is_cpu() && s.T > 256) {
+    state.SkipWithError("shape too large for a CPU device");
+    return std::nullopt;
+  }
+  return s;
+}
+
+void gdn_stage_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "T", "Hg", "H"});
+  b->Args({1, 8192, 16, 32})->Args({8, 2048, 16, 32})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+}
+
 }  // namespace tkbench

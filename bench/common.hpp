@@ -7,7 +7,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,6 +53,16 @@ double gpu_seconds_per_item(Context& ctx, const std::function<void(vk::CommandBu
 // calls per timed batch; batches are lengthened to a few ms of GPU work.
 void run_timed(benchmark::State& state, Context& ctx, const std::function<void(vk::CommandBuffer, int)>& record,
                double bytes, double flops, double flops_per_s = 0, int reps = 100);
+
+// A GDN stage benchmark's arguments (B, T, Hg, H), or nothing (the entry
+// skipped) on a CPU device past T = 256, where it would take minutes.
+struct GdnStageShape {
+  std::int64_t B, T, Hg, H;
+};
+std::optional<GdnStageShape> gdn_stage_shape(benchmark::State& state, const Context& ctx);
+// Registers the GDN forward's headline shapes (B, T, Hg, H) = (1, 8192, 16,
+// 32) and (8, 2048, 16, 32), manual time, 10 iterations, in us.
+void gdn_stage_shapes(benchmark::internal::Benchmark* b);
 
 // Sets `variant` to Kernel's variant named `name` ("auto": leaves the
 // automatic choice) and returns true, or skips the entry (returning false)

@@ -7,11 +7,13 @@
 // chunked intermediates (tilekernels/gdn/chunking.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,24 @@ inline std::vector<float> slots_from_tokens(const gdn::Chunking& ch, std::span<c
 }
 
 inline std::vector<float> floats(std::span<const double> x) { return {x.begin(), x.end()}; }
+
+// Kernel's tensor_core_fp16 variant without its own rule (which keeps CPU
+// devices to chunks of 16), for tests that force it; nullptr, with the
+// reason in `why`, where the device or build cannot run it.
+template <class Kernel>
+const Variant<typename Kernel::Problem>* forced_fp16(std::string& why) {
+  static const Variant<typename Kernel::Problem> forced = [] {
+    const auto& table = Kernel::variants;
+    const auto it = std::find_if(table.begin(), table.end(), [](const auto& v) { return v.path == Path::tensor_core_fp16; });
+    if (it == table.end()) throw std::logic_error(std::string(Kernel::name) + " has no tensor_core_fp16 variant");
+    Variant<typename Kernel::Problem> v = *it;
+    v.applies = nullptr;
+    return v;
+  }();
+  const Status s = eligibility(context(), forced, typename Kernel::Problem{});
+  why = "tensor_core_fp16: " + s.message;
+  return s ? &forced : nullptr;
+}
 
 // The device copy of a variable-length case's cu_seqlens and the index
 // table gdn::ChunkIndex builds from it on the device (neither for fixed

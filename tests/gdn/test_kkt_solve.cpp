@@ -99,17 +99,10 @@ struct KKTCase {
   // The fp16 matrix kernel, also where the automatic choice leaves it out
   // for compile time (a CPU device at chunks of more than 16).
   static void run_fp16(const Case& c) {
-    const auto& table = Kernel::variants;
-    const auto it = std::find_if(table.begin(), table.end(), [](const auto& v) { return v.name == "tensor_core_fp16"; });
-    ASSERT_NE(it, table.end());
-    static const Variant<typename Kernel::Problem> forced = [&] {
-      Variant<typename Kernel::Problem> v = *it;
-      v.applies = nullptr;
-      return v;
-    }();
-    const Status s = eligibility(context(), forced, typename Kernel::Problem{});
-    if (!s) GTEST_SKIP() << "tensor_core_fp16: " << s.message;
-    run(c, &forced);
+    std::string why;
+    const auto* forced = forced_fp16<Kernel>(why);
+    if (!forced) GTEST_SKIP() << why;
+    run(c, forced);
   }
 };
 

@@ -107,17 +107,10 @@ struct StateCase {
   // The fp16 kernel forced (the automatic choice takes it on CPU devices
   // at BT = 16 only); skipped where the device has no fp16 tiles.
   static void run_fp16(const Case& c) {
-    const auto& table = Kernel::variants;
-    const auto it = std::find_if(table.begin(), table.end(), [](const auto& v) { return v.path == Path::tensor_core_fp16; });
-    ASSERT_NE(it, table.end());
-    static const Variant<typename Kernel::Problem> forced = [&] {
-      Variant<typename Kernel::Problem> v = *it;
-      v.applies = nullptr;
-      return v;
-    }();
-    const Status s = eligibility(context(), forced, typename Kernel::Problem{});
-    if (!s) GTEST_SKIP() << "tensor_core_fp16: " << s.message;
-    run(c, &forced, 0, false);
+    std::string why;
+    const auto* forced = forced_fp16<Kernel>(why);
+    if (!forced) GTEST_SKIP() << why;
+    run(c, forced, 0, false);
   }
 };
 
