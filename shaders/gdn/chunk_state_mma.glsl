@@ -47,7 +47,9 @@
 // bf16(S), one factor each per chunk (their maxima gathered by shared
 // atomics before the previous chunk's last barrier, so no barrier is
 // added); each 16 x 16 tile of u, of v_new and of the update's operand, by
-// the subgroup that owns it. Padding rows are left out of the maxima, and
+// the subgroup that owns it (u's with w's, k's and S's in one subgroup
+// reduction, v_new's and the operand's in another: the reductions lie on
+// the chunk's dependency chain). Padding rows are left out of the maxima, and
 // so are Inf and NaN, which pass through as in f32. Only values under
 // 2^-31 of their group's largest lose bits (fp16 subnormals): an error
 // below 2^-39 of that largest, far under the outputs' bf16 rounding.
@@ -130,24 +132,30 @@ uvec4 from_operand(uvec4 q, int s) {
   return r;
 }
 
-// m's largest over the subgroup into s_max[par][i].
-void gather_max(float m, uint par, uint i) {
-  m = subgroupMax(m);
-  if (subgroupElect()) atomicMax(s_max[par][i], floatBitsToUint(m));
-}
-
-// The largest magnitude of w (rows before `rows`) and of k among this
-// invocation's loaded pieces, into the atomics of chunk parity `par`.
-void gather_wk_max(uint rows, uint par) {
-  float mw = 0.0, mk = 0.0;
+// The largest magnitudes of what a chunk stages from registers, in one
+// subgroup reduction: w (rows before `rows`) and k among the loaded pieces
+// and bf16(S) (ms, this invocation's) into the atomics of chunk parity
+// `par`; returned, the shift of u's tile (rows before `rows`), which only
+// this subgroup stages.
+int gather_maxima(uint rows, uint par, uint rt, uint lane, float ms) {
+  float mw = 0.0, mk = 0.0, mu = 0.0;
   [[unroll]] for (uint n = 0; n < MAX_PW; ++n) {
     if (n < PW) {
       if ((gl_LocalInvocationID.x + n * WG) / (KDIM / 8) < rows) mw = max(mw, bf16x8_max(pre_w[n]));
       mk = max(mk, bf16x8_max(pre_k[n]));
     }
   }
-  gather_max(mw, par, 0);
-  gather_max(mk, par, 1);
+  [[unroll]] for (uint xp = 0; xp < TK_MMA_MAX_PIECES; ++xp) {
+    const uint q = lane + xp * SUBGROUP;
+    if (tk_mma_piece(xp, lane) && rt * 16 + q / 2 < rows) mu = max(mu, bf16x8_max(pre_u[xp]));
+  }
+  const vec4 m = subgroupMax(vec4(mw, mk, ms, mu));
+  if (subgroupElect()) {
+    atomicMax(s_max[par][0], floatBitsToUint(m.x));
+    atomicMax(s_max[par][1], floatBitsToUint(m.y));
+    atomicMax(s_max[par][2], floatBitsToUint(m.z));
+  }
+  return range_shift(m.w);
 }
 #define TK_TO_OPERAND(q, s) to_operand(q, s)
 #define TK_FROM_OPERAND(q, s) from_operand(q, s)
@@ -211,10 +219,10 @@ void main() {
       if (tk_mma_piece(xp, lane)) pre_u[xp] = u_4[piece_mem(seq.first_chunk * BT, h, rt, v0, vc, lane + xp * SUBGROUP)];
   }
 #if TK_STATE_FP16
-  if (chunks > 0) gather_wk_max(min(BT, seq.len), 0);
   float ms = 0.0;
   TK_STATE_MAX(S, ms);
-  gather_max(ms, 0, 2);
+  int shift_u = 0;   // u's tile, for the chunk staged next
+  if (chunks > 0) shift_u = gather_maxima(min(BT, seq.len), 0, rt, lane, ms);
   int shift_vn = 0;  // v_new's tile, as stored after the last barrier of a chunk
 #endif
   barrier();  // the index tiles are read before the first staging overwrites them
@@ -228,12 +236,6 @@ void main() {
     const int shift_s = range_shift(uintBitsToFloat(s_max[par][2]));
     const float ps = pow2(shift_s);
     stage_wk(rows, shift_w, shift_k);
-    float mu = 0.0;  // u's tile: the largest magnitude of its rows before `rows`
-    [[unroll]] for (uint xp = 0; xp < TK_MMA_MAX_PIECES; ++xp) {
-      const uint q = lane + xp * SUBGROUP;
-      if (tk_mma_piece(xp, lane) && rt * 16 + q / 2 < rows) mu = max(mu, bf16x8_max(pre_u[xp]));
-    }
-    const int shift_u = range_shift(subgroupMax(mu));
 #else
     stage_wk(rows, 0, 0);
 #endif
@@ -329,8 +331,9 @@ void main() {
       }
     }
 #if TK_STATE_FP16
-    shift_vn = range_shift(subgroupMax(mv));
-    const int shift_op = range_shift(subgroupMax(mo));
+    const vec2 mvo = subgroupMax(vec2(mv, mo));
+    shift_vn = range_shift(mvo.x);
+    const int shift_op = range_shift(mvo.y);
     if (subgroupElect()) s_shift_op[sg] = shift_op;
     const float pv = pow2(shift_vn), po = pow2(shift_op);
     [[unroll]] for (uint p = 0; p < TK_MMA_CPARTS; ++p) {
@@ -380,10 +383,11 @@ void main() {
       }
     }
 #if TK_STATE_FP16
-    if (c + 1 < chunks) gather_wk_max(min(BT, seq.len - (c + 1) * BT), par ^ 1u);
-    ms = 0.0;
-    TK_STATE_MAX(S, ms);
-    gather_max(ms, par ^ 1u, 2);
+    if (c + 1 < chunks) {
+      ms = 0.0;
+      TK_STATE_MAX(S, ms);
+      shift_u = gather_maxima(min(BT, seq.len - (c + 1) * BT), par ^ 1u, rt, lane, ms);
+    }
 #endif
     barrier();
     TK_MMA_STORE_C16_ROW(vn16, smem, tile_off, SVS);
