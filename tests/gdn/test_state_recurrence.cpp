@@ -106,11 +106,11 @@ struct StateCase {
 
   // The fp16 kernel forced (the automatic choice takes it on CPU devices
   // at BT = 16 only); skipped where the device has no fp16 tiles.
-  static void run_fp16(const Case& c) {
+  static void run_fp16(const Case& c, bool alias = false) {
     std::string why;
     const auto* forced = forced_fp16<Kernel>(why);
     if (!forced) GTEST_SKIP() << why;
-    run(c, forced, 0, false);
+    run(c, forced, 0, alias);
   }
 };
 
@@ -147,7 +147,9 @@ TEST_F(StateRecurrenceTest, WiderSlices) {
 // subgroup at K = 128), BT = 32 over two, BT = 16 one; varlen with an empty
 // and a one-token sequence, the [V, K] state layout, v_new over u.
 TEST_F(StateRecurrenceTest, Fp16TilesAtEveryChunkLength) {
-  StateCase<64, 64, 64>::run_fp16(make_case(1, 150, 1, 2, 64, 64, {0, 0, 1, 70, 150}, kPlain, 700));
+  const Case varlen = make_case(1, 150, 1, 2, 64, 64, {0, 0, 1, 70, 150}, kPlain, 700);
+  StateCase<64, 64, 64>::run_fp16(varlen);
+  StateCase<64, 64, 64>::run_fp16(varlen, true);
   StateCase<32, 128, 64>::run_fp16(make_case(1, 70, 1, 1, 128, 64, {}, kOptionSets[5], 701));
   StateCase<16, 64, 64>::run_fp16(make_case(1, 40, 1, 2, 64, 64, {}, kPlain, 702));
 }
