@@ -109,13 +109,14 @@ float bf16x8_max(uvec4 q) {
   }
   return uintBitsToFloat(m << 16);
 }
-// m raised to the largest finite |bf16(x)| among this invocation's
-// elements of the state tiles S.
+// m raised to the largest finite |x| among this invocation's elements of
+// the state tiles S (not rounded: bf16 rounding lifts a value scaled below
+// 2^15 to 2^15 at most, still within fp16).
 #define TK_STATE_MAX(S, m)                                                                                 \
   [[unroll]] for (uint j_ = 0; j_ < MAX_SPT; ++j_)                                                         \
     if (j_ < SPT)                                                                                          \
       [[unroll]] for (uint p_ = 0; p_ < TK_MMA_CPARTS; ++p_)                                               \
-        [[unroll]] for (int e_ = 0; e_ < S[j_][p_].length(); ++e_) m = max(m, tk_finite_abs(tk_round_bf16_split(S[j_][p_][e_])))
+        [[unroll]] for (int e_ = 0; e_ < S[j_][p_].length(); ++e_) m = max(m, tk_finite_abs(S[j_][p_][e_]))
 
 // 8 packed bf16 values times 2^s, as fp16.
 uvec4 to_operand(uvec4 q, int s) {
