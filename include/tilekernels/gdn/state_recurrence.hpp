@@ -31,7 +31,7 @@
 // next chunk's loads in flight while one computes; K <= 128);
 // tensor_core_fp16 (the same on the device's fp16 tile and subgroup size,
 // every operand scaled by powers of two into fp16's range) and portable
-// (scalar f32, no subgroup operation). One workgroup per (sequence, head,
+// (f32 FMAs on register tiles, no subgroup operation). One workgroup per (sequence, head,
 // BV columns of V): BV trades parallelism at small batches against
 // reloading w and k per column slice (bench/notes/2026-11-gdn-forward.md).
 #pragma once
@@ -60,15 +60,18 @@ struct StateRecurrenceConfig {
   static_assert(V_ == 64 || V_ == 128 || V_ == 256, "StateRecurrenceConfig: V must be 64, 128 or 256");
   static constexpr std::uint32_t BT = BT_, K = K_, V = V_;
 
-  // Portable kernel (chunk_state.comp): 256 invocations; a staged 64-column
-  // slice of w or k, bf16(S) and the update's operand in f32, g.
-  static constexpr std::uint32_t portable_workgroup = 256;
+  // Portable kernel (chunk_state.comp): 8 BV invocations on register
+  // tiles; a staged slice of w or k, bf16(S) and the update's operand in
+  // f32, g (state_recurrence_abi.h). BV = 32 fits 32 KiB at K = 64 only.
+  static constexpr std::uint32_t portable_workgroup(std::uint32_t bv) { return TK_STATE_PORTABLE_WORKGROUP(bv); }
   static constexpr std::uint32_t portable_shared_bytes(std::uint32_t bv) {
-    return BT * 9 * 16 + K * (bv + 1) * 4 + BT * (bv + 1) * 4 + BT * 4;
+    return TK_STATE_PORTABLE_SHARED_BYTES(BT, K, bv);
+  }
+  static constexpr bool portable_fits(std::uint32_t bv) {
+    return (bv == 16 || bv == 32) && portable_shared_bytes(bv) <= 32768;
   }
   static constexpr std::uint32_t portable_bv = 16;
-  static_assert(portable_shared_bytes(portable_bv) <= 32768,
-                "StateRecurrenceConfig: the portable path must fit 32 KiB of shared memory");
+  static_assert(portable_fits(portable_bv), "StateRecurrenceConfig: the portable path must fit 32 KiB of shared memory");
 
   // Matrix kernels (chunk_state_mma.glsl): (BT / 16)(BV / 16) subgroups;
   // w, k and bf16(S)^T rows of K + 8 16-bit values, the operand, g; the
@@ -186,7 +189,7 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::gdn_chunk_state_fp16,
        DeviceNeeds{.cooperative_matrix_fp16 = true}, Config::tc_workgroup(16), Config::fp16_shared_bytes(16),
        &fp16_applies},
-      {"portable", Path::portable, spirv::gdn_chunk_state, {}, Config::portable_workgroup,
+      {"portable", Path::portable, spirv::gdn_chunk_state, {}, Config::portable_workgroup(Config::portable_bv),
        Config::portable_shared_bytes(Config::portable_bv)},
   }};
 
@@ -263,8 +266,7 @@ class StateRecurrence : public KernelBase<StateRecurrence<Config>, GdnEnvelope> 
   };
   KernelShape kernel_shape(const Variant<Problem>& v, std::uint32_t bv) const {
     if (v.path == Path::portable)
-      return {(bv == 16 || bv == 32) && !(bv == 32 && Config::K > 128), Config::portable_workgroup,
-              Config::portable_shared_bytes(bv)};
+      return {Config::portable_fits(bv), Config::portable_workgroup(bv), Config::portable_shared_bytes(bv)};
     if (is_rows(v)) return {Config::rows_fit && bv == Config::rows_bv, Config::rows_workgroup, Config::rows_shared_bytes};
     if (v.path == Path::tensor_core_fp16) {
       const std::uint32_t subgroup = ctx_->info().subgroup_size;

@@ -29,4 +29,13 @@
   F(uint, row_chunks)               \
   F(uint, varlen)
 
+// The portable kernel (chunk_state.comp): its workgroup (8 BV
+// invocations), the columns of w per staged slice (all of them up to
+// K = 128, else 64) and its shared memory: the stage (BT rows of KC / 8
+// + 1 uvec4), bf16(S) and the update's operand in f32, g.
+#define TK_STATE_PORTABLE_WORKGROUP(BV) (8u * (BV))
+#define TK_STATE_PORTABLE_KC(K) ((K) <= 128u ? (K) : 64u)
+#define TK_STATE_PORTABLE_SHARED_BYTES(BT, K, BV) \
+  (16u * (BT) * (TK_STATE_PORTABLE_KC(K) / 8u + 1u) + 4u * ((K) + (BT)) * (BV) + 4u * (BT))
+
 #endif
