@@ -3,17 +3,21 @@
 // Gated DeltaNet chunk_fwd_o, portable path (any Vulkan 1.2 device, any
 // subgroup size, 30 KiB of shared memory at BT = 64):
 //   o = scale * ((q h^T) * exp(g_i) + bf16(tril_incl((q k^T) * exp(g_i - g_j))) v)
-// per chunk of BT rows and head, f32 accumulation.
+// per chunk of BT rows and head, f32 accumulation on register tiles.
 //
 // One workgroup of 256 invocations per (chunk, head, BV = 64 columns of V),
 // as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns chunk rows
-// i = tr + 16 r (r < BT / 16), q k^T columns j = tc + 16 m (m < BT / 16) and
-// output columns 2 tc + e + 32 p (e, p in {0, 1}), so that it writes whole
-// 32-bit words of bf16 pairs.
-// Phase 1: q k^T and q h^T over K in stages of 16 columns held as f32 in
-// shared memory. Then the gated, masked, bf16-rounded A goes to shared
-// memory. Phase 2: A v over the chunk in stages of 16 rows of v.
-// Rows past the chunk's end are read as zeros and never written.
+// RR tr .. RR tr + RR - 1 (RR = BT / 16), q k^T columns RR tc .. and output
+// columns 4 tc .. 4 tc + 3, so that every operand it reads from shared
+// memory is RR or 4 consecutive floats.
+// Phase 1: q k^T and q h^T over K in stages of KC columns, staged
+// transposed as f32 ([column][row]: q's BT rows, k's, then h's BV). Then
+// the gated, masked, bf16-rounded A goes to shared memory, transposed.
+// Phase 2: A v over the chunk in stages of JC rows of v (over the first
+// stage's memory). Each stage's global loads are issued one stage ahead
+// into registers. Rows past the chunk's end are read as zeros and never
+// written.
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/gdn/chunk_o_abi.h"
 
@@ -22,103 +26,140 @@ const uint WG = gl_WorkGroupSize.x;
 
 #include "../common/gdn_chunk_o.glsl"
 
-const uint RM = BT / 16;  // rows (and q k^T columns) per invocation
-const uint KC = 16;       // K columns per stage
-const uint JC = 16;       // v rows per stage
-const uint SK = KC + 1;   // padded stage row (floats)
-const uint SA = BT + 1;   // padded A row
-const uint Q_OFF = 0;
-const uint K_OFF = BT * SK;
-const uint H_OFF = 2 * BT * SK;
-const uint V_OFF = 0;  // v stages replace the K stages
-const uint A_OFF = (2 * BT + BV) * SK;
-const uint G_OFF = A_OFF + BT * SA;
-shared float sm[G_OFF + BT];
+layout(std430, binding = 0) readonly buffer Q2 { uvec2 q_2[]; };
+layout(std430, binding = 1) readonly buffer K2 { uvec2 k_2[]; };
+layout(std430, binding = 2) readonly buffer V2 { uvec2 v_2[]; };
+layout(std430, binding = 3) readonly buffer H2 { uvec2 h_2[]; };
+
+const uint RR = BT / 16u;  // rows (and q k^T columns) per invocation
+const uint KC = 16u;       // K columns per stage
+const uint JC = 16u;       // v rows per stage
+const uint NR = 2u * BT + BV;  // staged rows: q, k, h
+const uint SST = TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT);  // floats per staged column (NR + 4: 4 banks apart)
+const uint SAT = BT + 4u;  // floats per column of A^T
+const uint PK = NR * (KC / 4u);   // 4-element pieces of a K stage
+const uint PV = JC * (BV / 4u);   // of a v stage
+const uint NPK = (PK + WG - 1u) / WG, NPV = (PV + WG - 1u) / WG;
+const uint A_OFF = TK_ABI_MAX(KC * SST, JC * BV);  // floats; the stages lie below
+const uint G_OFF = A_OFF + BT * SAT;
+shared vec4 sm[(G_OFF + BT) / 4u];
+
+float sm_at(uint f) { return sm[f >> 2][f & 3u]; }
+void sm_put(uint f, float x) { sm[f >> 2][f & 3u] = x; }
+// RR consecutive floats from f (a multiple of RR).
+void sm_rows(uint f, out float x[RR]) {
+  const vec4 q = sm[f >> 2];
+  [[unroll]] for (uint r = 0; r < RR; ++r) x[r] = q[(f & 3u) + r];
+}
+vec4 bf16x4(uvec2 w) { return vec4(bf16_lo(w.x), bf16_hi(w.x), bf16_lo(w.y), bf16_hi(w.y)); }
 
 void main() {
   const uint id = gl_WorkGroupID.x + pc.group_offset;
   if (id >= pc.total_groups) return;  // uniform over the workgroup
   const ChunkOTile s = chunk_o_tile(id);
   const uint tid = gl_LocalInvocationID.x;
-  const uint tr = tid / 16, tc = tid % 16;
+  const uint tr = tid / 16u, tc = tid % 16u;
   const uint rows = s.c.rows;
+  const uint hrow0 = (s.c.chunk * pc.H + s.ih) * VDIM + s.v0;
 
-  if (tid < BT) sm[G_OFF + tid] = tid < rows ? g_f[(s.c.slot + tid) * pc.H + s.ih] : 0.0;
+  if (tid < BT) sm_put(G_OFF + tid, tid < rows ? g_f[(s.c.slot + tid) * pc.H + s.ih] : 0.0);
 
-  float S[RM][RM], P[RM][4];
-  for (uint r = 0; r < RM; ++r) {
-    for (uint m = 0; m < RM; ++m) S[r][m] = 0.0;
-    for (uint n = 0; n < 4; ++n) P[r][n] = 0.0;
+  // Stage k0 / KC's pieces (row, 4 columns) into registers; rows of q and k
+  // past the chunk's end are zeros.
+  uvec2 pre[NPK];
+#define TK_LOAD_K_STAGE(k0)                                                              \
+  [[unroll]] for (uint n = 0; n < NPK; ++n) {                                             \
+    const uint p = min(tid + n * WG, PK - 1u), row = p / (KC / 4u), c4 = ((k0) + 4u * (p % (KC / 4u))) / 4u; \
+    const uint r = row % BT;                                                              \
+    if (row >= 2u * BT)                                                                   \
+      pre[n] = h_2[(hrow0 + row - 2u * BT) * (KDIM / 4u) + c4];                           \
+    else if (r < rows) {                                                                  \
+      const uint e = ((s.c.token + r) * pc.Hg + s.kh) * (KDIM / 4u) + c4;                 \
+      pre[n] = row < BT ? q_2[e] : k_2[e];                                                \
+    } else                                                                                \
+      pre[n] = uvec2(0u);                                                                 \
+  }
+  uvec2 pre_v[NPV];
+#define TK_LOAD_V_STAGE(j0)                                                                \
+  [[unroll]] for (uint n = 0; n < NPV; ++n) {                                               \
+    const uint p = min(tid + n * WG, PV - 1u), row = (j0) + p / (BV / 4u);                   \
+    pre_v[n] = row < rows ? v_2[((s.c.slot + row) * pc.H + s.ih) * (VDIM / 4u) + (s.v0 / 4u) + p % (BV / 4u)] \
+                          : uvec2(0u);                                                      \
   }
 
-  const uint hrow0 = (s.c.chunk * pc.H + s.ih) * VDIM + s.v0;
+  float S[RR][RR], P[RR][4];
+  [[unroll]] for (uint r = 0; r < RR; ++r) {
+    [[unroll]] for (uint m = 0; m < RR; ++m) S[r][m] = 0.0;
+    [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] = 0.0;
+  }
+
+  TK_LOAD_K_STAGE(0u)
   for (uint k0 = 0; k0 < KDIM; k0 += KC) {
     barrier();  // the previous stage is consumed
-    // BT rows of q and k and BV rows of h, KC / 2 words each.
-    for (uint u = tid; u < (2 * BT + BV) * (KC / 2); u += WG) {
-      const uint row = u / (KC / 2), w = u % (KC / 2);
-      uint word = 0u;
-      if (row < 2 * BT) {
-        const uint r = row % BT;
-        if (r < rows) {
-          const uint e = (((s.c.token + r) * pc.Hg + s.kh) * KDIM + k0) / 2 + w;
-          word = row < BT ? q_w[e] : k_w[e];
-        }
-      } else {
-        word = h_w[((hrow0 + row - 2 * BT) * KDIM + k0) / 2 + w];
+    [[unroll]] for (uint n = 0; n < NPK; ++n) {
+      const uint p = tid + n * WG;
+      if (p < PK) {
+        const uint row = p / (KC / 4u), c = 4u * (p % (KC / 4u));
+        const vec4 x = bf16x4(pre[n]);
+        [[unroll]] for (uint e = 0; e < 4u; ++e) sm_put((c + e) * SST + row, x[e]);
       }
-      sm[row * SK + 2 * w] = bf16_lo(word);
-      sm[row * SK + 2 * w + 1] = bf16_hi(word);
     }
     barrier();
+    if (k0 + KC < KDIM) {
+      TK_LOAD_K_STAGE(k0 + KC)
+    } else {
+      TK_LOAD_V_STAGE(0u)
+    }
     for (uint kk = 0; kk < KC; ++kk) {
-      float qv[RM], kv[RM], hv[4];
-      for (uint r = 0; r < RM; ++r) qv[r] = sm[Q_OFF + (tr + 16 * r) * SK + kk];
-      for (uint m = 0; m < RM; ++m) kv[m] = sm[K_OFF + (tc + 16 * m) * SK + kk];
-      for (uint n = 0; n < 4; ++n) hv[n] = sm[H_OFF + (2 * tc + n % 2 + 32 * (n / 2)) * SK + kk];
-      for (uint r = 0; r < RM; ++r) {
-        for (uint m = 0; m < RM; ++m) S[r][m] = fma(qv[r], kv[m], S[r][m]);
-        for (uint n = 0; n < 4; ++n) P[r][n] = fma(qv[r], hv[n], P[r][n]);
+      float qv[RR], kv[RR];
+      sm_rows(kk * SST + RR * tr, qv);
+      sm_rows(kk * SST + BT + RR * tc, kv);
+      const vec4 hv = sm[(kk * SST + 2u * BT + 4u * tc) / 4u];
+      [[unroll]] for (uint r = 0; r < RR; ++r) {
+        [[unroll]] for (uint m = 0; m < RR; ++m) S[r][m] = fma(qv[r], kv[m], S[r][m]);
+        [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] = fma(qv[r], hv[n], P[r][n]);
       }
     }
   }
 
-  // A = bf16(tril_incl(S * exp(gi - gj))) to shared memory; P *= exp(gi).
-  for (uint r = 0; r < RM; ++r) {
-    const uint i = tr + 16 * r;
-    const float gi = sm[G_OFF + i];
-    for (uint m = 0; m < RM; ++m) {
-      const uint j = tc + 16 * m;
-      sm[A_OFF + i * SA + j] = j <= i ? round_bf16(S[r][m] * exp(gi - sm[G_OFF + j])) : 0.0;
+  // A^T = bf16(tril_incl(S * exp(gi - gj)))^T; P *= exp(gi). (A has its own
+  // memory: no barrier needed before these writes.)
+  [[unroll]] for (uint r = 0; r < RR; ++r) {
+    const uint i = RR * tr + r;
+    const float gi = sm_at(G_OFF + i);
+    [[unroll]] for (uint m = 0; m < RR; ++m) {
+      const uint j = RR * tc + m;
+      sm_put(A_OFF + j * SAT + i, j <= i ? round_bf16(S[r][m] * exp(gi - sm_at(G_OFF + j))) : 0.0);
     }
     const float eg = exp(gi);
-    for (uint n = 0; n < 4; ++n) P[r][n] *= eg;
+    [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] *= eg;
   }
 
   for (uint j0 = 0; j0 < BT; j0 += JC) {
     barrier();  // K stages (first pass) or the previous v stage consumed; A complete
-    for (uint u = tid; u < JC * (BV / 2); u += WG) {
-      const uint row = u / (BV / 2), w = u % (BV / 2);
-      uint word = 0u;
-      if (j0 + row < rows) word = v_w[(((s.c.slot + j0 + row) * pc.H + s.ih) * VDIM + s.v0) / 2 + w];
-      sm[V_OFF + row * BV + 2 * w] = bf16_lo(word);
-      sm[V_OFF + row * BV + 2 * w + 1] = bf16_hi(word);
+    [[unroll]] for (uint n = 0; n < NPV; ++n) {
+      const uint p = tid + n * WG;
+      if (p < PV) sm[p] = bf16x4(pre_v[n]);  // row p / (BV / 4), columns 4 (p % (BV / 4)) ..
     }
     barrier();
+    if (j0 + JC < BT) TK_LOAD_V_STAGE(j0 + JC)
     for (uint jj = 0; jj < JC; ++jj) {
-      float av[RM], vv[4];
-      for (uint r = 0; r < RM; ++r) av[r] = sm[A_OFF + (tr + 16 * r) * SA + j0 + jj];
-      for (uint n = 0; n < 4; ++n) vv[n] = sm[V_OFF + jj * BV + 2 * tc + n % 2 + 32 * (n / 2)];
-      for (uint r = 0; r < RM; ++r)
-        for (uint n = 0; n < 4; ++n) P[r][n] = fma(av[r], vv[n], P[r][n]);
+      float av[RR];
+      sm_rows(A_OFF + (j0 + jj) * SAT + RR * tr, av);
+      const vec4 vv = sm[jj * (BV / 4u) + tc];
+      [[unroll]] for (uint r = 0; r < RR; ++r)
+        [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] = fma(av[r], vv[n], P[r][n]);
     }
   }
+#undef TK_LOAD_K_STAGE
+#undef TK_LOAD_V_STAGE
 
-  for (uint r = 0; r < RM; ++r) {
-    const uint i = tr + 16 * r;
-    if (i >= rows) continue;
-    const uint ow = chunk_o_element(s.c.token + i, s.ih) / 2 + s.v0 / 2 + tc;
-    for (uint p = 0; p < 2; ++p)
-      o_w[ow + 16 * p] = tk_f32_to_bf16(P[r][2 * p] * pc.scale) | (tk_f32_to_bf16(P[r][2 * p + 1] * pc.scale) << 16);
+  [[unroll]] for (uint r = 0; r < RR; ++r) {
+    const uint i = RR * tr + r;
+    if (i < rows) {
+      const uint ow = chunk_o_element(s.c.token + i, s.ih) / 2u + (s.v0 + 4u * tc) / 2u;
+      o_w[ow] = tk_f32_to_bf16(P[r][0] * pc.scale) | (tk_f32_to_bf16(P[r][1] * pc.scale) << 16);
+      o_w[ow + 1u] = tk_f32_to_bf16(P[r][2] * pc.scale) | (tk_f32_to_bf16(P[r][3] * pc.scale) << 16);
+    }
   }
 }

@@ -47,8 +47,12 @@
   F(uint, o_token)         \
   F(uint, o_head)
 
-// Shared memory. portable: f32 stages of q, k (16 columns) and h, then A and g.
-#define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) (4u * ((2u * (BT) + 64u) * 17u + (BT) * ((BT) + 1u) + (BT)))
+// Shared memory. portable (BV = 64): a stage of 16 columns of q, k and h
+// transposed (columns of 2 BT + 68 floats) or of 16 rows of v, then A^T
+// (columns of BT + 4 floats) and g.
+#define TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT) (2u * (BT) + 68u)
+#define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) \
+  (4u * (16u * TK_ABI_MAX(TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT), 64u) + (BT) * ((BT) + 4u) + (BT)))
 // tensor_core_fp16, in uvec4 units: one K stage (q, k, h rows of KC fp16),
 // or v, A and a 16 x 20 f32 scratch tile per subgroup; then g and a flag.
 #define TK_CHUNK_O_FP16_REGION(BT, BV, WC, KC)                                               \
