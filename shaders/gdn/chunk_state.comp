@@ -75,6 +75,14 @@ float bf16_at(uvec4 q, uint e) {
   return uintBitsToFloat((e & 1u) != 0u ? (w & 0xffff0000u) : (w << 16));
 }
 
+// The packed bf16 of k's row from element `at` (k0 % 8) on, at element 0:
+// selects, so that no compiler indexes the vector in memory.
+uvec4 own_words(uvec4 q, uint at) {
+  if (SR == 8u) return q;
+  if (SR == 4u) return at >= 4u ? q.zwzw : q.xyxy;
+  return uvec4(at >= 4u ? (at >= 6u ? q.w : q.z) : (at >= 2u ? q.y : q.x));
+}
+
 uint state_index(uint n, uint h, uint kk, uint vv) {
   return (OPTIONS & TK_GDN_OPT_STATE_VK) != 0u ? ((n * pc.H + h) * VDIM + vv) * KDIM + kk
                                                 : ((n * pc.H + h) * KDIM + kk) * VDIM + vv;
@@ -213,8 +221,8 @@ void main() {
         load_step(pre, seq, c + 1u, 0u, h, kh);
       for (uint i = 0; i < RT; ++i) {
         const vec4 op = vs[(s * RT + i) * CG + cg];
-        const uvec4 q = st[i * SWK + k0 / 8u];  // holds k0 .. k0 + SR - 1 from element k0 % 8
-        [[unroll]] for (uint r = 0; r < SR; ++r) S[r] = fma(vec4(bf16_at(q, k0 % 8u + r)), op, S[r]);
+        const uvec4 q = own_words(st[i * SWK + k0 / 8u], k0 % 8u);
+        [[unroll]] for (uint r = 0; r < SR; ++r) S[r] = fma(vec4(bf16_at(q, r)), op, S[r]);
       }
     }
   }
