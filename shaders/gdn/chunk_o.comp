@@ -5,11 +5,11 @@
 //   o = scale * ((q h^T) * exp(g_i) + bf16(tril_incl((q k^T) * exp(g_i - g_j))) v)
 // per chunk of BT rows and head, f32 accumulation on register tiles.
 //
-// One workgroup of 256 invocations per (chunk, head, BV = 64 columns of V),
-// as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns chunk rows
-// RR tr .. RR tr + RR - 1 (RR = BT / 16), q k^T columns RR tc .. and output
-// columns 4 tc .. 4 tc + 3, so that every operand it reads from shared
-// memory is RR or 4 consecutive floats.
+// One workgroup of 256 invocations per (chunk, head, BV = 64 or 128
+// columns of V), as a 16 x 16 grid (tr, tc). Invocation (tr, tc) owns
+// chunk rows RR tr .. RR tr + RR - 1 (RR = BT / 16), q k^T columns RR tc ..
+// and output columns 64 b + 4 tc .. + 3 (b < BV / 64), so that every
+// operand it reads from shared memory is RR or 4 consecutive floats.
 // Phase 1: q k^T and q h^T over K in stages of KC columns, staged
 // transposed as f32 ([column][row]: q's BT rows, k's, then h's BV). Then
 // the gated, masked, bf16-rounded A goes to shared memory, transposed.
@@ -21,7 +21,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/gdn/chunk_o_abi.h"
 
-TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)  // the host passes BV = 64 and 256 invocations
+TK_DECLARE_SPEC(TK_CHUNK_O_SPEC)  // the host passes BV = min(V, 128) and 256 invocations
 const uint WG = gl_WorkGroupSize.x;
 
 #include "../common/gdn_chunk_o.glsl"
@@ -32,10 +32,11 @@ layout(std430, binding = 2) readonly buffer V2 { uvec2 v_2[]; };
 layout(std430, binding = 3) readonly buffer H2 { uvec2 h_2[]; };
 
 const uint RR = BT / 16u;  // rows (and q k^T columns) per invocation
-const uint KC = 16u;       // K columns per stage
+const uint NB = BV / 64u;  // output column blocks per invocation
+const uint KC = TK_CHUNK_O_PORTABLE_KC(BV);  // K columns per stage
 const uint JC = 16u;       // v rows per stage
 const uint NR = 2u * BT + BV;  // staged rows: q, k, h
-const uint SST = TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT);  // floats per staged column (NR + 4: 4 banks apart)
+const uint SST = TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT, BV);  // floats per staged column (NR + 4: 4 banks apart)
 const uint SAT = BT + 4u;  // floats per column of A^T
 const uint PK = NR * (KC / 4u);   // 4-element pieces of a K stage
 const uint PV = JC * (BV / 4u);   // of a v stage
@@ -87,10 +88,11 @@ void main() {
                           : uvec2(0u);                                                      \
   }
 
-  float S[RR][RR], P[RR][4];
+  float S[RR][RR];
+  vec4 P[RR][NB];
   [[unroll]] for (uint r = 0; r < RR; ++r) {
     [[unroll]] for (uint m = 0; m < RR; ++m) S[r][m] = 0.0;
-    [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] = 0.0;
+    [[unroll]] for (uint b = 0; b < NB; ++b) P[r][b] = vec4(0.0);
   }
 
   TK_LOAD_K_STAGE(0u)
@@ -114,10 +116,11 @@ void main() {
       float qv[RR], kv[RR];
       sm_rows(kk * SST + RR * tr, qv);
       sm_rows(kk * SST + BT + RR * tc, kv);
-      const vec4 hv = sm[(kk * SST + 2u * BT + 4u * tc) / 4u];
+      vec4 hv[NB];
+      [[unroll]] for (uint b = 0; b < NB; ++b) hv[b] = sm[(kk * SST + 2u * BT + 64u * b + 4u * tc) / 4u];
       [[unroll]] for (uint r = 0; r < RR; ++r) {
         [[unroll]] for (uint m = 0; m < RR; ++m) S[r][m] = fma(qv[r], kv[m], S[r][m]);
-        [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] = fma(qv[r], hv[n], P[r][n]);
+        [[unroll]] for (uint b = 0; b < NB; ++b) P[r][b] = fma(vec4(qv[r]), hv[b], P[r][b]);
       }
     }
   }
@@ -132,7 +135,7 @@ void main() {
       sm_put(A_OFF + j * SAT + i, j <= i ? round_bf16(S[r][m] * exp(gi - sm_at(G_OFF + j))) : 0.0);
     }
     const float eg = exp(gi);
-    [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] *= eg;
+    [[unroll]] for (uint b = 0; b < NB; ++b) P[r][b] *= eg;
   }
 
   for (uint j0 = 0; j0 < BT; j0 += JC) {
@@ -146,9 +149,10 @@ void main() {
     for (uint jj = 0; jj < JC; ++jj) {
       float av[RR];
       sm_rows(A_OFF + (j0 + jj) * SAT + RR * tr, av);
-      const vec4 vv = sm[jj * (BV / 4u) + tc];
-      [[unroll]] for (uint r = 0; r < RR; ++r)
-        [[unroll]] for (uint n = 0; n < 4u; ++n) P[r][n] = fma(av[r], vv[n], P[r][n]);
+      [[unroll]] for (uint b = 0; b < NB; ++b) {
+        const vec4 vv = sm[jj * (BV / 4u) + 16u * b + tc];
+        [[unroll]] for (uint r = 0; r < RR; ++r) P[r][b] = fma(vec4(av[r]), vv, P[r][b]);
+      }
     }
   }
 #undef TK_LOAD_K_STAGE
@@ -157,9 +161,12 @@ void main() {
   [[unroll]] for (uint r = 0; r < RR; ++r) {
     const uint i = RR * tr + r;
     if (i < rows) {
-      const uint ow = chunk_o_element(s.c.token + i, s.ih) / 2u + (s.v0 + 4u * tc) / 2u;
-      o_w[ow] = tk_f32_to_bf16(P[r][0] * pc.scale) | (tk_f32_to_bf16(P[r][1] * pc.scale) << 16);
-      o_w[ow + 1u] = tk_f32_to_bf16(P[r][2] * pc.scale) | (tk_f32_to_bf16(P[r][3] * pc.scale) << 16);
+      [[unroll]] for (uint b = 0; b < NB; ++b) {
+        const uint ow = chunk_o_element(s.c.token + i, s.ih) / 2u + (s.v0 + 64u * b + 4u * tc) / 2u;
+        const vec4 o = P[r][b] * pc.scale;
+        o_w[ow] = tk_f32_to_bf16(o.x) | (tk_f32_to_bf16(o.y) << 16);
+        o_w[ow + 1u] = tk_f32_to_bf16(o.z) | (tk_f32_to_bf16(o.w) << 16);
+      }
     }
   }
 }

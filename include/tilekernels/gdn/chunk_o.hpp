@@ -78,10 +78,12 @@ struct ChunkOConfig {
   static constexpr std::uint32_t K = K_;
   static constexpr std::uint32_t V = V_;
 
-  // portable: one workgroup of 256 invocations per (chunk, head, 64 columns of V).
-  static constexpr std::uint32_t portable_bv = 64;
+  // portable: one workgroup of 256 invocations per (chunk, head, up to 128
+  // columns of V): q k^T is computed once per tile, so the fewer tiles the
+  // better, while the stages fit 32 KiB.
+  static constexpr std::uint32_t portable_bv = V < 128 ? V : 128;
   static constexpr std::uint32_t portable_workgroup = 256;
-  static constexpr std::uint32_t portable_shared_bytes = TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT);
+  static constexpr std::uint32_t portable_shared_bytes = TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT, portable_bv);
   static_assert(portable_shared_bytes <= 32 * 1024, "ChunkOConfig: the portable path must fit 32 KiB of shared memory");
 
   // tensor_core_fp16: all of V up to 128 columns per tile, 4 subgroups along

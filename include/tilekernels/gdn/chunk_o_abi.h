@@ -47,12 +47,14 @@
   F(uint, o_token)         \
   F(uint, o_head)
 
-// Shared memory. portable (BV = 64): a stage of 16 columns of q, k and h
-// transposed (columns of 2 BT + 68 floats) or of 16 rows of v, then A^T
-// (columns of BT + 4 floats) and g.
-#define TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT) (2u * (BT) + 68u)
-#define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT) \
-  (4u * (16u * TK_ABI_MAX(TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT), 64u) + (BT) * ((BT) + 4u) + (BT)))
+// Shared memory. portable (BV = 64 or 128): a stage of KC columns of q, k
+// and h transposed (columns of 2 BT + BV + 4 floats) or of 16 rows of v,
+// then A^T (columns of BT + 4 floats) and g.
+#define TK_CHUNK_O_PORTABLE_KC(BV) ((BV) > 64u ? 8u : 16u)
+#define TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT, BV) (2u * (BT) + (BV) + 4u)
+#define TK_CHUNK_O_PORTABLE_SHARED_BYTES(BT, BV)                                                        \
+  (4u * (TK_ABI_MAX(TK_CHUNK_O_PORTABLE_KC(BV) * TK_CHUNK_O_PORTABLE_STAGE_STRIDE(BT, BV), 16u * (BV)) + \
+         (BT) * ((BT) + 4u) + (BT)))
 // tensor_core_fp16, in uvec4 units: one K stage (q, k, h rows of KC fp16),
 // or v, A and a 16 x 20 f32 scratch tile per subgroup; then g and a flag.
 #define TK_CHUNK_O_FP16_REGION(BT, BV, WC, KC)                                               \
