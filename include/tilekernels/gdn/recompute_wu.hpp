@@ -87,11 +87,10 @@ struct RecomputeWUConfig {
   static constexpr std::uint32_t bt = BT, k = K, v = V;
   static constexpr DType a_dtype = AType;
 
-  // portable: 256 invocations; the A block transposed in f32 (columns of
-  // BT + 4) plus a 64-column slab of bf16 operand rows
-  // (shaders/gdn/recompute_wu.comp).
+  // portable: 256 invocations; the A block in f32 plus a 64-column slab of
+  // bf16 operand rows (shaders/gdn/recompute_wu.comp).
   static constexpr std::uint32_t portable_workgroup = 256;
-  static constexpr std::uint32_t portable_shared_bytes = BT * (BT + 4) * 4 + BT * 32 * 4;
+  static constexpr std::uint32_t portable_shared_bytes = BT * BT * 4 + BT * 32 * 4;
   static_assert(portable_shared_bytes <= 32768,
                 "RecomputeWUConfig: the portable path must fit the portable 32 KiB of shared memory");
 
