@@ -69,7 +69,8 @@ shared vec4 hs[KDIM * CG];      // bf16(S) of the workgroup's columns, [K][BV]
 shared vec4 vs[BT * CG];        // the update's operand, [BT][BV]
 shared float s_g[BT];
 
-// Element e (0..7) of 8 packed bf16.
+// Element e (0..7) of 8 packed bf16; e is a constant at every call (an
+// index that varies per invocation goes through own_words).
 float bf16_at(uvec4 q, uint e) {
   const uint w = q[e >> 1];
   return uintBitsToFloat((e & 1u) != 0u ? (w & 0xffff0000u) : (w << 16));

@@ -31,9 +31,10 @@
 // next chunk's loads in flight while one computes; K <= 128);
 // tensor_core_fp16 (the same on the device's fp16 tile and subgroup size,
 // every operand scaled by powers of two into fp16's range) and portable
-// (f32 FMAs on register tiles, no subgroup operation). One workgroup per (sequence, head,
-// BV columns of V): BV trades parallelism at small batches against
-// reloading w and k per column slice (bench/notes/2026-11-gdn-forward.md).
+// (f32 FMAs on register tiles, no subgroup operation). One workgroup per
+// (sequence, head, BV columns of V): BV trades parallelism at small
+// batches against reloading w and k per column slice
+// (bench/notes/2026-11-gdn-forward.md).
 #pragma once
 
 #include <array>
