@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #version 460
 // Gated DeltaNet chunk_fwd_o, portable path (any Vulkan 1.2 device, any
-// subgroup size, 30 KiB of shared memory at BT = 64):
+// subgroup size, at most 30 KiB of shared memory):
 //   o = scale * ((q h^T) * exp(g_i) + bf16(tril_incl((q k^T) * exp(g_i - g_j))) v)
 // per chunk of BT rows and head, f32 accumulation on register tiles.
 //
@@ -47,10 +47,14 @@ shared vec4 sm[(G_OFF + BT) / 4u];
 
 float sm_at(uint f) { return sm[f >> 2][f & 3u]; }
 void sm_put(uint f, float x) { sm[f >> 2][f & 3u] = x; }
-// RR consecutive floats from f (a multiple of RR).
+// RR consecutive floats from f (a multiple of RR), picked by selects so
+// that no compiler indexes the vector in memory.
 void sm_rows(uint f, out float x[RR]) {
   const vec4 q = sm[f >> 2];
-  [[unroll]] for (uint r = 0; r < RR; ++r) x[r] = q[(f & 3u) + r];
+  const uint at = f & 3u;
+  const vec4 a = RR == 4u ? q : RR == 2u ? (at >= 2u ? q.zwzw : q.xyxy)
+                                         : vec4(at >= 2u ? (at >= 3u ? q.w : q.z) : (at >= 1u ? q.y : q.x));
+  [[unroll]] for (uint r = 0; r < RR; ++r) x[r] = a[r];
 }
 vec4 bf16x4(uvec2 w) { return vec4(bf16_lo(w.x), bf16_hi(w.x), bf16_lo(w.y), bf16_hi(w.y)); }
 
