@@ -232,7 +232,7 @@ TEST_F(CentredErrors, NameTheBadTensor) {
   const std::vector<std::int32_t> none_and_past{-1, 2};
   e = c;
   e.host_rows = none_and_past;
-  expect_check_error(key_centre, e, ErrorCode::invalid_argument, "rows: entry 1 = 2 is past k_centre (2 rows");
+  expect_check_error(key_centre, e, ErrorCode::invalid_argument, "rows: entry 1 = 2 is not a row of k_centre (2 rows; negative: none)");
 }
 
 }  // namespace

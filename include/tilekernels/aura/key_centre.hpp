@@ -117,17 +117,7 @@ class KeyCentreKernel : public KernelBase<KeyCentreKernel, KeyCentreEnvelope> {
                                                        std::to_string(a.host_starts[i + 1]) + ") are not within [0, " +
                                                        std::to_string(t) + ")");
     }
-    if (!a.host_rows.empty()) {
-      if (a.host_rows.size() != static_cast<std::size_t>(n))
-        throw Error(ErrorCode::shape_mismatch, where(name, "rows") + "the host copy holds " +
-                                                   std::to_string(a.host_rows.size()) + " entries, expected " +
-                                                   std::to_string(n));
-      for (std::size_t i = 0; i < a.host_rows.size(); ++i)
-        if (a.host_rows[i] >= centres)
-          throw Error(ErrorCode::invalid_argument, where(name, "rows") + "entry " + std::to_string(i) + " = " +
-                                                       std::to_string(a.host_rows[i]) + " is past k_centre (" +
-                                                       std::to_string(centres) + " rows; negative: none)");
-    }
+    tilekernels::detail::expect_centre_rows(name, "rows", a.host_rows, n, centres, true);
   }
 
   static constexpr std::uint64_t workspace_bytes(const Problem&) { return 0; }

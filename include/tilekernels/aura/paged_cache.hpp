@@ -296,18 +296,21 @@ inline std::int64_t expect_key_centre(const Context& ctx, std::string_view kerne
   return centres;
 }
 
-// Checks a host copy of a centre index: each entry a row of k_centre.
+// Checks a host copy of a centre index: each entry a row of k_centre, or
+// (where `negative_is_none`: KeyCentre's rows, whose negative entries
+// mean no row) negative.
 inline void expect_centre_rows(std::string_view kernel, const char* index_name, std::span<const std::int32_t> rows,
-                               std::int64_t count, std::int64_t centres) {
+                               std::int64_t count, std::int64_t centres, bool negative_is_none = false) {
   if (rows.empty()) return;
   const std::string at = tilekernels::detail::where(kernel, index_name);
   if (rows.size() != static_cast<std::size_t>(count))
     throw Error(ErrorCode::shape_mismatch, at + "the host copy holds " + std::to_string(rows.size()) +
                                                " entries, expected " + std::to_string(count));
   for (std::size_t i = 0; i < rows.size(); ++i)
-    if (rows[i] < 0 || rows[i] >= centres)
+    if ((rows[i] < 0 && !negative_is_none) || rows[i] >= centres)
       throw Error(ErrorCode::invalid_argument, at + "entry " + std::to_string(i) + " = " + std::to_string(rows[i]) +
-                                                   " is not a row of k_centre (" + std::to_string(centres) + " rows)");
+                                                   " is not a row of k_centre (" + std::to_string(centres) + " rows" +
+                                                   (negative_is_none ? "; negative: none)" : ")"));
 }
 
 }  // namespace tilekernels::detail
