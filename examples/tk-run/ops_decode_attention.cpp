@@ -143,6 +143,15 @@ struct Centres {
   std::vector<std::int32_t> host_index;
 };
 
+// The shape of input 'k_centre', checked: [centres, heads, Dim].
+Shape centre_shape_of(Invocation& inv, const aura::CacheFormat& f, std::int64_t heads) {
+  const Shape shape = inv.input_shape("k_centre");
+  if (shape.size() != 3 || shape[1] != heads || shape[2] != f.dim)
+    throw UsageError("input 'k_centre': expected shape [centres, " + std::to_string(heads) + ", " +
+                     std::to_string(f.dim) + "], got " + tilekernels::shape_string(shape));
+  return shape;
+}
+
 Centres load_centres(tilekernels::Context& ctx, Invocation& inv, const aura::CacheFormat& f, std::int64_t heads,
                      const char* index, std::int64_t count) {
   Centres c;
@@ -153,10 +162,7 @@ Centres load_centres(tilekernels::Context& ctx, Invocation& inv, const aura::Cac
   }
   for (const char* name : {"k_centre", index})
     if (!inv.has_input(name)) throw UsageError("missing input '" + std::string(name) + "' (centred=1)");
-  const Shape shape = inv.input_shape("k_centre");
-  if (shape.size() != 3 || shape[1] != heads || shape[2] != f.dim)
-    throw UsageError("input 'k_centre': expected shape [centres, " + std::to_string(heads) + ", " +
-                     std::to_string(f.dim) + "], got " + tilekernels::shape_string(shape));
+  const Shape shape = centre_shape_of(inv, f, heads);
   c.host_index = inv.ints(index, {count});
   c.centre.emplace(inv.upload(ctx, DType::f32, shape, inv.floats("k_centre", shape), "input 'k_centre'"));
   c.index.emplace(inv.alloc(ctx, DType::i32, {count}, "input '" + std::string(index) + "'"));
@@ -227,10 +233,7 @@ void run_key_centre(tilekernels::Context& ctx, Invocation& inv) {
   if (rows_shape.size() != 1)
     throw UsageError("input 'rows': expected shape [entries], got " + tilekernels::shape_string(rows_shape));
   const std::vector<std::int32_t> rows = inv.ints("rows", rows_shape), starts = inv.ints("starts", {rows_shape[0] + 1});
-  const Shape centre_shape = inv.input_shape("k_centre");
-  if (centre_shape.size() != 3 || centre_shape[1] != k_shape[1] || centre_shape[2] != f.dim)
-    throw UsageError("input 'k_centre': expected shape [centres, " + std::to_string(k_shape[1]) + ", " +
-                     std::to_string(f.dim) + "], got " + tilekernels::shape_string(centre_shape));
+  const Shape centre_shape = centre_shape_of(inv, f, k_shape[1]);
   const auto k = inv.upload(ctx, DType::f32, k_shape, inv.floats("k", k_shape), "input 'k'");
   Tensor starts_t = inv.alloc(ctx, DType::i32, {rows_shape[0] + 1}, "input 'starts'");
   starts_t.upload(std::span<const std::int32_t>(starts));
