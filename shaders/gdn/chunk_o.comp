@@ -56,7 +56,6 @@ void sm_rows(uint f, out float x[RR]) {
                                          : vec4(at >= 2u ? (at >= 3u ? q.w : q.z) : (at >= 1u ? q.y : q.x));
   [[unroll]] for (uint r = 0; r < RR; ++r) x[r] = a[r];
 }
-vec4 bf16x4(uvec2 w) { return vec4(bf16_lo(w.x), bf16_hi(w.x), bf16_lo(w.y), bf16_hi(w.y)); }
 
 void main() {
   const uint id = gl_WorkGroupID.x + pc.group_offset;
@@ -106,7 +105,7 @@ void main() {
       const uint p = tid + n * WG;
       if (p < PK) {
         const uint row = p / (KC / 4u), c = 4u * (p % (KC / 4u));
-        const vec4 x = bf16x4(pre[n]);
+        const vec4 x = tk_unpack4(TK_BF16, pre[n]);
         [[unroll]] for (uint e = 0; e < 4u; ++e) sm_put((c + e) * SST + row, x[e]);
       }
     }
@@ -146,7 +145,7 @@ void main() {
     barrier();  // K stages (first pass) or the previous v stage consumed; A complete
     [[unroll]] for (uint n = 0; n < NPV; ++n) {
       const uint p = tid + n * WG;
-      if (p < PV) sm[p] = bf16x4(pre_v[n]);  // row p / (BV / 4), columns 4 (p % (BV / 4)) ..
+      if (p < PV) sm[p] = tk_unpack4(TK_BF16, pre_v[n]);  // row p / (BV / 4), columns 4 (p % (BV / 4)) ..
     }
     barrier();
     if (j0 + JC < BT) TK_LOAD_V_STAGE(j0 + JC)
@@ -167,9 +166,9 @@ void main() {
     if (i < rows) {
       [[unroll]] for (uint b = 0; b < NB; ++b) {
         const uint ow = chunk_o_element(s.c.token + i, s.ih) / 2u + (s.v0 + 64u * b + 4u * tc) / 2u;
-        const vec4 o = P[r][b] * pc.scale;
-        o_w[ow] = tk_f32_to_bf16(o.x) | (tk_f32_to_bf16(o.y) << 16);
-        o_w[ow + 1u] = tk_f32_to_bf16(o.z) | (tk_f32_to_bf16(o.w) << 16);
+        const uvec2 o = tk_pack4(TK_BF16, P[r][b] * pc.scale);  // two stores: o's rows start at even elements
+        o_w[ow] = o.x;
+        o_w[ow + 1u] = o.y;
       }
     }
   }

@@ -164,15 +164,14 @@ void main() {
     const uint cg_ = seq.first_chunk + c, rows = min(BT, seq.len - c * BT);
     const uint slot0 = cg_ * BT;
     // h_c = bf16(S), to h and to hs
+    uvec4 hb[SR];  // bf16(S), row r's 4 columns
+    [[unroll]] for (uint r = 0; r < SR; ++r) {
+      [[unroll]] for (uint e = 0; e < 4u; ++e) hb[r][e] = tk_f32_to_bf16(S[r][e]);
+      hs[(k0 + r) * CG + cg] = uintBitsToFloat(hb[r] << 16);
+    }
     [[unroll]] for (uint e = 0; e < 4u; ++e) {
       const uint hrow = ((cg_ * pc.H + h) * VDIM + vc + e) * KDIM + k0;
-      [[unroll]] for (uint r = 0; r < SR; r += 2u)
-        h_w[(hrow + r) / 2u] = tk_f32_to_bf16(S[r][e]) | (tk_f32_to_bf16(S[r + 1u][e]) << 16);
-    }
-    [[unroll]] for (uint r = 0; r < SR; ++r) {
-      vec4 b;
-      [[unroll]] for (uint e = 0; e < 4u; ++e) b[e] = tk_bf16_to_f32(tk_f32_to_bf16(S[r][e]));
-      hs[(k0 + r) * CG + cg] = b;
+      [[unroll]] for (uint r = 0; r < SR; r += 2u) h_w[(hrow + r) / 2u] = hb[r][e] | (hb[r + 1u][e] << 16);
     }
     if (tid < BT) s_g[tid] = pre_g;
 
@@ -198,10 +197,8 @@ void main() {
     if (rows_v)
       [[unroll]] for (uint j = 0; j < RV; ++j) {
         const uint i = rg + j * RGS;
-        const vec2 lo = tk_bf16_pair(pre_u[j].x), hi = tk_bf16_pair(pre_u[j].y);
-        const vec4 vn = vec4(lo, hi) - acc[j];
-        vn_2[(slot0 + i) * (pc.H * VDIM / 4u) + u_col] =
-            uvec2(tk_f32_to_bf16(vn.x) | (tk_f32_to_bf16(vn.y) << 16), tk_f32_to_bf16(vn.z) | (tk_f32_to_bf16(vn.w) << 16));
+        const vec4 vn = tk_unpack4(TK_BF16, pre_u[j]) - acc[j];
+        vn_2[(slot0 + i) * (pc.H * VDIM / 4u) + u_col] = tk_pack4(TK_BF16, vn);
         const float f = exp(g_last - s_g[i]);
         vec4 op;
         [[unroll]] for (uint e = 0; e < 4u; ++e) op[e] = tk_bf16_to_f32(tk_f32_to_bf16(vn[e] * f));
