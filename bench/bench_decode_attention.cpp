@@ -2,7 +2,8 @@
 // aura::DecodeAttention, a whole decode step (every dispatch record() makes),
 // at the shapes: 32 query heads over 8 KV heads, Dim 128, 16-token
 // pages in shuffled order, bf16 q and output; batch 1 at 1K, 4K, 32K and
-// 128K keys, batch 32 at 4K keys each, q_len 4 at 32K; K4V4 Hadamard and the
+// 128K keys, batch 32 at 4K keys each, q_len 4 at 32K (and for K4V4 and raw
+// bf16, batches 4 and 8 at 1K and 4K); K4V4 Hadamard and the
 // raw bf16 cache (our uncompressed baseline); Sweep_ entries add Dim 64 and
 // 256 and three models' heads (`decode_attention_torch.py --dim --heads`).
 // Bytes: the cache read once (codes and norms of every key of every KV
@@ -179,8 +180,13 @@ void BM_DecodeAttentionK3V3(benchmark::State& state) { decode_step(state, 3, 3);
   Args({1, 1024, 1, 0, 0, 0, f})->Args({1, 4096, 1, 0, 0, 0, f})->Args({1, 32768, 1, 0, 0, 0, f})                     \
       ->Args({1, 131072, 1, 0, 0, 0, f})->Args({32, 4096, 1, 0, 0, 0, f})->Args({1, 32768, 4, 0, 0, 0, f})
 #define TK_DECODE_SHAPES TK_DECODE_SHAPES_(0)
-BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// Short steps of small batches (a chat engine's common case).
+#define TK_DECODE_SHORT \
+  Args({4, 1024, 1, 0, 0, 0, 0})->Args({4, 4096, 1, 0, 0, 0, 0})->Args({8, 1024, 1, 0, 0, 0, 0})->Args({8, 4096, 1, 0, 0, 0, 0})
+BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionK8V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 // The same shapes on the CUDA-core (subgroup) variant, which devices without
 // the lanes variant take (--benchmark_filter=^Sweep_).
@@ -263,6 +269,7 @@ BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->ArgsProduct({{32}, {4096}, {1}, {0}, {0}, {0, 2, 4}, {2}})
     ->ArgsProduct({{1}, {32768}, {4}, {0}, {0}, {16, 32, 64}, {2}})
     ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {1, 4, 8}, {2}})
+    ->ArgsProduct({{1}, {1024, 4096}, {1}, {128}, {0}, {0, 8, 16, 32}, {2}})
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 // The staged tensor-core variant at the headline shapes.
 void BM_DecodeAttentionStaged(benchmark::State& state) { decode_step(state, 4, 4); }
