@@ -143,9 +143,9 @@ struct EncodeConfig {
   // row groups x column groups, each subgroup rps x cps 16x16 accumulator
   // tiles; `buffers` staging buffers for the rotation
   // parts. Not for Dim > 256 (the staged block would not leave room for 16
-  // rows). `invocations` at subgroups of 32 (Variant::invocations).
+  // rows).
   struct Fp16Geometry {
-    std::uint32_t rows = 0, rps = 0, cps = 0, buffers = 0, shared_bytes = 0, invocations = 0;
+    std::uint32_t rows = 0, rps = 0, cps = 0, buffers = 0, shared_bytes = 0;
   };
   static constexpr std::uint32_t fp16_subgroups = 8;
   static constexpr std::uint32_t fp16_shared_limit = 49152;  // what NVIDIA's Vulkan drivers give a workgroup
@@ -170,7 +170,6 @@ struct EncodeConfig {
     if (best == 0) return g;
     g.rows = bm;
     g.buffers = nbuf;
-    g.invocations = nsg * 32;
     g.shared_bytes = TK_ENCODE_FP16_SHARED_BYTES(Dim, Bits, In == DType::f32 ? 2u : 1u, nsg, bm, g.rps, nbuf);
     return g;
   }
@@ -287,8 +286,9 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
        &few_rows_applies<16>},
       {"few_rows_c32", Path::portable, spirv::aura_encode_few_rows, {}, few_rows_wg, few_rows_bytes,
        &few_rows_applies<32>},
+      // Config::fp16_subgroups subgroups, counted at 32 invocations each (Variant::invocations).
       {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_encode_fp16,
-       {.cooperative_matrix_fp16 = true}, fp16_least.invocations, fp16_least.shared_bytes,
+       {.cooperative_matrix_fp16 = true}, Config::fp16_subgroups * 32, fp16_least.shared_bytes,
        [](const DeviceInfo&, const Problem&) {
          return Config::fp16_supported ? Status::success()
                                        : Status::failure(ErrorCode::unsupported, "for Dim <= 256 only");
