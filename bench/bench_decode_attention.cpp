@@ -181,8 +181,9 @@ void BM_DecodeAttentionK3V3(benchmark::State& state) { decode_step(state, 3, 3);
       ->Args({1, 131072, 1, 0, 0, 0, f})->Args({32, 4096, 1, 0, 0, 0, f})->Args({1, 32768, 4, 0, 0, 0, f})
 #define TK_DECODE_SHAPES TK_DECODE_SHAPES_(0)
 // Short steps of small batches (a chat engine's common case).
-#define TK_DECODE_SHORT \
-  Args({4, 1024, 1, 0, 0, 0, 0})->Args({4, 4096, 1, 0, 0, 0, 0})->Args({8, 1024, 1, 0, 0, 0, 0})->Args({8, 4096, 1, 0, 0, 0, 0})
+#define TK_DECODE_SHORT                                                     \
+  Args({4, 1024, 1, 0, 0, 0, 0})->Args({4, 4096, 1, 0, 0, 0, 0})             \
+      ->Args({8, 1024, 1, 0, 0, 0, 0})->Args({8, 4096, 1, 0, 0, 0, 0})
 BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
