@@ -38,12 +38,15 @@ namespace aura = tilekernels::aura;
 constexpr std::int64_t kPageTokens = 16;
 
 // The heads (32 query heads over 8 KV heads) unless given.
-// `centred`: the cache's keys are centred (one centre row per sequence).
+// `centred`: the cache's keys are centred (one centre row per sequence);
+// `k_hi_dims`: split keys (CacheFormat::k_hi_dims).
 void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128,
-                 std::int64_t q_heads = 32, std::int64_t kv_heads = 8, bool centred = false) {
+                 std::int64_t q_heads = 32, std::int64_t kv_heads = 8, bool centred = false,
+                 std::uint32_t k_hi_dims = 0) {
   Context& ctx = context();
   aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
   format.k_centred = centred;
+  format.k_hi_dims = k_hi_dims;
   const std::int64_t batch = state.range(0), keys = state.range(1), q_len = state.range(2);
   const std::int64_t pages_per_seq = (keys + kPageTokens - 1) / kPageTokens, pages = batch * pages_per_seq;
   aura::DecodeAttentionKernel kernel(ctx, format, DType::bf16, DType::bf16,
@@ -73,8 +76,8 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   };
   std::vector<Set> caches;
   for (int s = 0; s < sets; ++s) {
-    Set set{Tensor(ctx, format.store_dtype(k_bits), format.store_shape(k_bits, pages, kv_heads)),
-            Tensor(ctx, format.store_dtype(v_bits), format.store_shape(v_bits, pages, kv_heads)), {}, {}};
+    Set set{Tensor(ctx, format.store_dtype(k_bits), format.side_store_shape(true, pages, kv_heads)),
+            Tensor(ctx, format.store_dtype(v_bits), format.side_store_shape(false, pages, kv_heads)), {}, {}};
     if (!format.k_raw()) set.kn.emplace(ctx, DType::f32, format.norm_shape(pages, kv_heads));
     if (!format.v_raw()) set.vn.emplace(ctx, DType::f32, format.norm_shape(pages, kv_heads));
     side(k_bits, set.k, set.kn);
@@ -203,6 +206,12 @@ BENCHMARK(BM_DecodeAttentionK4V3)->Name("Sweep_DecodeAttentionK4V3")->TK_DECODE_
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionK3V3)->Name("Sweep_DecodeAttentionK3V3")->TK_DECODE_LONG_(0)->TK_DECODE_LONG_(1)
     ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// Split keys at 3.5 bits (K3 with half its coordinates at 4) over V3: the
+// CUDA-core kernel (the tensor-core variants do not read split keys),
+// beside K3V3 and K4V3 forced onto it above.
+void BM_DecodeAttentionK35V3(benchmark::State& state) { decode_step(state, 3, 3, 128, 32, 8, false, 64); }
+BENCHMARK(BM_DecodeAttentionK35V3)->Name("Sweep_DecodeAttentionK3.5V3")->TK_DECODE_LONG_(0)
+    ->Args({32, 4096, 1, 0, 0, 0, 0})->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
 // The other coded widths the lanes variant takes, automatic only.
 #define TK_DECODE_WIDTH(K, V)                                                                                 \
   void BM_DecodeAttentionK##K##V##V(benchmark::State& state) { decode_step(state, K, V); }                   \

@@ -8,7 +8,8 @@
 // then a few decode steps each append their token and attend, recorded in
 // one command buffer (append, barrier, aura::DecodeAttention). Formats with
 // centred keys (paged_cache.hpp) first set the sequence's centre from the
-// prompt's first chunk (aura::KeyCentre). Printed per
+// prompt's first chunk (aura::KeyCentre); formats with split keys take
+// half of K's rotated coordinates at one bit more. Printed per
 // format: cache bytes per token and the compression against bf16, the error
 // and cosine of the attention output against exact attention over the
 // original K/V, and the GPU time of a step on a busy GPU (as in an
@@ -111,8 +112,8 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
   Attention attention(ctx, {.max_num_seqs = 1, .max_q_len = 1, .q_heads = kQHeads, .kv_heads = kKvHeads, .lse = false});
 
   // The cache, and the sequence's pages in shuffled order.
-  tk::Tensor k_codes(ctx, Cache::store_dtype(Cache::k_bits), Cache::store_shape(Cache::k_bits, pages, kKvHeads));
-  tk::Tensor v_codes(ctx, Cache::store_dtype(Cache::v_bits), Cache::store_shape(Cache::v_bits, pages, kKvHeads));
+  tk::Tensor k_codes(ctx, Cache::store_dtype(Cache::k_bits), Cache::side_store_shape(true, pages, kKvHeads));
+  tk::Tensor v_codes(ctx, Cache::store_dtype(Cache::v_bits), Cache::side_store_shape(false, pages, kKvHeads));
   std::optional<tk::Tensor> k_norms, v_norms;
   if (!Cache::k_raw) k_norms.emplace(ctx, tk::DType::f32, Cache::norm_shape(pages, kKvHeads));
   if (!Cache::v_raw) v_norms.emplace(ctx, tk::DType::f32, Cache::norm_shape(pages, kKvHeads));
@@ -268,17 +269,24 @@ int main() try {
   run_format<PagedCacheConfig<128, 16, 8, 4>>(ctx, "k8v4", layer, context);
   run_format<PagedCacheConfig<128, 16, 4, 4>>(ctx, "k4v4", layer, context);
   run_format<PagedCacheConfig<128, 16, 4, 3>>(ctx, "k4v3", layer, context);
+  run_format<PagedCacheConfig<128, 16, 3, 4>::split_keys<64>>(ctx, "k3.5v4", layer, context);
+  run_format<PagedCacheConfig<128, 16, 3, 3>::split_keys<64>>(ctx, "k3.5v3", layer, context);
   run_format<PagedCacheConfig<128, 16, 3, 3>>(ctx, "k3v3", layer, context);
+  run_format<PagedCacheConfig<128, 16, 2, 3>::split_keys<64>>(ctx, "k2.5v3", layer, context);
   run_format<PagedCacheConfig<128, 16, 4, 4>::centred>(ctx, "k4v4 c", layer, context);
+  run_format<PagedCacheConfig<128, 16, 3, 4>::split_keys<64>::centred>(ctx, "k3.5v4 c", layer, context);
+  run_format<PagedCacheConfig<128, 16, 3, 3>::split_keys<64>::centred>(ctx, "k3.5v3 c", layer, context);
   run_format<PagedCacheConfig<128, 16, 3, 3>::centred>(ctx, "k3v3 c", layer, context);
+  run_format<PagedCacheConfig<128, 16, 2, 3>::split_keys<64>::centred>(ctx, "k2.5v3 c", layer, context);
   const std::string after =
       ctx.info().is_cpu() ? "" : " after " + std::to_string(kCopies) + " copies of itself in its command buffer";
-  std::printf("\nper token: K and V of all KV heads of one layer, norms included; error and cosine: the attention "
-              "output of all query heads (bf16, as an engine takes it) against exact attention over the original "
-              "(bf16) K/V; GPU time: one step (append the token, barrier, attention)%s, the median of %lld%s. "
-              "c: centred keys, the centre set from the prompt's first 512 tokens.\n",
-              after.c_str(), static_cast<long long>(kSteps),
-              ctx.info().is_cpu() ? " (a CPU device: far from a GPU's)" : "");
+  std::printf(
+      "\nper token: K and V of all KV heads of one layer, norms included; error and cosine: the attention "
+      "output of all query heads (bf16, as an engine takes it) against exact attention over the original "
+      "(bf16) K/V; GPU time: one step (append the token, barrier, attention)%s, the median of %lld%s. "
+      "c: centred keys, the centre set from the prompt's first 512 tokens. k3.5, k2.5: split keys, half of K's "
+      "rotated coordinates at one bit more (aura::PagedCacheConfig::split_keys).\n",
+      after.c_str(), static_cast<long long>(kSteps), ctx.info().is_cpu() ? " (a CPU device: far from a GPU's)" : "");
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "kv_attention_demo: %s\n", e.what());

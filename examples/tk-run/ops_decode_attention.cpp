@@ -26,10 +26,14 @@ const std::vector<Param> kFormatParams{
     {"k_bits", "4", "K format: 2, 3, 4, 6 or 8 bits (TurboQuant codes), or 16 for raw bf16"},
     {"v_bits", "4", "V format, as k_bits"},
     {"page_tokens", "16", "tokens per page: a multiple of 16 in [16, 256]"},
-    {"rotation", "hadamard", "rotation of the coded sides: hadamard (what aura.rotation kind=hadamard prints) or dense"},
+    {"rotation", "hadamard",
+     "rotation of the coded sides: hadamard (what aura.rotation kind=hadamard prints) or dense"},
     {"k_seed", "0", "seed of K's rotation (aura.rotation seed=)"},
     {"v_seed", "1", "seed of V's rotation"},
-    {"centred", "0", "1: K is stored minus its sequence's centre (input k_centre; a coded K only)"}};
+    {"centred", "0", "1: K is stored minus its sequence's centre (input k_centre; a coded K only)"},
+    {"k_hi_dims", "0",
+     "split keys: K's first k_hi_dims rotated coordinates at k_bits + 1 bits (k_bits 2 or 3, a multiple of 32 below "
+     "dim; k_bits=3 k_hi_dims=64 at dim 128: 3.5 bits)"}};
 
 aura::CacheFormat format_of(const Invocation& inv) {
   aura::CacheFormat f;
@@ -53,6 +57,7 @@ aura::CacheFormat format_of(const Invocation& inv) {
     throw UsageError("parameter 'rotation' must be hadamard or dense, got '" + printable(rot, 60) + "'");
   }
   f.k_centred = inv.int_param("centred", 0, 1) == 1;
+  f.k_hi_dims = static_cast<std::uint32_t>(inv.int_param("k_hi_dims", 0, 256));
   const std::string why = f.problem();
   if (!why.empty()) throw UsageError("bad cache format: " + why);
   // Both seeds parsed now, before anything is allocated.
@@ -73,8 +78,10 @@ void check_fresh_cache(const tilekernels::Context& ctx, Invocation& inv, const a
                        std::int64_t heads) {
   const std::string what = "parameter 'num_pages' = " + std::to_string(pages);
   std::uint64_t total = 0;
-  for (const auto& [side, bits] : {std::pair{"k", f.k_bits}, std::pair{"v", f.v_bits}}) {
-    const auto part = [&, side = side](tilekernels::DType dtype, const Shape& shape, const char* kind) {
+  for (const bool k_side : {true, false}) {
+    const char* side = k_side ? "k" : "v";
+    const std::uint32_t bits = k_side ? f.k_bits : f.v_bits;
+    const auto part = [&](tilekernels::DType dtype, const Shape& shape, const char* kind) {
       const std::string name = what + " (" + side + kind + ")";
       const std::int64_t n = checked_elements(shape, name);
       const std::uint64_t bytes = (static_cast<std::uint64_t>(n) * tilekernels::dtype_size(dtype) + 3) / 4 * 4;
@@ -83,7 +90,7 @@ void check_fresh_cache(const tilekernels::Context& ctx, Invocation& inv, const a
                          std::to_string(ctx.info().max_storage_buffer_range) + " bytes");
       total += bytes;
     };
-    part(f.store_dtype(bits), f.store_shape(bits, pages, heads), "_codes");
+    part(f.store_dtype(bits), f.side_store_shape(k_side, pages, heads), "_codes");
     if (!aura::CacheFormat::raw(bits)) part(DType::f32, f.norm_shape(pages, heads), "_norms");
   }
   inv.check_fits(ctx, total, what + " (the whole cache)");
@@ -96,7 +103,7 @@ Side load_side(tilekernels::Context& ctx, Invocation& inv, const aura::CacheForm
   const std::string codes = std::string(side) + "_codes", norms = std::string(side) + "_norms";
   const bool raw = aura::CacheFormat::raw(bits);
   Side s;
-  const Shape store_shape = f.store_shape(bits, pages, heads), norm_shape = f.norm_shape(pages, heads);
+  const Shape store_shape = f.side_store_shape(side[0] == 'k', pages, heads), norm_shape = f.norm_shape(pages, heads);
   if (raw && inv.has_input(norms)) throw UsageError("input '" + norms + "' exists only for a coded side (bits < 16)");
   if (fresh) {
     const std::string what = "parameter 'num_pages' (" + codes + " of a fresh cache)";

@@ -12,7 +12,9 @@
 // n is computed on the row scaled by a power of two, finite wherever ||x|| is);
 // a raw side the values rounded to RAW_DTYPE. With CENTRED, x is the row
 // minus its centre (centre row token_centres[token], clamped to the
-// centres there are), in f32.
+// centres there are), in f32. With HI_DIMS (split keys), coordinates
+// d < HI_DIMS take BITS + 1 bits and their own codebook; their codes fill
+// the row's first HI_DIMS * (BITS + 1) / 32 words, the rest's follow.
 //
 // Geometry (invariants the host relies on): ROWS rows per workgroup, ROWS *
 // DIM <= 512, every value in shared memory; each phase strides its items
@@ -38,7 +40,11 @@ TK_DECLARE_PUSH(TK_CACHE_WRITE_PUSH)
 const uint WG = gl_WorkGroupSize.x;
 const bool RAW = BITS == 16u;
 const uint LEVELS = RAW ? 2u : (1u << BITS);
-const uint WORDS = RAW ? DIM / 2u : DIM * BITS / 32u;  // per row
+const bool SPLIT = HI_DIMS != 0u;
+const uint HI_BITS = BITS + 1u;
+const uint HI_LEVELS = SPLIT ? 1u << HI_BITS : 1u;
+const uint HI_WORDS = HI_DIMS * HI_BITS / 32u;
+const uint WORDS = RAW ? DIM / 2u : HI_WORDS + (DIM - HI_DIMS) * BITS / 32u;  // per row
 const uint N = ROWS * DIM;
 const uint PARTS = 16u;  // partial sums per row
 
@@ -62,6 +68,8 @@ shared int s_slot[ROWS];
 shared uint s_centre[CENTRED != 0u ? ROWS : 1u];  // the row's centre, as an index of dim 0
 shared float s_bound[LEVELS];  // boundaries, +inf in the last slot
 shared float s_c2[LEVELS];     // squared centroids
+shared float s_bound_hi[HI_LEVELS];  // the same above the split
+shared float s_c2_hi[HI_LEVELS];
 
 #define X(i) s_x[i]
 
@@ -85,6 +93,12 @@ void main() {
       const float c = tables[TABLE_CODEBOOK + i];
       s_c2[i] = c * c;
     }
+    if (SPLIT)
+      for (uint i = inv; i < HI_LEVELS; i += WG) {
+        s_bound_hi[i] = tables[TABLE_HI_BOUNDARIES + i];
+        const float c = tables[TABLE_HI_CODEBOOK + i];
+        s_c2_hi[i] = c * c;
+      }
   }
   barrier();
 
@@ -172,7 +186,10 @@ void main() {
     else
       v = s_x[e] * s_scale[r];
     uint idx;
-    TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);
+    if (SPLIT && e % DIM < HI_DIMS)
+      TK_AURA_QUANTIZE(idx, v, s_bound_hi, HI_LEVELS)
+    else
+      TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS)
     const bool finite = tk_finite(s_norm[r]);
     s_code[e] = finite ? idx : 0u;
   }
@@ -180,7 +197,10 @@ void main() {
   for (uint p = inv; p < ROWS * PARTS; p += WG) {
     const uint r = p / PARTS, k = p % PARTS;
     float s = 0.0;
-    for (uint d = k; d < DIM; d += PARTS) s += s_c2[s_code[r * DIM + d]];
+    for (uint d = k; d < DIM; d += PARTS) {
+      const uint code = s_code[r * DIM + d];
+      s += SPLIT && d < HI_DIMS ? s_c2_hi[code] : s_c2[code];
+    }
     s_part[p] = s;
   }
   barrier();
@@ -190,9 +210,12 @@ void main() {
     const uint r = w / WORDS, wi = w % WORDS;
     const int slot = s_slot[r];
     if (slot < 0) continue;
+    // The part the word is in: its first coordinate, width and word.
+    const bool hi = wi < HI_WORDS;
+    const uint d0 = hi ? 0u : HI_DIMS, bits = hi ? HI_BITS : BITS, pw = hi ? wi : wi - HI_WORDS;
+    const uint d_last = min(DIM - 1u - d0, (pw * 32u + 31u) / bits);
     uint word = 0u;
-    const uint d_last = min(DIM - 1u, (wi * 32u + 31u) / BITS);
-    for (uint d = wi * 32u / BITS; d <= d_last; ++d) word |= tk_aura_place(s_code[r * DIM + d], d, BITS, wi);
+    for (uint d = pw * 32u / bits; d <= d_last; ++d) word |= tk_aura_place(s_code[r * DIM + d0 + d], d, bits, pw);
     const uint page = uint(slot) / PAGE_TOKENS, offset = uint(slot) % PAGE_TOKENS;
     const uint head = (row0 + r) % pc.kv_heads;
     store[((page * pc.kv_heads + head) * PAGE_TOKENS + offset) * WORDS + wi] = word;

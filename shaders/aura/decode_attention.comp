@@ -71,17 +71,22 @@ const uint ROWS = 4u * RV;
 const uint BT = WG * TPI;  // keys per block
 const bool K_RAW = K_BITS == 16u;
 const bool V_RAW = V_BITS == 16u;
-const uint KW = K_RAW ? DIM / 2u : DIM * K_BITS / 32u;  // words per key row
+// Split keys: the first K_HI_DIMS coordinates at K_HI_BITS, their codes
+// in the row's first KW_HI words, their codebook after K's in s_cbk.
+const bool K_SPLIT = K_HI_DIMS != 0u;
+const uint K_HI_BITS = K_BITS + 1u;
+const uint KW_HI = K_HI_DIMS * K_HI_BITS / 32u;
+const uint KW = K_RAW ? DIM / 2u : KW_HI + (DIM - K_HI_DIMS) * K_BITS / 32u;  // words per key row
 const uint VW = V_RAW ? DIM / 2u : DIM * V_BITS / 32u;
-const uint K_MASK = (1u << (K_RAW ? 1u : K_BITS)) - 1u;
 const uint K_LEVELS = K_RAW ? 1u : 1u << K_BITS;
+const uint K_HI_LEVELS = K_SPLIT ? 1u << K_HI_BITS : 0u;
 const uint V_LEVELS = V_RAW ? 1u : 1u << V_BITS;
-// K code rows are read KCW words at a time, a chunk holding whole codes
-// (KDC dims): 16-byte loads where the row is whole 16-byte units.
-const bool K_THIRDS = K_BITS == 3u || K_BITS == 6u;  // whole codes every 3 words
-const uint K_WHOLE = KW % 4u == 0u ? 4u : (KW % 2u == 0u ? 2u : 1u);
-const uint KCW = K_THIRDS ? 3u : K_WHOLE;
-const uint KDC = KCW * 32u / K_BITS;  // raw: two values per word
+// K code rows are read a chunk of words at a time, a chunk holding whole
+// codes (3 words at 3 and 6 bits): 16-byte loads where the row and both
+// parts of a split row are whole 16-byte units.
+const uint K_WHOLE = (KW | KW_HI) % 4u == 0u ? 4u : ((KW | KW_HI) % 2u == 0u ? 2u : 1u);  // both multiples
+const uint KCW = K_BITS == 3u || K_BITS == 6u ? 3u : K_WHOLE;
+const uint KCW_HI = K_HI_BITS == 3u ? 3u : K_WHOLE;
 const uint LPT = DIM / 8u;              // value lanes per key
 const uint TG = WG / LPT;               // value key groups
 const uint VJ = (BT + TG - 1u) / TG;    // keys per value lane per block
@@ -99,10 +104,54 @@ const uint CPI = (DIM + WG - 1u) / WG;                  // centre dims per invoc
 shared vec4 s_q[DIM * RV];       // s_q[d * RV + v]: rows 4v .. 4v+3 of the scaled, rotated queries at dim d
 shared vec4 s_scratch[WG * 8u];  // the block's weights [BT][RV]; the rows as floats; the value groups' sums
 shared vec4 s_red[(WG + WG / 8u) * RV];  // workgroup reductions
-shared float s_cbk[K_LEVELS];
+shared float s_cbk[K_LEVELS + K_HI_LEVELS];
 shared float s_cbv[V_LEVELS];
 shared uint s_page[2u * PAGES];  // two blocks' page ids (clamped)
 shared vec4 s_qc[RV];            // K_CENTRED: per row, scale * <q, centre>
+
+// The scores z of my keys over one part of their code rows: words
+// [W0, W0 + NW) of a row holding the codes of dims D0 .. at PB bits each
+// (raw: two values per word), PCW words (whole codes) per load, the
+// codebook at s_cbk[CB0 ..].
+#define TK_SCORE_PART(W0, NW, D0, PB, PCW, CB0)                                                        \
+  TK_UNROLL_LONG for (uint ch = 0; ch < (NW) / (PCW); ++ch) {                                          \
+    uint w[TPI * (PCW)];                                                                               \
+    [[unroll]] for (uint k = 0; k < TPI; ++k) {                                                        \
+      const uint at = krow[k] * KW + (W0) + ch * (PCW);                                                \
+      if ((PCW) == 4u) {                                                                               \
+        const uvec4 v = k_words4[at / 4u];                                                             \
+        w[k * (PCW)] = v.x;                                                                            \
+        w[k * (PCW) + 1u] = v.y;                                                                       \
+        w[k * (PCW) + 2u] = v.z;                                                                       \
+        w[k * (PCW) + 3u] = v.w;                                                                       \
+      } else if ((PCW) == 2u) {                                                                        \
+        const uvec2 v = k_words2[at / 2u];                                                             \
+        w[k * (PCW)] = v.x;                                                                            \
+        w[k * (PCW) + 1u] = v.y;                                                                       \
+      } else {                                                                                         \
+        [[unroll]] for (uint i = 0; i < (PCW); ++i) w[k * (PCW) + i] = k_words[at + i];                \
+      }                                                                                                \
+    }                                                                                                  \
+    [[unroll]] for (uint e = 0; e < (PCW) * 32u / (PB); ++e) {                                         \
+      vec4 qd[RV];                                                                                     \
+      [[unroll]] for (uint r = 0; r < RV; ++r) qd[r] = s_q[((D0) + ch * ((PCW) * 32u / (PB)) + e) * RV + r]; \
+      [[unroll]] for (uint k = 0; k < TPI; ++k) {                                                      \
+        float kv;                                                                                      \
+        if (K_RAW) {                                                                                   \
+          kv = tk_raw_value(RAW_DTYPE, w[k * (PCW) + e / 2u], e % 2u);                                 \
+        } else {                                                                                       \
+          const uint bit = e * (PB), wi = bit >> 5, o = bit & 31u;                                     \
+          uint code;                                                                                   \
+          if (o + (PB) <= 32u)                                                                         \
+            code = (w[k * (PCW) + wi] >> o) & ((1u << (PB)) - 1u);                                     \
+          else /* a chunk holds whole codes: the next word is in it */                                 \
+            code = tk_code_window(w[k * (PCW) + wi], w[k * (PCW) + min(wi + 1u, (PCW) - 1u)], o, (PB)); \
+          kv = s_cbk[(CB0) + code];                                                                    \
+        }                                                                                              \
+        [[unroll]] for (uint r = 0; r < RV; ++r) z[k * RV + r] = fma(vec4(kv), qd[r], z[k * RV + r]);  \
+      }                                                                                                \
+    }                                                                                                  \
+  }
 
 // The cache row (page * kv_heads + kv_head) * PAGE_TOKENS + slot of position
 // t, the block's page ids in s_page[buf ..] starting at table index fp.
@@ -205,7 +254,8 @@ void main() {
   const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
 
   if (!K_RAW)
-    for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tables[K_CODEBOOK_AT + i];
+    for (uint i = inv; i < K_LEVELS + K_HI_LEVELS; i += WG)
+      s_cbk[i] = i < K_LEVELS ? tables[K_CODEBOOK_AT + i] : tables[K_HI_CODEBOOK_AT + i - K_LEVELS];
   if (!V_RAW)
     for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tables[V_CODEBOOK_AT + i];
   if (b0 < b1 && inv < PAGES) s_page[inv] = load_page(seq, (uint(lo) + b0 * BT) / PAGE_TOKENS + inv);
@@ -314,47 +364,15 @@ void main() {
       vw[j] = uvec4(w0, w1, w2, w3);
     }
 
-    // Scores of my keys against every row, code rows taken KCW words (whole
-    // codes, KDC dims) at a time.
+    // Scores of my keys against every row, code rows taken a chunk at a
+    // time: split keys in two parts (first the part above the split).
     vec4 z[TPI * RV];
     [[unroll]] for (uint i = 0; i < TPI * RV; ++i) z[i] = vec4(0.0);
-    TK_UNROLL_LONG for (uint ch = 0; ch < KW / KCW; ++ch) {
-      uint w[TPI * KCW];
-      [[unroll]] for (uint k = 0; k < TPI; ++k) {
-        const uint at = krow[k] * KW + ch * KCW;
-        if (KCW == 4u) {
-          const uvec4 v = k_words4[at / 4u];
-          w[k * KCW] = v.x;
-          w[k * KCW + 1u] = v.y;
-          w[k * KCW + 2u] = v.z;
-          w[k * KCW + 3u] = v.w;
-        } else if (KCW == 2u) {
-          const uvec2 v = k_words2[at / 2u];
-          w[k * KCW] = v.x;
-          w[k * KCW + 1u] = v.y;
-        } else {
-          [[unroll]] for (uint i = 0; i < KCW; ++i) w[k * KCW + i] = k_words[at + i];
-        }
-      }
-      [[unroll]] for (uint e = 0; e < KDC; ++e) {
-        vec4 qd[RV];
-        [[unroll]] for (uint r = 0; r < RV; ++r) qd[r] = s_q[(ch * KDC + e) * RV + r];
-        [[unroll]] for (uint k = 0; k < TPI; ++k) {
-          float kv;
-          if (K_RAW) {
-            kv = tk_raw_value(RAW_DTYPE, w[k * KCW + e / 2u], e % 2u);
-          } else {
-            const uint bit = e * K_BITS, wi = bit >> 5, o = bit & 31u;
-            uint code;
-            if (o + K_BITS <= 32u)
-              code = (w[k * KCW + wi] >> o) & K_MASK;
-            else  // a chunk holds whole codes: the next word is in it
-              code = tk_code_window(w[k * KCW + wi], w[k * KCW + min(wi + 1u, KCW - 1u)], o, K_BITS);
-            kv = s_cbk[code];
-          }
-          [[unroll]] for (uint r = 0; r < RV; ++r) z[k * RV + r] = fma(vec4(kv), qd[r], z[k * RV + r]);
-        }
-      }
+    if (K_SPLIT) {
+      TK_SCORE_PART(0u, KW_HI, 0u, K_HI_BITS, KCW_HI, K_LEVELS)
+      TK_SCORE_PART(KW_HI, KW - KW_HI, K_HI_DIMS, K_BITS, KCW, 0u)
+    } else {
+      TK_SCORE_PART(0u, KW, 0u, K_BITS, KCW, 0u)
     }
     vec4 m_blk[RV];
     [[unroll]] for (uint r = 0; r < RV; ++r) m_blk[r] = NEG_INF4;

@@ -42,6 +42,7 @@ ref::PagedCacheFormat reference_format(std::uint32_t kv_heads, std::uint32_t num
   f.kv_heads = kv_heads;
   f.num_pages = num_pages;
   f.k = reference_side<Cache>(Cache::k_bits, k_seed);
+  f.k.hi_dims = Cache::k_hi_dims;
   f.v = reference_side<Cache>(Cache::v_bits, v_seed);
   return f;
 }
@@ -56,8 +57,9 @@ struct GpuCache {
   std::optional<GuardedTensor> k_norms, v_norms;
 
   GpuCache(Context& ctx, std::int64_t heads, std::int64_t pages)
-      : kv_heads(heads), num_pages(pages),
-        k_codes(ctx, Cache::store_dtype(Cache::k_bits), Cache::store_shape(Cache::k_bits, pages, heads)),
+      : kv_heads(heads),
+        num_pages(pages),
+        k_codes(ctx, Cache::store_dtype(Cache::k_bits), Cache::side_store_shape(true, pages, heads)),
         v_codes(ctx, Cache::store_dtype(Cache::v_bits), Cache::store_shape(Cache::v_bits, pages, heads)) {
     if (!Cache::k_raw) k_norms.emplace(ctx, Cache::norm_dtype, Cache::norm_shape(pages, heads));
     if (!Cache::v_raw) v_norms.emplace(ctx, Cache::norm_dtype, Cache::norm_shape(pages, heads));

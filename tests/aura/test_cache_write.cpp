@@ -2,7 +2,7 @@
 // aura::CacheWrite against the double-precision paged-cache reference
 // (reference/aura/paged_cache.hpp): every format family (coded 2..8 bits,
 // raw bf16 / f16, Hadamard and dense rotations, f32 and f16 norms, centred
-// keys), slots
+// and split keys), slots
 // over shuffled pages with padding (negative) slots, rows of very different
 // norms and a zero row. The whole cache is compared, so slots nobody named
 // must keep the poison they started with.
@@ -160,7 +160,8 @@ class CacheWriteTest : public DeviceTest {
           }
           const std::span<const float> x(input.data() + (static_cast<std::size_t>(token) * f.kv_heads + head) * f.dim,
                                          f.dim);
-          const auto enc = ref::encode(x, 1, f.dim, f.side(s).bits, q.rotation, q.boundaries, q.codebook);
+          const auto enc = ref::encode_split(x, 1, f.dim, q.hi_dims, q.rotation, q.boundaries, q.codebook,
+                                             q.hi_boundaries, q.hi_codebook);
           const auto codes = ref::token_codes(got, s, page, head, slot);
           for (std::size_t d = 0; d < f.dim; ++d) {
             ++checked;
@@ -168,7 +169,7 @@ class CacheWriteTest : public DeviceTest {
             ++flips;
             ASSERT_LT(enc.margin[d], 1e-5) << "code of dim " << d << " differs away from a boundary";
           }
-          const double norm = ref::corrected_norm(x, codes, q.codebook);
+          const double norm = ref::corrected_norm(x, codes, q.codebook, q.hi_dims, q.hi_codebook);
           const double stored = g.norms[i];
           ASSERT_TRUE(std::isfinite(stored)) << "norm of page " << page << " slot " << slot;
           if (f.side(s).norm_dtype == DType::f32)
@@ -183,12 +184,19 @@ class CacheWriteTest : public DeviceTest {
 using Configs = ::testing::Types<
     aura::CacheWriteConfig<aura::PagedCacheConfig<128, 16, 4, 4>, DType::bf16>,
     aura::CacheWriteConfig<aura::PagedCacheConfig<96, 32, 3, 6, aura::Rotation::dense, DType::f16>, DType::f32>,
-    aura::CacheWriteConfig<aura::PagedCacheConfig<64, 16, 8, 2, aura::Rotation::hadamard, DType::f16, DType::f16>, DType::f16>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<64, 16, 8, 2, aura::Rotation::hadamard, DType::f16, DType::f16>,
+                           DType::f16>,
     aura::CacheWriteConfig<aura::PagedCacheConfig<128, 16, 16, 4>, DType::bf16>,
-    aura::CacheWriteConfig<aura::PagedCacheConfig<80, 16, 16, 16, aura::Rotation::dense, DType::f32, DType::f16>, DType::f32>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<80, 16, 16, 16, aura::Rotation::dense, DType::f32, DType::f16>,
+                           DType::f32>,
     aura::CacheWriteConfig<aura::PagedCacheConfig<256, 64, 4, 3>, DType::bf16>,
     aura::CacheWriteConfig<aura::PagedCacheConfig<128, 16, 4, 4>::centred, DType::bf16>,
-    aura::CacheWriteConfig<aura::PagedCacheConfig<96, 32, 3, 6, aura::Rotation::dense, DType::f16>::centred, DType::f32>>;
+    aura::CacheWriteConfig<aura::PagedCacheConfig<96, 32, 3, 6, aura::Rotation::dense, DType::f16>::centred,
+                           DType::f32>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<128, 16, 3, 4>::split_keys<64>, DType::bf16>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<96, 32, 2, 3, aura::Rotation::dense, DType::f16>::split_keys<32>,
+                           DType::f32>,
+    aura::CacheWriteConfig<aura::PagedCacheConfig<64, 16, 2, 2>::split_keys<32>::centred, DType::bf16>>;
 TYPED_TEST_SUITE(CacheWriteTest, Configs);
 
 TYPED_TEST(CacheWriteTest, MatchesReferenceWithPaddingSlots) {

@@ -4,8 +4,8 @@
 // over it against the double reference over the cache tk-run wrote,
 // aura.decode_attention_partials merged on the host into the same output,
 // a centred cache (aura.key_centre, then the writer and the attention with
-// each token's and sequence's centre row), and bad input refused with one
-// line. TK_RUN is the
+// each token's and sequence's centre row), a cache with split keys, and
+// bad input refused with one line. TK_RUN is the
 // path of the tk-run binary.
 #include <gtest/gtest.h>
 
@@ -358,6 +358,65 @@ TEST_F(TkRunAttention, CentredKeysFromKeyCentreThroughAttention) {
   EXPECT_LE(relative_rms(tkrun::read_npy(path("lse.npy")).floats, expect.lse), 1e-5) << "lse relative RMS";
 }
 
+// Split keys (k_bits=3 k_hi_dims=64: 3.5 bits) through tk-run: the
+// cache it writes has the split layout (14 words a token) and the codes
+// of the reference encode, and the attention over it matches the
+// reference over the same cache.
+TEST_F(TkRunAttention, SplitKeysWriteThenAttention) {
+  const std::int64_t dim = 128, heads = 2, q_heads = 4, pages = 4, max_pages = 2;
+  const std::vector<std::int32_t> lens{30, 19};
+  const std::vector<std::int32_t> table{3, 1, 0, 2};
+  std::vector<std::int32_t> slots;
+  for (std::size_t s = 0; s < lens.size(); ++s)
+    for (std::int32_t p = 0; p < lens[s]; ++p) slots.push_back(table[s * max_pages + p / 16] * 16 + p % 16);
+  const auto tokens = static_cast<std::int64_t>(slots.size());
+  const auto k = values(static_cast<std::size_t>(tokens * heads * dim), 31), v = values(k.size(), 32);
+  write("k.npy", {tokens, heads, dim}, k);
+  write("v.npy", {tokens, heads, dim}, v);
+  write_ints("slots.npy", {tokens}, slots);
+  const std::string format = "dim=128 k_bits=3 k_hi_dims=64 v_bits=4 k_seed=7 v_seed=8";
+  const Result w =
+      run("aura.cache_write " + format + " num_pages=4 --in k=" + path("k.npy") + " --in v=" + path("v.npy") +
+          " --in slot_mapping=" + path("slots.npy") + " --out k_codes=" + path("kc.npy") +
+          " --out k_norms=" + path("kn.npy") + " --out v_codes=" + path("vc.npy") + " --out v_norms=" + path("vn.npy"));
+  ASSERT_EQ(w.code, 0) << w.err;
+  using tilekernels::DType;
+  ref::SideFormat ks{3, DType::bf16, DType::f32, ref::RotationKind::hadamard, 7};
+  ks.hi_dims = 64;
+  const auto f = cache_format(128, heads, pages, ks, {4, DType::bf16, DType::f32, ref::RotationKind::hadamard, 8});
+  ref::PagedCache want(f), got(f);
+  ref::cache_write(want, k, v, slots);
+  const auto kc = tkrun::read_npy(path("kc.npy"));
+  EXPECT_EQ(kc.shape, (std::vector<std::int64_t>{pages, heads, 16, 14}));
+  got.k.codes = kc.words;
+  got.v.codes = tkrun::read_npy(path("vc.npy")).words;
+  got.k.norms = tkrun::read_npy(path("kn.npy")).floats;
+  got.v.norms = tkrun::read_npy(path("vn.npy")).floats;
+  ASSERT_EQ(got.k.codes.size(), want.k.codes.size());
+  std::size_t differ = 0;
+  for (auto s : slots)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const auto a = ref::token_codes(want, ref::Side::k, s / 16, h, s % 16);
+      const auto b = ref::token_codes(got, ref::Side::k, s / 16, h, s % 16);
+      for (std::size_t d = 0; d < 128; ++d) differ += a[d] != b[d];
+    }
+  EXPECT_LE(differ, 3u) << "K codes differing from the reference encode";
+
+  const auto q = values(static_cast<std::size_t>(2 * q_heads * dim), 33);
+  write("q.npy", {2, 1, q_heads, dim}, q);
+  write_ints("table.npy", {2, max_pages}, table);
+  write_ints("lens.npy", {2}, lens);
+  const Result a =
+      run("aura.decode_attention " + format + " --in q=" + path("q.npy") + " --in k_codes=" + path("kc.npy") +
+          " --in k_norms=" + path("kn.npy") + " --in v_codes=" + path("vc.npy") + " --in v_norms=" + path("vn.npy") +
+          " --in block_table=" + path("table.npy") + " --in seq_lens=" + path("lens.npy") +
+          " --out output=" + path("out.npy"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto expect = ref::decode_attention_paged_rotated(q, got, table, max_pages, lens,
+                                                          ref::DecodeShape{2, 1, q_heads, heads, 128}, {});
+  EXPECT_LE(relative_rms(tkrun::read_npy(path("out.npy")).floats, expect.output), 1e-5) << "output relative RMS";
+}
+
 TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
   write("k.npy", {3, 1, 64}, values(192, 1));
   write_ints("slots.npy", {3}, {0, 1, 40});
@@ -379,6 +438,8 @@ TEST_F(TkRunAttention, RefusesBadInputWithOneLine) {
   refused("aura.cache_write dim=128 num_pages=2" + in + out, "input 'k': expected shape [num_tokens, kv_heads, 128]");
   refused("aura.cache_write dim=64 k_bits=16 num_pages=3" + in + " --out k_norms=" + path("out.npy"),
           "output 'k_norms' exists only for a coded side");
+  refused("aura.cache_write dim=64 k_bits=4 k_hi_dims=32 num_pages=3" + in + out,
+          "split keys need k_bits 2 or 3 and k_hi_dims a multiple of 32 below dim");
   write("centre.npy", {1, 1, 64}, values(64, 2));
   const std::string centre = " --in k_centre=" + path("centre.npy");
   refused("aura.cache_write dim=64 num_pages=3 centred=1" + in + out, "missing input 'k_centre' (centred=1)");

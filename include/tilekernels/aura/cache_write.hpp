@@ -13,7 +13,8 @@
 //
 // A coded side stores the fused encode of encode.hpp in f32 (norm, rotation,
 // Lloyd-Max codes, norm correction), with the rotation and codebook of the
-// tables; a raw side stores the values rounded to the raw dtype. The codes equal the
+// tables (split keys: the coordinates above the split with their own
+// codebook, paged_cache.hpp); a raw side stores the values rounded to the raw dtype. The codes equal the
 // double-precision reference (reference/aura/paged_cache.hpp) except where a
 // rotated value lies within f32 rounding of a boundary; norms agree to f32
 // rounding. Slots not named keep their contents. A centred format encodes
@@ -87,11 +88,15 @@ class CacheWriteKernel {
   static constexpr std::uint32_t invocations = 128;
   // (token, head) rows per workgroup: every value of them in shared memory.
   static constexpr std::uint32_t rows(const CacheFormat& f) { return 512 / f.dim; }
-  static constexpr std::uint32_t shared_bytes(const CacheFormat& f, std::uint32_t bits) {
+  // Shared memory of one side's dispatch (the K side with split keys holds
+  // both codebooks).
+  static constexpr std::uint32_t shared_bytes(const CacheFormat& f, bool k_side) {
+    const std::uint32_t bits = k_side ? f.k_bits : f.v_bits;
     const std::uint32_t n = rows(f) * f.dim;
     const std::uint32_t levels = CacheFormat::raw(bits) ? 2 : 1u << bits;
+    const std::uint32_t hi_levels = k_side && f.k_split() ? 1u << f.k_hi_bits() : 1;
     return 4 * (n + (f.rotation == Rotation::dense ? n : 1) + (CacheFormat::raw(bits) ? 1 : n) + rows(f) * 16 +
-                5 * rows(f) + 2 * levels);
+                5 * rows(f) + 2 * levels + 2 * hi_levels);
   }
 
   static constexpr std::array<Variant<Problem>, 1> variants{{
@@ -101,11 +106,11 @@ class CacheWriteKernel {
   CacheWriteKernel(Context& ctx, const CacheFormat& format, DType in_dtype, Envelope envelope = {})
       : ctx_(&ctx), format_(validated(format, in_dtype)), in_dtype_(in_dtype), envelope_(envelope) {
     const auto& info = ctx.info();
-    for (const std::uint32_t bits : {format_.k_bits, format_.v_bits})
-      if (shared_bytes(format_, bits) > info.max_shared_memory)
-        throw Error(ErrorCode::unsupported, std::string(name) + ": needs " + std::to_string(shared_bytes(format_, bits)) +
-                                                " bytes of shared memory, the device has " +
-                                                std::to_string(info.max_shared_memory));
+    for (const bool k_side : {true, false})
+      if (shared_bytes(format_, k_side) > info.max_shared_memory)
+        throw Error(ErrorCode::unsupported,
+                    std::string(name) + ": needs " + std::to_string(shared_bytes(format_, k_side)) +
+                        " bytes of shared memory, the device has " + std::to_string(info.max_shared_memory));
     const Variant<Problem>& v = select_variant(*ctx_, name, variants, Problem{1, 1, 1});
     pipelines_.add(ctx, key(v, true));
     pipelines_.add(ctx, key(v, false));
@@ -139,8 +144,8 @@ class CacheWriteKernel {
     input_view(a.v, "v", t, h);
     expect_tensor(*ctx_, name, "slot_mapping", a.slot_mapping, DType::i32, {t});
     expect_tensor(*ctx_, name, "tables", a.tables, DType::f32, CacheTables::shape(f));
-    tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
-    tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, true, a.k_codes, a.k_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, false, a.v_codes, a.v_norms);
     const std::int64_t centres =
         tilekernels::detail::expect_key_centre(*ctx_, name, f, h, a.k_centre, a.token_centres, "token_centres", t);
     if (!f.k_centred && !a.host_token_centres.empty())
@@ -244,6 +249,9 @@ class CacheWriteKernel {
     spec.TABLE_BOUNDARIES = k_side ? f.k_boundaries_at() : f.v_boundaries_at();
     spec.TABLE_ROTATION = k_side ? f.k_rotation_at() : f.v_rotation_at();
     spec.CENTRED = k_side && f.k_centred ? 1 : 0;
+    spec.HI_DIMS = k_side ? f.k_hi_dims : 0;
+    spec.TABLE_HI_CODEBOOK = k_side ? f.k_hi_codebook_at() : 0;
+    spec.TABLE_HI_BOUNDARIES = k_side ? f.k_hi_boundaries_at() : 0;
     return tilekernels::detail::pipeline_key<Push>(*ctx_, v, spec, 7);
   }
 
@@ -284,8 +292,8 @@ template <class Cache, DType In = DType::bf16>
 struct CacheWriteConfig {
   static_assert(In == DType::f32 || In == DType::f16 || In == DType::bf16,
                 "CacheWriteConfig: In must be DType::f32, DType::f16 or DType::bf16");
-  static_assert(CacheWriteKernel::shared_bytes(Cache::format, Cache::k_bits) <= 32768 &&
-                    CacheWriteKernel::shared_bytes(Cache::format, Cache::v_bits) <= 32768,
+  static_assert(CacheWriteKernel::shared_bytes(Cache::format, true) <= 32768 &&
+                    CacheWriteKernel::shared_bytes(Cache::format, false) <= 32768,
                 "CacheWriteConfig: the kernel must fit the portable 32 KiB of shared memory");
   using cache = Cache;
   static constexpr DType in_dtype = In;

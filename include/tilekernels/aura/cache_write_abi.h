@@ -12,7 +12,10 @@
 // side's tables in the tables buffer (aura::CacheTableLayout); CENTRED: 1
 // where the rows lose their centre first (the K side of a centred format:
 // binding 5 the centres [centres, kv_heads, DIM] f32, binding 6 each
-// token's row of them, i32).
+// token's row of them, i32); HI_DIMS: split keys (the K side of such a
+// format, aura::CacheFormat::k_hi_dims): the first HI_DIMS coordinates take
+// BITS + 1 bits with the codebook and boundaries at TABLE_HI_CODEBOOK and
+// TABLE_HI_BOUNDARIES; 0 none.
 #define TK_CACHE_WRITE_SPEC(F) \
   F(1, DIM, 128)               \
   F(2, PAGE_TOKENS, 16)        \
@@ -25,7 +28,10 @@
   F(9, TABLE_CODEBOOK, 0)      \
   F(10, TABLE_BOUNDARIES, 0)   \
   F(11, TABLE_ROTATION, 0)     \
-  F(12, CENTRED, 0)
+  F(12, CENTRED, 0)            \
+  F(13, HI_DIMS, 0)            \
+  F(14, TABLE_HI_CODEBOOK, 0)  \
+  F(15, TABLE_HI_BOUNDARIES, 0)
 
 // rows: num_tokens * kv_heads; capacity: num_pages * PAGE_TOKENS slots;
 // inv_sqrt_dim: f32(1 / sqrt(DIM)), rounded on the host; in_at, in_token,

@@ -175,8 +175,19 @@ class DecodeAttentionKernel {
   const PipelineSet& pipeline_set() const noexcept { return pipelines_; }
 
   Problem problem(const Args& a) const {
-    Problem p{a.q.shape.at(0), a.q.shape.at(1), a.q.shape.at(2), a.k_codes.shape.at(1), a.block_table.shape.at(1),
-              a.k_codes.shape.at(0), 0, format_.dim, format_.k_bits, format_.v_bits, out_dtype_, a.lse.has_value()};
+    Problem p{a.q.shape.at(0),
+              a.q.shape.at(1),
+              a.q.shape.at(2),
+              a.k_codes.shape.at(1),
+              a.block_table.shape.at(1),
+              a.k_codes.shape.at(0),
+              0,
+              format_.dim,
+              format_.k_bits,
+              format_.v_bits,
+              out_dtype_,
+              a.lse.has_value(),
+              format_.k_hi_dims};
     std::int64_t longest = p.max_pages * format_.page_tokens;
     if (!a.host_seq_lens.empty()) {
       longest = 0;
@@ -231,8 +242,8 @@ class DecodeAttentionKernel {
       fail(ErrorCode::invalid_argument, "q", "q_len must be at most " + std::to_string(max_q_len) + ", got " +
                                                  std::to_string(ql));
     q_view(a);
-    tilekernels::detail::expect_cache_side(*ctx_, name, f, "k", f.k_bits, a.k_codes, a.k_norms);
-    tilekernels::detail::expect_cache_side(*ctx_, name, f, "v", f.v_bits, a.v_codes, a.v_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, true, a.k_codes, a.k_norms);
+    tilekernels::detail::expect_cache_side(*ctx_, name, f, false, a.v_codes, a.v_norms);
     const auto pages = a.k_codes.shape[0], kvh = a.k_codes.shape[1];
     if (a.v_codes.shape[0] != pages || a.v_codes.shape[1] != kvh)
       fail(ErrorCode::shape_mismatch, "v_codes", "expected " + std::to_string(pages) + " pages of " +

@@ -18,7 +18,10 @@
 // subgroup size (shaders/common/mma.glsl; unused by the others);
 // K_CENTRED: 1 where the cache's keys are centred (binding 12 the centres
 // [centres, kv_heads, DIM] f32, binding 13 each sequence's row, i32): each
-// row's scores gain scale * <q, centre>. What changes from call to call
+// row's scores gain scale * <q, centre>; K_HI_DIMS: split keys
+// (aura::CacheFormat::k_hi_dims; the CUDA-core kernel only): K's first
+// K_HI_DIMS coordinates take K_BITS + 1 bits and the codebook at
+// K_HI_CODEBOOK_AT, 0 none. What changes from call to call
 // (group sizes, new tokens, the split, options) is a push constant, so one
 // pipeline serves every length.
 #define TK_DECODE_ATTENTION_SPEC(F) \
@@ -40,7 +43,9 @@
   F(16, V_ROTATION_AT, 0)           \
   F(17, PUBLISH, 0)                 \
   TK_MMA_SPEC(F, 18, 19, 20, 21)    \
-  F(22, K_CENTRED, 0)
+  F(22, K_CENTRED, 0)               \
+  F(23, K_HI_DIMS, 0)               \
+  F(24, K_HI_CODEBOOK_AT, 0)
 
 // gqa: query heads per KV head; q_len: new tokens per sequence; splits:
 // workgroups per (sequence, KV head, row chunk) along the keys; flags: bit 0

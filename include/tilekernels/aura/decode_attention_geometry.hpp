@@ -21,7 +21,7 @@ inline std::uint32_t DecodeAttentionKernel::tokens_per_invocation(std::uint32_t 
   const std::uint32_t lane_words = f.v_raw() ? 4 : (8 * f.v_bits) % 32 == 0 ? 8 * f.v_bits / 32 : 2;
   for (std::uint32_t tpi : {4u, 2u}) {
     const std::uint32_t value_keys = (workgroup * tpi + groups - 1) / groups;
-    if (tpi * f.words(f.k_bits) <= 32 && value_keys * lane_words <= 32) return tpi;
+    if (tpi * f.k_words() <= 32 && value_keys * lane_words <= 32) return tpi;
   }
   return 1;
 }

@@ -38,6 +38,8 @@ inline DecodeAttentionKernel::Spec DecodeAttentionKernel::spec(const Geometry& g
   spec.V_ROTATION_AT = f.v_rotation_at();
   spec.PUBLISH = g.splits > 1 ? 1 : 0;
   spec.K_CENTRED = f.k_centred ? 1 : 0;
+  spec.K_HI_DIMS = f.k_hi_dims;
+  spec.K_HI_CODEBOOK_AT = f.k_hi_codebook_at();
   return spec;
 }
 inline PipelineKey DecodeAttentionKernel::key(const Variant<Problem>& v, const Geometry& g) const {
@@ -73,7 +75,8 @@ inline void DecodeAttentionKernel::prepare_envelope() {
     for (const bool lse : {false, true}) {
       if (lse && !e.lse) continue;
       // r rows as one new token of r query heads (the rules read rows only).
-      const Problem p{1, 1, r, 1, 1, 1, 1, format_.dim, format_.k_bits, format_.v_bits, out_dtype_, lse};
+      const Problem p{
+          1, 1, r, 1, 1, 1, 1, format_.dim, format_.k_bits, format_.v_bits, out_dtype_, lse, format_.k_hi_dims};
       const Variant<Problem>& v = select_variant(*ctx_, name, variants, p);
       std::vector<Geometry> geometries;
       if (v.path == Path::tensor_core_fp16) {

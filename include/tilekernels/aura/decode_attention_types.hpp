@@ -73,6 +73,7 @@ struct DecodeAttentionProblem {
   std::uint32_t dim = 0, k_bits = 0, v_bits = 0;
   DType out_dtype = DType::f32;
   bool lse = false;  // the call asks for lse
+  std::uint32_t k_hi_dims = 0;  // split keys (CacheFormat::k_hi_dims)
 };
 
 // Shared memory of a decode-attention workgroup
@@ -83,7 +84,7 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
   const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
   const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
   return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
-         4 * (levels(f.k_bits) + levels(f.v_bits)) + 8 * pages + 4;
+         4 * (levels(f.k_bits) + (f.k_split() ? levels(f.k_hi_bits()) : 0) + levels(f.v_bits)) + 8 * pages + 4;
 }
 
 // Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
@@ -184,6 +185,7 @@ struct DecodeAttentionRules {
     if (p.out_dtype == DType::f32) return no("f32 output needs more than fp16 operands give");
     if (p.lse) return no("lse (f32) needs more than fp16 operands give");
     if (CacheFormat::raw(p.k_bits) || CacheFormat::raw(p.v_bits)) return no("raw cache sides exceed fp16's range");
+    if (p.k_hi_dims != 0) return no("split keys are read by the CUDA-core variants only");
     return Status::success();
   }
   // What the staged tensor-core variant can run (on the device's tile, at

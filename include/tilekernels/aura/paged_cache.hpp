@@ -21,6 +21,18 @@
 // lengths (seq_lens). The exact semantics, in double precision, are
 // include/tilekernels/reference/aura/paged_cache.hpp.
 //
+// Split keys (CacheFormat::k_hi_dims, PagedCacheConfig::split_keys): two
+// quantisers share K's norm and rotation, the first k_hi_dims rotated
+// coordinates taking k_bits + 1 bits and a codebook of their own (the
+// Lloyd-Max codebook of that width), the rest k_bits. A token's words
+// hold the high part's codes first (k_hi_dims * (k_bits + 1) bits, whole
+// words), then the rest's at k_bits each, each part packed as above from
+// bit 0 of its first word. K at 2 or 3 bits with half its coordinates
+// above the split takes 2.5 or 3.5 bits per coordinate: formats between
+// the whole widths. The norm correction divides by the norm of the whole
+// decoded vector, both parts. (The tensor-core variants of
+// DecodeAttention do not read split keys; the CUDA-core ones do.)
+//
 // Centred keys (CacheFormat::k_centred, a coded K): real keys share a
 // large per-channel mean, and the quantiser's error grows with the key's
 // whole norm. A centred cache stores k - mu, where mu is a vector per
@@ -65,12 +77,25 @@ struct CacheFormat {
   Rotation rotation = Rotation::hadamard;
   DType norm_dtype = DType::f32, raw_dtype = DType::bf16;
   bool k_centred = false;  // K stored minus its row of k_centre (a coded K only)
+  // Split keys: the first k_hi_dims rotated coordinates of K take k_bits + 1
+  // bits, the rest k_bits (0: every coordinate k_bits).
+  std::uint32_t k_hi_dims = 0;
 
   static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
   bool k_raw() const { return raw(k_bits); }
   bool v_raw() const { return raw(v_bits); }
-  // u32 words of one token of one KV head (raw: two values per word).
+  // u32 words of one token of one KV head of a side whose coordinates all
+  // take `bits` (raw: two values per word).
   constexpr std::uint32_t words(std::uint32_t bits) const { return raw(bits) ? dim / 2 : dim * bits / 32; }
+  // The K side's bits above the split (k_bits + 1) and its words: the
+  // high part's codes first (k_hi_dims x k_hi_bits()), then the rest's.
+  constexpr bool k_split() const { return k_hi_dims != 0; }
+  constexpr std::uint32_t k_hi_bits() const { return k_split() ? k_bits + 1 : k_bits; }
+  constexpr std::uint32_t k_hi_words() const { return k_hi_dims * k_hi_bits() / 32; }
+  constexpr std::uint32_t k_words() const {
+    return k_split() ? k_hi_words() + (dim - k_hi_dims) * k_bits / 32 : words(k_bits);
+  }
+  constexpr std::uint32_t v_words() const { return words(v_bits); }
   // Codebook levels (0 for a raw side).
   static constexpr std::uint32_t levels(std::uint32_t bits) { return raw(bits) ? 0 : 1u << bits; }
   // The shaders' rotation code of a side: 0 none (raw), else Rotation.
@@ -86,11 +111,16 @@ struct CacheFormat {
   Shape store_shape(std::uint32_t bits, std::int64_t num_pages, std::int64_t kv_heads) const {
     return {num_pages, kv_heads, page_tokens, raw(bits) ? dim : words(bits)};
   }
+  // The same for the K or the V side of this format (split keys included).
+  Shape side_store_shape(bool k_side, std::int64_t num_pages, std::int64_t kv_heads) const {
+    if (k_side && k_split()) return {num_pages, kv_heads, page_tokens, k_words()};
+    return store_shape(k_side ? k_bits : v_bits, num_pages, kv_heads);
+  }
   Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) const { return {num_pages, kv_heads, page_tokens}; }
   Shape centre_shape(std::int64_t centres, std::int64_t kv_heads) const { return {centres, kv_heads, dim}; }
   // Bytes one token of one KV head takes in the cache (K and V, norms included).
   constexpr std::uint32_t bytes_per_token() const {
-    return static_cast<std::uint32_t>(4 * (words(k_bits) + words(v_bits)) + (raw(k_bits) ? 0 : dtype_size(norm_dtype)) +
+    return static_cast<std::uint32_t>(4 * (k_words() + v_words()) + (raw(k_bits) ? 0 : dtype_size(norm_dtype)) +
                                       (raw(v_bits) ? 0 : dtype_size(norm_dtype)));
   }
 
@@ -98,14 +128,22 @@ struct CacheFormat {
   // K codebook [2^k_bits], V codebook, K boundaries and V boundaries (each
   // padded to its codebook's length, +inf last), K rotation, V rotation
   // (signs [dim] for Hadamard, R [dim, dim] row-major for dense; nothing for
-  // a raw side). The shaders receive them as specialization constants.
+  // a raw side), then for split keys the codebook and boundaries of the K
+  // coordinates above the split (at k_bits + 1). The shaders receive them
+  // as specialization constants.
   constexpr std::uint32_t k_codebook_at() const { return 0; }
   constexpr std::uint32_t v_codebook_at() const { return levels(k_bits); }
   constexpr std::uint32_t k_boundaries_at() const { return v_codebook_at() + levels(v_bits); }
   constexpr std::uint32_t v_boundaries_at() const { return k_boundaries_at() + levels(k_bits); }
   constexpr std::uint32_t k_rotation_at() const { return v_boundaries_at() + levels(v_bits); }
   constexpr std::uint32_t v_rotation_at() const { return k_rotation_at() + rotation_floats(k_bits); }
-  constexpr std::uint32_t table_floats() const { return v_rotation_at() + rotation_floats(v_bits) + 1; }  // never empty
+  constexpr std::uint32_t k_hi_codebook_at() const { return v_rotation_at() + rotation_floats(v_bits); }
+  constexpr std::uint32_t k_hi_boundaries_at() const {
+    return k_hi_codebook_at() + (k_split() ? levels(k_hi_bits()) : 0);
+  }
+  constexpr std::uint32_t table_floats() const {
+    return k_hi_boundaries_at() + (k_split() ? levels(k_hi_bits()) : 0) + 1;  // never empty
+  }
 
   // Why this is not a format the kernels take (the rules PagedCacheConfig's
   // static_asserts state); empty when it is.
@@ -125,6 +163,9 @@ struct CacheFormat {
     if (norm_dtype != DType::f32 && norm_dtype != DType::f16) return "norms must be f32 or f16";
     if (raw_dtype != DType::bf16 && raw_dtype != DType::f16) return "raw values must be bf16 or f16";
     if (k_centred && raw(k_bits)) return "centred keys need a coded K (a raw K loses nothing to its mean)";
+    if (k_split() && ((k_bits != 2 && k_bits != 3) || k_hi_dims % 32 != 0 || k_hi_dims >= dim))
+      return "split keys need k_bits 2 or 3 and k_hi_dims a multiple of 32 below dim, got k_bits " +
+             std::to_string(k_bits) + " k_hi_dims " + std::to_string(k_hi_dims);
     return {};
   }
   void validate(std::string_view kernel) const {
@@ -134,7 +175,8 @@ struct CacheFormat {
 };
 
 template <std::uint32_t Dim, std::uint32_t PageTokens, std::uint32_t KBits, std::uint32_t VBits,
-          Rotation Rot = Rotation::hadamard, DType Norm = DType::f32, DType Raw = DType::bf16, bool KCentred = false>
+          Rotation Rot = Rotation::hadamard, DType Norm = DType::f32, DType Raw = DType::bf16, bool KCentred = false,
+          std::uint32_t KHiDims = 0>
 struct PagedCacheConfig {
   static_assert(Dim == 64 || Dim == 80 || Dim == 96 || Dim == 128 || Dim == 256,
                 "PagedCacheConfig: Dim must be 64, 80, 96, 128 or 256");
@@ -151,10 +193,17 @@ struct PagedCacheConfig {
   static_assert(Norm == DType::f32 || Norm == DType::f16, "PagedCacheConfig: Norm must be DType::f32 or DType::f16");
   static_assert(Raw == DType::bf16 || Raw == DType::f16, "PagedCacheConfig: Raw must be DType::bf16 or DType::f16");
   static_assert(!KCentred || KBits != 16, "PagedCacheConfig: centred keys need a coded K (KBits 2 to 8)");
+  static_assert(KHiDims == 0 || ((KBits == 2 || KBits == 3) && KHiDims % 32 == 0 && KHiDims < Dim),
+                "PagedCacheConfig: split keys (KHiDims > 0) need KBits 2 or 3 and KHiDims a multiple of 32 below Dim");
 
-  static constexpr CacheFormat format{Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, KCentred};
+  static constexpr CacheFormat format{Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, KCentred, KHiDims};
   // The same format with centred keys.
-  using centred = PagedCacheConfig<Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, true>;
+  using centred = PagedCacheConfig<Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, true, KHiDims>;
+  // The same format with split keys: the first HiDims rotated coordinates
+  // of K at KBits + 1 bits (KBits 2 with HiDims Dim / 2: 2.5 bits per
+  // coordinate; KBits 3: 3.5).
+  template <std::uint32_t HiDims>
+  using split_keys = PagedCacheConfig<Dim, PageTokens, KBits, VBits, Rot, Norm, Raw, KCentred, HiDims>;
   static constexpr std::uint32_t dim = Dim;
   static constexpr std::uint32_t page_tokens = PageTokens;
   static constexpr std::uint32_t k_bits = KBits, v_bits = VBits;
@@ -162,7 +211,8 @@ struct PagedCacheConfig {
   static constexpr DType norm_dtype = Norm, raw_dtype = Raw;
   static constexpr bool k_raw = KBits == 16, v_raw = VBits == 16;
   static constexpr bool k_centred = KCentred;
-  static constexpr std::uint32_t k_words = format.words(KBits), v_words = format.words(VBits);
+  static constexpr std::uint32_t k_hi_dims = KHiDims;
+  static constexpr std::uint32_t k_words = format.k_words(), v_words = format.v_words();
   static constexpr std::uint32_t bytes_per_token = format.bytes_per_token();
 
   static constexpr bool raw(std::uint32_t bits) { return bits == 16; }
@@ -170,6 +220,9 @@ struct PagedCacheConfig {
   static constexpr DType store_dtype(std::uint32_t bits) { return format.store_dtype(bits); }
   static Shape store_shape(std::uint32_t bits, std::int64_t num_pages, std::int64_t kv_heads) {
     return format.store_shape(bits, num_pages, kv_heads);
+  }
+  static Shape side_store_shape(bool k_side, std::int64_t num_pages, std::int64_t kv_heads) {
+    return format.side_store_shape(k_side, num_pages, kv_heads);
   }
   static Shape norm_shape(std::int64_t num_pages, std::int64_t kv_heads) { return format.norm_shape(num_pages, kv_heads); }
   static Shape centre_shape(std::int64_t centres, std::int64_t kv_heads) { return format.centre_shape(centres, kv_heads); }
@@ -203,6 +256,12 @@ struct CacheTables {
     };
     side(f.k_bits, k_seed, f.k_codebook_at(), f.k_boundaries_at(), f.k_rotation_at());
     side(f.v_bits, v_seed, f.v_codebook_at(), f.v_boundaries_at(), f.v_rotation_at());
+    if (f.k_split()) {  // the same distribution of coordinates, one bit more
+      const Codebook hi = lloyd_max_codebook(f.dim, f.k_hi_bits());
+      put(f.k_hi_codebook_at(), hi.codebook);
+      put(f.k_hi_boundaries_at(), hi.boundaries);
+      t[f.k_hi_boundaries_at() + hi.boundaries.size()] = std::bit_cast<float>(0x7f800000u);
+    }
     return t;
   }
 
@@ -244,15 +303,18 @@ struct CacheTables {
 
 namespace tilekernels::detail {
 
-// Checks one side of an AURA cache against its format: coded sides need codes and
-// norms, raw sides only their values (a norms tensor given for them is an error).
-inline void expect_cache_side(const Context& ctx, std::string_view kernel, const aura::CacheFormat& f, const char* side,
-                              std::uint32_t bits, const TensorRef& store, const std::optional<TensorRef>& norms) {
+// Checks one side (K or V) of an AURA cache against its format: coded sides
+// need codes and norms, raw sides only their values (a norms tensor given
+// for them is an error).
+inline void expect_cache_side(const Context& ctx, std::string_view kernel, const aura::CacheFormat& f, bool k_side,
+                              const TensorRef& store, const std::optional<TensorRef>& norms) {
+  const std::uint32_t bits = k_side ? f.k_bits : f.v_bits;
+  const char* side = k_side ? "k" : "v";
   const std::string codes_name = std::string(side) + "_codes", norms_name = std::string(side) + "_norms";
   tilekernels::detail::expect_rank(kernel, codes_name, store, 4);
   const auto num_pages = store.shape[0], kv_heads = store.shape[1];
   tilekernels::detail::expect_tensor(ctx, kernel, codes_name, store, f.store_dtype(bits),
-                                     f.store_shape(bits, num_pages, kv_heads));
+                                     f.side_store_shape(k_side, num_pages, kv_heads));
   if (aura::CacheFormat::raw(bits)) {
     if (norms)
       throw Error(ErrorCode::invalid_argument, tilekernels::detail::where(kernel, norms_name) +

@@ -301,8 +301,8 @@ inline AttentionResult decode_attention_paged_rotated(std::span<const float> q, 
       for (std::size_t d = 0; d < dim; ++d) y[d] = widen(f.side(s).raw_dtype, cache.store(s).raw[base + d]);
     } else {
       const auto codes = token_codes(cache, s, page, head, slot);
-      const auto& cb = s == Side::k ? kq.codebook : vq.codebook;
-      for (std::size_t d = 0; d < dim; ++d) y[d] = cb[codes[d]];
+      const SideQuantizer& sq = s == Side::k ? kq : vq;
+      for (std::size_t d = 0; d < dim; ++d) y[d] = sq.codebook_at(d)[codes[d]];
     }
     return y;
   };

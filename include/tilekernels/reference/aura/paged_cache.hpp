@@ -56,8 +56,15 @@ struct SideFormat {
   DType norm_dtype = DType::f32;                   // TurboQuant only: f32 or f16
   RotationKind rotation = RotationKind::hadamard;  // TurboQuant only
   std::uint64_t seed = 0;                          // of the rotation
+  // Split keys (K only, bits 2 or 3): the first hi_dims rotated coordinates
+  // take bits + 1 bits and the Lloyd-Max codebook of that width; their
+  // codes fill a token's first hi_dims * (bits + 1) / 32 words, the rest's
+  // follow. 0: none.
+  std::uint32_t hi_dims = 0;
 
   bool raw() const { return bits == 16; }
+  // The width of coordinate d's code.
+  std::uint32_t bits_at(std::size_t d) const { return d < hi_dims ? bits + 1 : bits; }
 };
 
 struct PagedCacheFormat {
@@ -70,7 +77,10 @@ struct PagedCacheFormat {
   const SideFormat& side(Side s) const { return s == Side::k ? k : v; }
   std::size_t slots() const { return std::size_t{num_pages} * page_tokens; }
   // u32 words of one token's codes (0 for a raw side).
-  std::size_t words_per_token(Side s) const { return side(s).raw() ? 0 : std::size_t{dim} * side(s).bits / 32; }
+  std::size_t words_per_token(Side s) const {
+    const SideFormat& sf = side(s);
+    return sf.raw() ? 0 : (std::size_t{sf.hi_dims} * (sf.bits + 1) + std::size_t{dim - sf.hi_dims} * sf.bits) / 32;
+  }
   // Index of (page, head, slot) in norms; times words_per_token (or dim) in codes (or raw).
   std::size_t token_index(std::size_t page, std::size_t head, std::size_t slot) const {
     return (page * kv_heads + head) * page_tokens + slot;
@@ -105,6 +115,10 @@ inline void validate(const PagedCacheFormat& f) {
            std::to_string(f.dim) + " bits " + std::to_string(sf.bits));
     if (sf.norm_dtype != DType::f32 && sf.norm_dtype != DType::f16)
       fail(name + ": norms are f32 or f16, got " + std::string(dtype_name(sf.norm_dtype)));
+    if (sf.hi_dims != 0 &&
+        (s != Side::k || (sf.bits != 2 && sf.bits != 3) || sf.hi_dims % 32 != 0 || sf.hi_dims >= f.dim))
+      fail(name + ": split keys need the K side at 2 or 3 bits and hi_dims a multiple of 32 below dim, got bits " +
+           std::to_string(sf.bits) + " hi_dims " + std::to_string(sf.hi_dims));
   }
 }
 
@@ -116,15 +130,52 @@ struct SideQuantizer {
   std::vector<float> boundaries;  // [2^bits - 1]
   std::vector<float> codebook;    // [2^bits]
   std::vector<float> rotation;    // [dim, dim] row-major, rotated = R x
+  std::vector<float> hi_boundaries, hi_codebook;  // split keys: the same at bits + 1
+  std::size_t hi_dims = 0;
+
+  // The codebook of coordinate d.
+  std::span<const float> codebook_at(std::size_t d) const { return d < hi_dims ? hi_codebook : codebook; }
+  std::span<const float> boundaries_at(std::size_t d) const { return d < hi_dims ? hi_boundaries : boundaries; }
 };
 
 inline SideQuantizer make_quantizer(const SideFormat& f, std::uint32_t dim) {
   if (f.raw()) return {};
   const auto cb = tilekernels::aura::lloyd_max_codebook(dim, f.bits);
-  return {cb.boundaries, cb.codebook,
-          f.rotation == RotationKind::hadamard ? tilekernels::aura::hadamard_rotation(dim, f.seed)
-                                               : tilekernels::aura::dense_rotation(dim, f.seed)};
+  SideQuantizer q{cb.boundaries,
+                  cb.codebook,
+                  f.rotation == RotationKind::hadamard ? tilekernels::aura::hadamard_rotation(dim, f.seed)
+                                                       : tilekernels::aura::dense_rotation(dim, f.seed),
+                  {},
+                  {},
+                  f.hi_dims};
+  if (f.hi_dims != 0) {
+    const auto hi = tilekernels::aura::lloyd_max_codebook(dim, f.bits + 1);
+    q.hi_boundaries = hi.boundaries;
+    q.hi_codebook = hi.codebook;
+  }
+  return q;
 }
+
+namespace impl {
+// A split side's codes [rows, dim] packed: the coordinates below hi_dims at
+// bits + 1, then the rest at bits, each part from bit 0 of its first word.
+inline std::vector<std::uint32_t> pack_split(std::span<const std::uint32_t> codes, std::size_t rows, std::size_t dim,
+                                             std::uint32_t bits, std::size_t hi_dims) {
+  std::vector<std::uint32_t> hi(rows * hi_dims), lo(rows * (dim - hi_dims)), out;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t d = 0; d < dim; ++d)
+      (d < hi_dims ? hi[r * hi_dims + d] : lo[r * (dim - hi_dims) + d - hi_dims]) = codes[r * dim + d];
+  const auto ph = pack(hi, rows, hi_dims, bits + 1), pl = pack(lo, rows, dim - hi_dims, bits);
+  const std::size_t hw = ph.size() / rows, lw = pl.size() / rows;
+  for (std::size_t r = 0; r < rows; ++r) {
+    out.insert(out.end(), ph.begin() + static_cast<std::ptrdiff_t>(r * hw),
+               ph.begin() + static_cast<std::ptrdiff_t>((r + 1) * hw));
+    out.insert(out.end(), pl.begin() + static_cast<std::ptrdiff_t>(r * lw),
+               pl.begin() + static_cast<std::ptrdiff_t>((r + 1) * lw));
+  }
+  return out;
+}
+}  // namespace impl
 
 // The stored arrays of one side, in the GPU layout above.
 struct SideStore {
@@ -213,7 +264,12 @@ inline void cache_write(PagedCache& cache, std::span<const float> k, std::span<c
     rows.reserve(written.size() * row);
     for (std::size_t t : written) rows.insert(rows.end(), input.begin() + t * row, input.begin() + (t + 1) * row);
     const SideQuantizer& q = cache.quantizer(s);
-    const auto enc = encode(rows, written.size() * f.kv_heads, f.dim, sf.bits, q.rotation, q.boundaries, q.codebook);
+    auto enc = sf.hi_dims == 0
+                   ? encode(rows, written.size() * f.kv_heads, f.dim, sf.bits, q.rotation, q.boundaries, q.codebook)
+                   : encode_split(rows, written.size() * f.kv_heads, f.dim, sf.hi_dims, q.rotation, q.boundaries,
+                                  q.codebook, q.hi_boundaries, q.hi_codebook);
+    if (sf.hi_dims != 0)
+      enc.packed = impl::pack_split(enc.codes, written.size() * f.kv_heads, f.dim, sf.bits, sf.hi_dims);
     const std::size_t words = f.words_per_token(s);
     for (std::size_t i = 0; i < written.size(); ++i) {
       const auto slot = static_cast<std::size_t>(slot_mapping[written[i]]);
@@ -265,10 +321,15 @@ inline std::vector<double> key_mean(std::span<const float> k, std::size_t kv_hea
 inline std::vector<std::uint32_t> token_codes(const PagedCache& cache, Side s, std::size_t page, std::size_t head,
                                               std::size_t slot) {
   const PagedCacheFormat& f = cache.format;
+  const SideFormat& sf = f.side(s);
   const std::size_t words = f.words_per_token(s);
-  const auto& codes = cache.store(s).codes;
-  return unpack(std::span(codes).subspan(f.token_index(page, head, slot) * words, words), 1, f.dim,
-                f.side(s).bits);
+  const auto row = std::span(cache.store(s).codes).subspan(f.token_index(page, head, slot) * words, words);
+  if (sf.hi_dims == 0) return unpack(row, 1, f.dim, sf.bits);
+  const std::size_t hw = std::size_t{sf.hi_dims} * (sf.bits + 1) / 32;
+  auto codes = unpack(row.first(hw), 1, sf.hi_dims, sf.bits + 1);
+  const auto lo = unpack(row.subspan(hw), 1, f.dim - sf.hi_dims, sf.bits);
+  codes.insert(codes.end(), lo.begin(), lo.end());
+  return codes;
 }
 
 // The stored norm (TurboQuant) of one token.
@@ -285,7 +346,8 @@ inline void check_token(const PagedCacheFormat& f, std::size_t page, std::size_t
 }  // namespace impl
 
 // One stored token in the original (un-rotated) domain:
-//   TurboQuant: x[j] = norm * sum_d R[d, j] codebook[code[d]]   (norm * R^T codebook[codes])
+//   TurboQuant: x[j] = norm * sum_d R[d, j] codebook_d[code[d]]   (norm * R^T codebook[codes];
+//               codebook_d: the high codebook below a split's hi_dims)
 //   raw:        x[j] = the stored bf16 / f16 value, widened.
 inline std::vector<double> dequantize_token(const PagedCache& cache, Side s, std::size_t page, std::size_t head,
                                             std::size_t slot) {
@@ -301,7 +363,7 @@ inline std::vector<double> dequantize_token(const PagedCache& cache, Side s, std
   const SideQuantizer& q = cache.quantizer(s);
   const auto codes = token_codes(cache, s, page, head, slot);
   for (std::size_t d = 0; d < dim; ++d) {
-    const double c = q.codebook[codes[d]];
+    const double c = q.codebook_at(d)[codes[d]];
     for (std::size_t j = 0; j < dim; ++j) x[j] += double(q.rotation[d * dim + j]) * c;
   }
   const double norm = token_norm(cache, s, page, head, slot);
