@@ -11,6 +11,8 @@
 // - the dequantised rows are staged in shared memory (unpacked by every
 //   invocation, codes may straddle two words), the rotation is read as vec4
 //   rows of R, each used for four rows.
+// - split codes (HI_DIMS > 0): coordinates below HI_DIMS at BITS + 1 bits
+//   and their own codebook, their codes first in the row's words.
 // No subgroup operations: correct for any subgroup size.
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/aura/decode_abi.h"
@@ -24,7 +26,9 @@ const uint LANES = DIM / 4u;
 const uint WG = LANES * ROW_GROUPS;
 const uint ROWS = TM * ROW_GROUPS;
 const uint LEVELS = 1u << BITS;
-const uint WORDS = DIM * BITS / 32u;
+const uint HI_BITS = BITS + 1u;
+const uint HI_LEVELS = HI_DIMS != 0u ? 1u << HI_BITS : 1u;
+const uint WORDS = (HI_DIMS * HI_BITS + (DIM - HI_DIMS) * BITS) / 32u;
 
 layout(std430, binding = 0) readonly buffer Packed { uint packed[]; };
 layout(std430, binding = 1) readonly buffer Norms { float norms[]; };
@@ -32,9 +36,11 @@ layout(std430, binding = 2) readonly buffer Rotation { vec4 rot[]; };
 layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
 layout(std430, binding = 4) writeonly buffer OutputF { vec4 out_f32[]; };
 layout(std430, binding = 4) writeonly buffer OutputH { uvec2 out_16[]; };
+layout(std430, binding = 5) readonly buffer HiCodebook { float hi_codebook[]; };
 
 shared float s_val[ROWS * DIM];
 shared float s_code[LEVELS];
+shared float s_code_hi[HI_LEVELS];
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
@@ -43,15 +49,21 @@ void main() {
   const uint row0 = (gl_WorkGroupID.x + pc.group_offset) * ROWS;
 
   for (uint i = t; i < LEVELS; i += WG) s_code[i] = codebook[i];
+  if (HI_DIMS != 0u)
+    for (uint i = t; i < HI_LEVELS; i += WG) s_code_hi[i] = hi_codebook[i];
   barrier();
   for (uint e = t; e < ROWS * DIM; e += WG) {
     const uint r = e / DIM, d = e % DIM;
     float value = 0.0;
     if (row0 + r < pc.rows) {
-      const uint bit = d * BITS, w = (row0 + r) * WORDS + bit / 32u, shift = bit % 32u;
+      const bool hi = d < HI_DIMS;
+      const uint bits = hi ? HI_BITS : BITS;
+      const uint bit = hi ? d * HI_BITS : HI_DIMS * HI_BITS + (d - HI_DIMS) * BITS;
+      const uint w = (row0 + r) * WORDS + bit / 32u, shift = bit % 32u;
       uint code = packed[w] >> shift;
-      if (shift + BITS > 32u) code |= packed[w + 1u] << (32u - shift);
-      value = s_code[code & (LEVELS - 1u)];
+      if (shift + bits > 32u) code |= packed[w + 1u] << (32u - shift);
+      code &= (1u << bits) - 1u;
+      value = hi ? s_code_hi[code] : s_code[code];
     }
     s_val[e] = value;
   }

@@ -20,7 +20,10 @@
 //   word is built whole by one invocation: no atomics, no subgroup
 //   operations, so the kernel is correct for any subgroup size;
 // - per-row sums are reduced in a fixed order: results do not depend on
-//   scheduling (the test runs twice and compares bits).
+//   scheduling (the test runs twice and compares bits);
+// - split codes (HI_DIMS > 0): coordinates below HI_DIMS take BITS + 1 bits
+//   and the tables of bindings 6 and 7 (binary search, no cell table);
+//   their codes fill the row's first HI_WORDS words, the rest's follow.
 #extension GL_GOOGLE_include_directive : require
 #include "tilekernels/aura/encode_abi.h"
 #include "../common/convert.glsl"
@@ -34,7 +37,11 @@ const uint LANES = DIM / 8;
 const uint WG = LANES * ROW_GROUPS;
 const uint ROWS = TM * ROW_GROUPS;
 const uint LEVELS = 1u << BITS;
-const uint WORDS = DIM * BITS / 32u;
+const bool SPLIT = HI_DIMS != 0u;
+const uint HI_BITS = BITS + 1u;
+const uint HI_LEVELS = SPLIT ? 1u << HI_BITS : 1u;
+const uint HI_WORDS = HI_DIMS * HI_BITS / 32u;
+const uint WORDS = HI_WORDS + (DIM - HI_DIMS) * BITS / 32u;
 const uint U_STRIDE = ROWS + 4u;       // floats per staged input column (padded)
 const uint R_STRIDE = DIM + 4u;        // floats per staged rotation column (padded)
 const uint R_BASE = KC * U_STRIDE;     // float offset of the rotation chunk
@@ -47,6 +54,8 @@ layout(std430, binding = 2) readonly buffer Boundaries { float boundaries[]; };
 layout(std430, binding = 3) readonly buffer Codebook { float codebook[]; };
 layout(std430, binding = 4) writeonly buffer Packed { uint packed[]; };
 layout(std430, binding = 5) writeonly buffer Norms { float norms[]; };
+layout(std430, binding = 6) readonly buffer HiBoundaries { float hi_boundaries[]; };
+layout(std430, binding = 7) readonly buffer HiCodebook { float hi_codebook[]; };
 
 #define TK_AURA_CELL_TABLE
 #include "../common/aura_pack.glsl"
@@ -57,6 +66,8 @@ layout(std430, binding = 5) writeonly buffer Norms { float norms[]; };
 shared uvec4 s_mem[MEM_VEC4];
 shared float s_bound[LEVELS];
 shared float s_code[LEVELS];
+shared float s_bound_hi[HI_LEVELS];
+shared float s_code_hi[HI_LEVELS];
 shared float s_norm[ROWS];
 
 float mem_float(uint i) { return uintBitsToFloat(s_mem[i >> 2][i & 3u]); }
@@ -99,9 +110,14 @@ void main() {
     s_bound[i] = i + 1u < LEVELS ? boundaries[i] : 0.0;
     s_code[i] = codebook[i];
   }
+  if (SPLIT)
+    for (uint i = t; i < HI_LEVELS; i += WG) {
+      s_bound_hi[i] = i + 1u < HI_LEVELS ? hi_boundaries[i] : 0.0;
+      s_code_hi[i] = hi_codebook[i];
+    }
 
   bool table = false;  // the cell-table quantiser (BITS <= 4), visible after the loop's first barrier
-  if (BITS <= 4u) table = tk_cell_table_build(t);
+  if (BITS <= 4u) table = tk_cell_table_build(t) && !SPLIT;
 
   vec4 acc[2 * TM];
   [[unroll]] for (uint m = 0; m < 2 * TM; ++m) acc[m] = vec4(0.0);
@@ -185,6 +201,12 @@ void main() {
             part += uintBitsToFloat(cell.w);                                      \
             word += 1u << (8u * c);                                               \
           }                                                                       \
+        } else if (SPLIT && h * (DIM / 2u) + lane * 4u + c < HI_DIMS) {           \
+          uint idx;                                                               \
+          TK_AURA_QUANTIZE(idx, v, s_bound_hi, HI_LEVELS);                        \
+          const float cv = s_code_hi[idx];                                        \
+          part += cv * cv;                                                        \
+          word |= idx << (8u * c);                                                \
         } else {                                                                  \
           uint idx;                                                               \
           TK_AURA_QUANTIZE(idx, v, s_bound, LEVELS);                              \
@@ -214,13 +236,17 @@ void main() {
   for (uint w = t; w < ROWS * WORDS; w += WG) {
     const uint r = w / WORDS, wi = w % WORDS;
     if (row0 + r >= pc.rows) break;
-    const uint d_first = wi * 32u / BITS;
+    // The part the word is in: its first coordinate, width, dims and word.
+    const bool hi = wi < HI_WORDS;
+    const uint d0 = hi ? 0u : HI_DIMS, bits = hi ? HI_BITS : BITS, dims = hi ? HI_DIMS : DIM - HI_DIMS;
+    const uint pw = hi ? wi : wi - HI_WORDS;
+    const uint d_first = pw * 32u / bits;
     uint word = 0u;
-    for (uint j = 0; j <= 32u / BITS + 1u; ++j) {  // a word touches at most 32/BITS + 2 codes
+    for (uint j = 0; j <= 32u / BITS + 1u; ++j) {  // a word touches at most 32/bits + 2 codes
       const uint d = d_first + j;
-      if (d < DIM && d * BITS < wi * 32u + 32u) {
-        const uint code = (mem_word(r * (DIM / 4u) + d / 4u) >> (8u * (d % 4u))) & 0xffu;
-        word |= tk_aura_place(code, d, BITS, wi);
+      if (d < dims && d * bits < pw * 32u + 32u) {
+        const uint code = (mem_word(r * (DIM / 4u) + (d0 + d) / 4u) >> (8u * ((d0 + d) % 4u))) & 0xffu;
+        word |= tk_aura_place(code, d, bits, pw);
       }
     }
     packed[(row0 + r) * WORDS + wi] = word;

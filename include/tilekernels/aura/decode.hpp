@@ -11,11 +11,16 @@
 //   codebook [2^Bits]             f32
 //   output   [rows, Dim]          Out (f32, f16 or bf16)
 // A zero norm decodes to zeros; NaN/Inf norms propagate to their row.
+// Split codes (DecodeConfig's HiDims > 0, the paged cache's split keys):
+// the first HiDims coordinates take Bits + 1 bits and the codebook
+// hi_codebook [2^(Bits+1)]; their codes fill a row's first
+// HiDims * (Bits + 1) / 32 words, the rest's follow.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "tilekernels/aura/decode_abi.h"
 #include "tilekernels/core.hpp"
@@ -23,7 +28,7 @@
 
 namespace tilekernels::aura {
 
-template <std::uint32_t Dim, std::uint32_t Bits, DType Out = DType::f32>
+template <std::uint32_t Dim, std::uint32_t Bits, DType Out = DType::f32, std::uint32_t HiDims = 0>
 struct DecodeConfig {
   static_assert(Dim % 32 == 0, "DecodeConfig: Dim must be a multiple of 32 (whole packed words per row)");
   static_assert(Dim >= 32 && Dim <= 512, "DecodeConfig: Dim must be in [32, 512] (shared memory is sized from Dim)");
@@ -32,17 +37,22 @@ struct DecodeConfig {
   static_assert(Out == DType::f32 || Out == DType::f16 || Out == DType::bf16,
                 "DecodeConfig: Out must be DType::f32, DType::f16 or DType::bf16");
 
+  static_assert(HiDims == 0 || ((Bits == 2 || Bits == 3) && HiDims % 32 == 0 && HiDims < Dim),
+                "DecodeConfig: split codes (HiDims > 0) need Bits 2 or 3 and HiDims a multiple of 32 below Dim");
+
   static constexpr std::uint32_t dim = Dim;
   static constexpr std::uint32_t bits = Bits;
   static constexpr DType out_dtype = Out;
   static constexpr std::uint32_t levels = 1u << Bits;
-  static constexpr std::uint32_t packed_words = Dim * Bits / 32;
+  static constexpr std::uint32_t hi_dims = HiDims;
+  static constexpr std::uint32_t hi_levels = HiDims ? 2u << Bits : 0;  // the codebook above the split
+  static constexpr std::uint32_t packed_words = (HiDims * (Bits + 1) + (Dim - HiDims) * Bits) / 32;
   // DIM/4 lanes times row_groups invocations, 4 rows per row group.
   static constexpr std::uint32_t lanes = Dim / 4;
   static constexpr std::uint32_t row_groups = std::min<std::uint32_t>(std::max<std::uint32_t>(1, 256 / lanes), 32);
   static constexpr std::uint32_t invocations = lanes * row_groups;
   static constexpr std::uint32_t rows_per_group = 4 * row_groups;
-  static constexpr std::uint32_t shared_bytes = 4 * (rows_per_group * Dim + levels);
+  static constexpr std::uint32_t shared_bytes = 4 * (rows_per_group * Dim + levels + std::max(hi_levels, 1u));
   static_assert(shared_bytes <= 32768, "DecodeConfig: must fit the portable 32 KiB of shared memory");
 };
 
@@ -63,6 +73,7 @@ class Decode : public KernelBase<Decode<Config>, DecodeEnvelope> {
 
   struct Args {
     TensorRef packed, norms, rotation, codebook, output;
+    std::optional<TensorRef> hi_codebook = {};  // split codes only: [2^(Bits+1)] f32
   };
   struct Problem {
     std::int64_t rows = 0;
@@ -95,6 +106,7 @@ class Decode : public KernelBase<Decode<Config>, DecodeEnvelope> {
     detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
     detail::expect_tensor(*ctx_, name, "codebook", a.codebook, DType::f32, {Config::levels});
     detail::expect_tensor(*ctx_, name, "output", a.output, Config::out_dtype, {rows, Config::dim});
+    detail::expect_optional_table(*ctx_, name, "hi_codebook", a.hi_codebook, Config::hi_levels, "split codes");
     check(problem(a));
   }
 
@@ -113,7 +125,8 @@ class Decode : public KernelBase<Decode<Config>, DecodeEnvelope> {
     Push push;
     push.rows = static_cast<std::uint32_t>(rows);
     detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, key(*plan.variant)),
-                            {a.packed, a.norms, a.rotation, a.codebook, a.output}, push,
+                            {a.packed, a.norms, a.rotation, a.codebook, a.output, a.hi_codebook.value_or(a.codebook)},
+                            push,
                             static_cast<std::uint64_t>((rows + Config::rows_per_group - 1) / Config::rows_per_group));
   }
 
@@ -131,7 +144,8 @@ class Decode : public KernelBase<Decode<Config>, DecodeEnvelope> {
     spec.BITS = Config::bits;
     spec.OUT_DTYPE = static_cast<std::uint32_t>(Config::out_dtype);
     spec.ROW_GROUPS = Config::row_groups;
-    return detail::pipeline_key<Push>(*ctx_, v, spec, 5);
+    spec.HI_DIMS = Config::hi_dims;
+    return detail::pipeline_key<Push>(*ctx_, v, spec, 6);
   }
 };
 

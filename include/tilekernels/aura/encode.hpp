@@ -79,7 +79,14 @@
 
 namespace tilekernels::aura {
 
-template <std::uint32_t Dim, std::uint32_t Bits, DType In = DType::bf16>
+// Split codes (HiDims > 0: the paged cache's split keys, paged_cache.hpp):
+// the first HiDims rotated coordinates take Bits + 1 bits, with their own
+// boundaries and codebook (Args::hi_boundaries, hi_codebook: the Lloyd-Max
+// tables of that width), and a row's first HiDims * (Bits + 1) / 32
+// words; the rest follow at Bits. One norm correction over both parts.
+// The tiled variant encodes them (HadamardEncode does not: pass the
+// Hadamard matrix, rotation.hpp, as Encode's rotation).
+template <std::uint32_t Dim, std::uint32_t Bits, DType In = DType::bf16, std::uint32_t HiDims = 0>
 struct EncodeConfig {
   static_assert(Dim % 32 == 0, "EncodeConfig: Dim must be a multiple of 32 (whole 32-value blocks and whole packed words)");
   static_assert(Dim >= 32 && Dim <= 512, "EncodeConfig: Dim must be in [32, 512] (shared memory is sized from Dim)");
@@ -88,12 +95,18 @@ struct EncodeConfig {
   static_assert(In == DType::f32 || In == DType::f16 || In == DType::bf16,
                 "EncodeConfig: In must be DType::f32, DType::f16 or DType::bf16");
 
+  static_assert(HiDims == 0 || ((Bits == 2 || Bits == 3) && HiDims % 32 == 0 && HiDims < Dim),
+                "EncodeConfig: split codes (HiDims > 0) need Bits 2 or 3 and HiDims a multiple of 32 below Dim");
+
   static constexpr std::uint32_t dim = Dim;
   static constexpr std::uint32_t bits = Bits;
   static constexpr DType in_dtype = In;
   static constexpr std::uint32_t levels = 1u << Bits;
-  static constexpr std::uint32_t packed_words = Dim * Bits / 32;  // per row
-  static_assert(packed_words * 32 == Dim * Bits, "EncodeConfig: a row must pack into whole u32 words");
+  static constexpr std::uint32_t hi_dims = HiDims;
+  static constexpr std::uint32_t hi_levels = HiDims ? 2u << Bits : 0;  // the codebook above the split
+  static constexpr std::uint32_t packed_words = (HiDims * (Bits + 1) + (Dim - HiDims) * Bits) / 32;  // per row
+  static_assert(packed_words * 32 == HiDims * (Bits + 1) + (Dim - HiDims) * Bits,
+                "EncodeConfig: a row must pack into whole u32 words");
 
   // tiled: LANES * ROW_GROUPS invocations, each owning 8 coordinates of TM
   // rows; the product runs over chunks of k_chunk columns.
@@ -105,7 +118,7 @@ struct EncodeConfig {
   // few-row calls are bound by) where the rotation chunk still fits.
   static constexpr std::uint32_t k_chunk(std::uint32_t tm) { return tm <= 2 && Dim <= 128 ? 32 : Dim <= 256 ? 16 : 8; }
   static constexpr std::uint32_t tiled_shared_bytes(std::uint32_t tm) {
-    return TK_ENCODE_TILED_SHARED_BYTES(Dim, Bits, row_groups, tm, k_chunk(tm));
+    return TK_ENCODE_TILED_SHARED_BYTES(Dim, Bits, hi_levels, row_groups, tm, k_chunk(tm));
   }
   static_assert(tiled_shared_bytes(1) <= 32768 && tiled_shared_bytes(2) <= 32768 &&
                     tiled_shared_bytes(max_rows_per_invocation) <= 32768,
@@ -239,6 +252,8 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
   struct Args {
     TensorRef input, rotation, boundaries, codebook, packed, norms;
     std::optional<Workspace> workspace = std::nullopt;  // few_rows, for calls of up to 64 rows (workspace_bytes)
+    // Split codes only: [2^(Bits+1) - 1] and [2^(Bits+1)] f32.
+    std::optional<TensorRef> hi_boundaries = std::nullopt, hi_codebook = std::nullopt;
   };
   struct Problem {
     std::int64_t rows = 0;
@@ -252,6 +267,7 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
   // that order, so the automatic choice is the smallest block that fits.
   template <std::uint32_t C>
   static Status few_rows_applies(const DeviceInfo&, const Problem& p) {
+    if (Config::hi_dims) return Status::failure(ErrorCode::unsupported, "split codes are encoded by the tiled variant");
     if (p.rows > Config::few_rows_max) return Status::failure(ErrorCode::unsupported, "for calls of up to 64 rows");
     if (!p.workspace) return Status::failure(ErrorCode::unsupported, "needs a workspace");
     if (!Config::few_rows_block_allowed(C))
@@ -280,20 +296,45 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
        few_rows_bytes, &few_rows_applies<16>},
       {"few_rows_c32_atomic64", Path::portable, spirv::aura_encode_few_rows_atomic64, atomic64, few_rows_wg,
        few_rows_bytes, &few_rows_applies<32>},
-      {"few_rows_c8", Path::portable, spirv::aura_encode_few_rows_c8, {}, few_rows_wg, few_rows_bytes,
+      {"few_rows_c8",
+       Path::portable,
+       spirv::aura_encode_few_rows_c8,
+       {},
+       few_rows_wg,
+       few_rows_bytes,
        &few_rows_applies<8>},
-      {"few_rows_c16", Path::portable, spirv::aura_encode_few_rows_c16, {}, few_rows_wg, few_rows_bytes,
+      {"few_rows_c16",
+       Path::portable,
+       spirv::aura_encode_few_rows_c16,
+       {},
+       few_rows_wg,
+       few_rows_bytes,
        &few_rows_applies<16>},
-      {"few_rows_c32", Path::portable, spirv::aura_encode_few_rows, {}, few_rows_wg, few_rows_bytes,
+      {"few_rows_c32",
+       Path::portable,
+       spirv::aura_encode_few_rows,
+       {},
+       few_rows_wg,
+       few_rows_bytes,
        &few_rows_applies<32>},
       // Config::fp16_subgroups subgroups, counted at 32 invocations each (Variant::invocations).
-      {"tensor_core_fp16", Path::tensor_core_fp16, spirv::aura_encode_fp16,
-       {.cooperative_matrix_fp16 = true}, Config::fp16_subgroups * 32, fp16_least.shared_bytes,
+      {"tensor_core_fp16",
+       Path::tensor_core_fp16,
+       spirv::aura_encode_fp16,
+       {.cooperative_matrix_fp16 = true},
+       Config::fp16_subgroups * 32,
+       fp16_least.shared_bytes,
        [](const DeviceInfo&, const Problem&) {
+         if (Config::hi_dims)
+           return Status::failure(ErrorCode::unsupported, "split codes are encoded by the tiled variant");
          return Config::fp16_supported ? Status::success()
                                        : Status::failure(ErrorCode::unsupported, "for Dim <= 256 only");
        }},
-      {"tiled", Path::portable, spirv::aura_encode, {}, Config::tiled_invocations,
+      {"tiled",
+       Path::portable,
+       spirv::aura_encode,
+       {},
+       Config::tiled_invocations,
        Config::tiled_shared_bytes(Config::max_rows_per_invocation)},
   }};
 
@@ -341,6 +382,9 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
   void check(const Args& a) const {
     detail::expect_encode_tensors<Config>(*ctx_, name, a.input, a.boundaries, a.codebook, a.packed, a.norms);
     detail::expect_tensor(*ctx_, name, "rotation", a.rotation, DType::f32, {Config::dim, Config::dim});
+    detail::expect_optional_table(*ctx_, name, "hi_boundaries", a.hi_boundaries,
+                                  Config::hi_levels ? Config::hi_levels - 1 : 0, "split codes");
+    detail::expect_optional_table(*ctx_, name, "hi_codebook", a.hi_codebook, Config::hi_levels, "split codes");
     if (a.workspace) detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes({a.input.shape[0]}));
     check(problem(a));
   }
@@ -385,6 +429,8 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
                         std::to_string(Config::max_rows_per_invocation) + ", got " + std::to_string(plan.tm));
       const std::uint32_t rows_per_group = plan.tm * Config::row_groups;
       groups = static_cast<std::uint64_t>((rows + rows_per_group - 1) / rows_per_group);
+      bindings.push_back(a.hi_boundaries.value_or(a.boundaries));
+      bindings.push_back(a.hi_codebook.value_or(a.codebook));
     } else {  // few_rows
       if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: few_rows needs one");
       const Layout w = layout(rows);
@@ -473,10 +519,11 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
       spec.ROW_GROUPS = Config::row_groups;
       spec.TM = plan.tm;
       spec.KC = Config::k_chunk(plan.tm);
+      spec.HI_DIMS = Config::hi_dims;
     } else {
       spec.workgroup = Config::few_rows_invocations;
     }
-    return detail::pipeline_key<Push>(*ctx_, v, spec, v.path == Path::tensor_core_fp16 || v.name == "tiled" ? 6 : 8);
+    return detail::pipeline_key<Push>(*ctx_, v, spec, v.path == Path::tensor_core_fp16 ? 6 : 8);
   }
 
   EncodeOptions options_;

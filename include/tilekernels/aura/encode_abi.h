@@ -12,6 +12,9 @@
 // (2 or 3), NBUF staging buffers for them, PREFETCH 1 to load the next
 // block's rows during this block's products; MMA_M, MMA_N, MMA_K,
 // SUBGROUP: its matrix tile and subgroup size (shaders/common/mma.glsl).
+// HI_DIMS (tiled only): split codes (aura::EncodeConfig's HiDims): the
+// first HI_DIMS coordinates at BITS + 1 bits with the boundaries and
+// codebook of bindings 6 and 7; 0 none.
 #define TK_ENCODE_SPEC(F) \
   F(1, DIM, 128)          \
   F(2, BITS, 4)           \
@@ -25,7 +28,8 @@
   F(10, PARTS, 2)         \
   F(11, NBUF, 2)          \
   F(12, PREFETCH, 1)      \
-  TK_MMA_SPEC(F, 13, 14, 15, 16)
+  TK_MMA_SPEC(F, 13, 14, 15, 16) \
+  F(17, HI_DIMS, 0)
 
 // groups: workgroups in the whole tensor_core_fp16 grid (its block stride).
 #define TK_ENCODE_PUSH(F) \
@@ -42,8 +46,10 @@
 #define TK_ENCODE_TILED_VEC4(DIM, ROW_GROUPS, TM, KC)                                                    \
   ((TK_ABI_MAX((KC) * ((TM) * (ROW_GROUPS) + 4u) + (KC) * ((DIM) + 4u),                                  \
                (TM) * (ROW_GROUPS) * (DIM) / 4u + (TM) * (ROW_GROUPS) * ((DIM) / 8u)) + 3u) / 4u)
-#define TK_ENCODE_TILED_SHARED_BYTES(DIM, BITS, ROW_GROUPS, TM, KC) \
-  (16u * TK_ENCODE_TILED_VEC4(DIM, ROW_GROUPS, TM, KC) + 8u * (1u << (BITS)) + 4u * (TM) * (ROW_GROUPS) + TK_AURA_CELL_TABLE_BYTES)
+// HI_LEVELS: the levels above a split (0: none).
+#define TK_ENCODE_TILED_SHARED_BYTES(DIM, BITS, HI_LEVELS, ROW_GROUPS, TM, KC)                                    \
+  (16u * TK_ENCODE_TILED_VEC4(DIM, ROW_GROUPS, TM, KC) + 8u * (1u << (BITS)) + 8u * TK_ABI_MAX(HI_LEVELS, 1u) + \
+   4u * (TM) * (ROW_GROUPS) + TK_AURA_CELL_TABLE_BYTES)
 
 // tensor_core_fp16, uvec4 units: the staged fp16 rows (one plane, two for
 // f32 input) and NBUF buffers of 16 rows of R^T; or the epilogue's 16 x 20

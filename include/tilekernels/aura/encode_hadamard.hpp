@@ -31,6 +31,8 @@ struct HadamardEncodeEnvelope {};
 template <class Config>
 class HadamardEncode : public KernelBase<HadamardEncode<Config>, HadamardEncodeEnvelope> {
   static_assert(std::has_single_bit(Config::dim), "HadamardEncode: Dim must be a power of two (Sylvester Hadamard matrix)");
+  static_assert(Config::hi_dims == 0,
+                "HadamardEncode: split codes are encoded by Encode (pass the Hadamard matrix as its rotation)");
   using Base = KernelBase<HadamardEncode<Config>, HadamardEncodeEnvelope>;
   using Base::ctx_;
   using Base::pipelines_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,20 @@ inline void expect_tensor(const Context& ctx, std::string_view kernel, std::stri
                                                  " is not a multiple of minStorageBufferOffsetAlignment (" +
                                                  std::to_string(align) + ")");
   expect_range(ctx, kernel, name, t);
+}
+
+// An optional f32 table [length]: required where length > 0, refused
+// where it is 0. `feature` names what needs it, for the messages.
+inline void expect_optional_table(const Context& ctx, std::string_view kernel, std::string_view name,
+                                  const std::optional<TensorRef>& t, std::int64_t length, std::string_view feature) {
+  if (length == 0) {
+    if (t)
+      throw Error(ErrorCode::invalid_argument,
+                  where(kernel, name) + "only " + std::string(feature) + " take it; this kernel's format has none");
+    return;
+  }
+  if (!t) throw Error(ErrorCode::invalid_argument, where(kernel, name) + std::string(feature) + " need it; none given");
+  expect_tensor(ctx, kernel, name, *t, DType::f32, {length});
 }
 
 // Where a view's elements are, as its shader reads them: `at` elements from

@@ -41,4 +41,35 @@ inline std::vector<std::uint32_t> unpack(std::span<const std::uint32_t> packed, 
   return codes;
 }
 
+// Split codes (aura/paged_cache.hpp's split keys): per row the codes of
+// coordinates below hi_dims at bits + 1, then the rest's at bits, each part
+// packed as above from the first bit of its own first word.
+inline std::vector<std::uint32_t> pack_split(std::span<const std::uint32_t> codes, std::size_t rows, std::size_t dim,
+                                             std::uint32_t bits, std::size_t hi_dims) {
+  if (hi_dims == 0) return pack(codes, rows, dim, bits);
+  std::vector<std::uint32_t> out;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto row = codes.subspan(r * dim, dim);
+    const auto hi = pack(row.first(hi_dims), 1, hi_dims, bits + 1),
+               lo = pack(row.subspan(hi_dims), 1, dim - hi_dims, bits);
+    out.insert(out.end(), hi.begin(), hi.end());
+    out.insert(out.end(), lo.begin(), lo.end());
+  }
+  return out;
+}
+
+inline std::vector<std::uint32_t> unpack_split(std::span<const std::uint32_t> packed, std::size_t rows, std::size_t dim,
+                                               std::uint32_t bits, std::size_t hi_dims) {
+  if (hi_dims == 0) return unpack(packed, rows, dim, bits);
+  const std::size_t hw = hi_dims * (bits + 1) / 32, words = hw + (dim - hi_dims) * bits / 32;
+  std::vector<std::uint32_t> codes;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto row = packed.subspan(r * words, words);
+    const auto hi = unpack(row.first(hw), 1, hi_dims, bits + 1), lo = unpack(row.subspan(hw), 1, dim - hi_dims, bits);
+    codes.insert(codes.end(), hi.begin(), hi.end());
+    codes.insert(codes.end(), lo.begin(), lo.end());
+  }
+  return codes;
+}
+
 }  // namespace tilekernels::reference::aura

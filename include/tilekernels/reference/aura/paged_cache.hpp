@@ -156,27 +156,6 @@ inline SideQuantizer make_quantizer(const SideFormat& f, std::uint32_t dim) {
   return q;
 }
 
-namespace impl {
-// A split side's codes [rows, dim] packed: the coordinates below hi_dims at
-// bits + 1, then the rest at bits, each part from bit 0 of its first word.
-inline std::vector<std::uint32_t> pack_split(std::span<const std::uint32_t> codes, std::size_t rows, std::size_t dim,
-                                             std::uint32_t bits, std::size_t hi_dims) {
-  std::vector<std::uint32_t> hi(rows * hi_dims), lo(rows * (dim - hi_dims)), out;
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t d = 0; d < dim; ++d)
-      (d < hi_dims ? hi[r * hi_dims + d] : lo[r * (dim - hi_dims) + d - hi_dims]) = codes[r * dim + d];
-  const auto ph = pack(hi, rows, hi_dims, bits + 1), pl = pack(lo, rows, dim - hi_dims, bits);
-  const std::size_t hw = ph.size() / rows, lw = pl.size() / rows;
-  for (std::size_t r = 0; r < rows; ++r) {
-    out.insert(out.end(), ph.begin() + static_cast<std::ptrdiff_t>(r * hw),
-               ph.begin() + static_cast<std::ptrdiff_t>((r + 1) * hw));
-    out.insert(out.end(), pl.begin() + static_cast<std::ptrdiff_t>(r * lw),
-               pl.begin() + static_cast<std::ptrdiff_t>((r + 1) * lw));
-  }
-  return out;
-}
-}  // namespace impl
-
 // The stored arrays of one side, in the GPU layout above.
 struct SideStore {
   std::vector<std::uint32_t> codes;  // TurboQuant: [num_pages, kv_heads, page_tokens, dim * bits / 32]
@@ -268,8 +247,7 @@ inline void cache_write(PagedCache& cache, std::span<const float> k, std::span<c
                    ? encode(rows, written.size() * f.kv_heads, f.dim, sf.bits, q.rotation, q.boundaries, q.codebook)
                    : encode_split(rows, written.size() * f.kv_heads, f.dim, sf.hi_dims, q.rotation, q.boundaries,
                                   q.codebook, q.hi_boundaries, q.hi_codebook);
-    if (sf.hi_dims != 0)
-      enc.packed = impl::pack_split(enc.codes, written.size() * f.kv_heads, f.dim, sf.bits, sf.hi_dims);
+    if (sf.hi_dims != 0) enc.packed = pack_split(enc.codes, written.size() * f.kv_heads, f.dim, sf.bits, sf.hi_dims);
     const std::size_t words = f.words_per_token(s);
     for (std::size_t i = 0; i < written.size(); ++i) {
       const auto slot = static_cast<std::size_t>(slot_mapping[written[i]]);
@@ -324,12 +302,7 @@ inline std::vector<std::uint32_t> token_codes(const PagedCache& cache, Side s, s
   const SideFormat& sf = f.side(s);
   const std::size_t words = f.words_per_token(s);
   const auto row = std::span(cache.store(s).codes).subspan(f.token_index(page, head, slot) * words, words);
-  if (sf.hi_dims == 0) return unpack(row, 1, f.dim, sf.bits);
-  const std::size_t hw = std::size_t{sf.hi_dims} * (sf.bits + 1) / 32;
-  auto codes = unpack(row.first(hw), 1, sf.hi_dims, sf.bits + 1);
-  const auto lo = unpack(row.subspan(hw), 1, f.dim - sf.hi_dims, sf.bits);
-  codes.insert(codes.end(), lo.begin(), lo.end());
-  return codes;
+  return unpack_split(row, 1, f.dim, sf.bits, sf.hi_dims);
 }
 
 // The stored norm (TurboQuant) of one token.
