@@ -39,10 +39,12 @@ constexpr std::int64_t kPageTokens = 16;
 
 // The heads (32 query heads over 8 KV heads) unless given.
 // `centred`: the cache's keys are centred (one centre row per sequence);
-// `k_hi_dims`: split keys (CacheFormat::k_hi_dims).
+// `k_hi_dims`: split keys (CacheFormat::k_hi_dims); `arrivals`: the call
+// passes arrival counters (a split step in one dispatch where the plan
+// takes it), as an engine that wants the fastest step does.
 void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128,
                  std::int64_t q_heads = 32, std::int64_t kv_heads = 8, bool centred = false,
-                 std::uint32_t k_hi_dims = 0) {
+                 std::uint32_t k_hi_dims = 0, bool arrivals = true) {
   Context& ctx = context();
   aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
   format.k_centred = centred;
@@ -110,6 +112,12 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
     args.k_centre = centre->ref();
     args.seq_centres = seq_centres->ref();
   }
+  std::optional<Tensor> counters;
+  if (arrivals) {
+    counters.emplace(ctx, DType::u32, Shape{kernel.arrival_slots(kernel.problem(args))});
+    args.arrivals = counters->ref();
+    ctx.submit_and_wait([&](vk::CommandBuffer cmd) { kernel.record_arrivals_init(cmd, counters->ref()); });
+  }
   const auto problem = kernel.problem(args);
   const auto* variant = &tilekernels::select_variant(ctx, kernel.name, kernel.variants, problem);
   if (state.range(6) != 0) {
@@ -135,6 +143,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   if (state.range(3)) geometry.workgroup = static_cast<std::uint32_t>(state.range(3));
   if (state.range(4)) geometry.tokens_per_invocation = static_cast<std::uint32_t>(state.range(4));
   if (state.range(5)) geometry.splits = static_cast<std::uint32_t>(state.range(5));
+  geometry.fused_merge = kernel.fused_merge(problem, geometry);
   const std::uint64_t ws_bytes = std::max<std::uint64_t>(kernel.workspace_bytes(problem, geometry), 4);
   Tensor workspace(ctx, DType::u32, {static_cast<std::int64_t>(ws_bytes / 4)});
   args.workspace = Workspace{workspace.ref()};
@@ -165,6 +174,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
   state.counters["tpi"] = geometry.tokens_per_invocation;
   state.counters["rows"] = 4 * geometry.row_vecs;
   state.counters["splits"] = geometry.splits;
+  state.counters["fused"] = geometry.fused_merge ? 1 : 0;
   state.counters["tc"] = variant->path == tilekernels::Path::tensor_core_fp16 ? 1 : 0;
   state.counters["workgroups"] = double(batch * kv_heads) * geometry.splits *
                                  double((q_heads / kv_heads * q_len + 4 * geometry.row_vecs - 1) / (4 * geometry.row_vecs));
@@ -192,6 +202,23 @@ BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualT
 BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionK8V4)->TK_DECODE_SHAPES->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+// The same steps without arrival counters: the split in two dispatches.
+void BM_DecodeAttentionK4V4TwoDispatches(benchmark::State& state) {
+  decode_step(state, 4, 4, 128, 32, 8, false, 0, false);
+}
+void BM_DecodeAttentionRawBf16TwoDispatches(benchmark::State& state) {
+  decode_step(state, 16, 16, 128, 32, 8, false, 0, false);
+}
+BENCHMARK(BM_DecodeAttentionK4V4TwoDispatches)
+    ->Name("Sweep_DecodeAttentionK4V4TwoDispatches")
+    ->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionRawBf16TwoDispatches)
+    ->Name("Sweep_DecodeAttentionRawBf16TwoDispatches")
+    ->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
 // The same shapes on the CUDA-core (subgroup) variant, which devices without
 // the lanes variant take (--benchmark_filter=^Sweep_).
 BENCHMARK(BM_DecodeAttentionK4V4CudaCores)
@@ -272,7 +299,7 @@ BENCHMARK(BM_DecodeAttentionSweep)
 void BM_DecodeAttentionTensorCoreSweep(benchmark::State& state) { decode_step(state, 4, 4); }
 BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->Name("Sweep_DecodeAttentionTensorCore")
-    ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {0}, {2}})
+    ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {0, 4, 16}, {2}})
     ->ArgsProduct({{1}, {4096}, {1}, {0}, {0}, {0, 8, 16, 32, 64}, {2}})
     ->ArgsProduct({{1}, {32768}, {1}, {0}, {0}, {0, 16, 32, 64, 128}, {2}})
     ->ArgsProduct({{1}, {131072}, {1}, {0}, {0}, {0, 32, 64, 128}, {2}})
@@ -280,7 +307,9 @@ BENCHMARK(BM_DecodeAttentionTensorCoreSweep)
     ->ArgsProduct({{1}, {32768}, {4}, {0}, {0}, {16, 32, 64}, {2}})
     ->ArgsProduct({{1}, {1024}, {1}, {0}, {0}, {1, 4, 8}, {2}})
     ->ArgsProduct({{1}, {1024, 4096}, {1}, {128}, {0}, {0, 8, 16, 32}, {2}})
-    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
 // The staged tensor-core variant at the headline shapes.
 void BM_DecodeAttentionStaged(benchmark::State& state) { decode_step(state, 4, 4); }
 BENCHMARK(BM_DecodeAttentionStaged)->Name("Sweep_DecodeAttentionK4V4Staged")->TK_DECODE_SHAPES_(3)->UseManualTime()

@@ -17,12 +17,7 @@
 // any message fails the run. Prints OK last.
 #include <vulkan/vulkan.h>
 
-#include <tilekernels/aura.hpp>
-#include <tilekernels/gdn.hpp>
-#include <tilekernels/reference/aura/decode_attention.hpp>
-#include <tilekernels/reference/aura/paged_cache.hpp>
-#include <tilekernels/reference/gdn/gated_delta_rule.hpp>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +25,11 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tilekernels/aura.hpp>
+#include <tilekernels/gdn.hpp>
+#include <tilekernels/reference/aura/decode_attention.hpp>
+#include <tilekernels/reference/aura/paged_cache.hpp>
+#include <tilekernels/reference/gdn/gated_delta_rule.hpp>
 #include <vector>
 
 namespace tk = tilekernels;
@@ -362,6 +362,13 @@ int run() {
     attend.workspace = tk::Workspace{ws, true};
   }
   std::printf("decode attention workspace: %llu bytes\n", static_cast<unsigned long long>(workspace_bytes));
+  // Arrival counters: with them a split step takes one dispatch on a GPU
+  // (each group's last workgroup merges). They hold the tag between calls:
+  // written once here, and apart from memory that other work reuses.
+  const tk::TensorRef arrivals =
+      arena.take(tk::DType::u32, {attention.arrival_slots(attention.problem(attend_args(0)))});
+  std::fill_n(arena.at<std::uint32_t>(arrivals), arrivals.elements(), attention.arrival_tag);
+  attend.arrivals = arrivals;
 
   // The engine's command buffers: two, each step into the one not in flight.
   VkCommandBuffer cmds[2];

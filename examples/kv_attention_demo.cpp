@@ -183,9 +183,10 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
 
   // Decode steps: append the step's token, then attend, in one command
   // buffer. The workspace is the engine's: sized once for the batch shape
-  // (every length fits it).
+  // (every length fits it); so are the arrival counters (set once, left so
+  // by every call), with which a split step takes one dispatch on a GPU.
   tk::Tensor seq_lens(ctx, tk::DType::i32, {1}), output(ctx, tk::DType::bf16, {1, 1, kQHeads, kDim});
-  std::optional<tk::Tensor> workspace;
+  std::optional<tk::Tensor> workspace, arrivals;
   // Each step is timed after copies of itself in the same command buffer
   // (appending a token again rewrites the same slot), the first one after
   // the GPU's warm-up (warm_up.hpp). Not on a CPU device.
@@ -209,8 +210,11 @@ void run_format(tk::Context& ctx, const char* name, const Layer& layer, std::int
     if (step == 0) {
       if (const std::uint64_t bytes = attention.workspace_bytes(attention.problem(args)))
         workspace.emplace(ctx, tk::DType::u32, tk::Shape{static_cast<std::int64_t>(bytes / 4)});
+      arrivals.emplace(ctx, tk::DType::u32, tk::Shape{attention.arrival_slots(attention.problem(args))});
+      ctx.submit_and_wait([&](vk::CommandBuffer cmd) { attention.record_arrivals_init(cmd, arrivals->ref()); });
     }
     if (workspace) args.workspace = tk::Workspace{workspace->ref()};
+    args.arrivals = arrivals->ref();
     std::vector<tk::Tensor> keep;
     std::vector<std::int32_t> slots;
     const auto append = append_args(len - 1, 1, keep, slots);

@@ -168,6 +168,11 @@ void GuardedTensor::zero() {
   buffer_.upload(zeros.data(), payload_bytes_, guard_bytes);
 }
 
+void GuardedTensor::fill(std::uint32_t word) {
+  const std::vector<std::uint32_t> words(payload_bytes_ / 4, word);
+  buffer_.upload(words.data(), payload_bytes_, guard_bytes);
+}
+
 std::vector<std::uint32_t> GuardedTensor::read_all() const {
   std::vector<std::uint32_t> words(buffer_.size() / 4);
   buffer_.download(words.data(), buffer_.size());

@@ -84,6 +84,8 @@ class GuardedTensor {
   void poison();
   // Zeroes the payload (a workspace zeroed once, as an engine keeps it).
   void zero();
+  // Sets every 32-bit word of the payload to `word` (a whole number of words).
+  void fill(std::uint32_t word);
   // Checks the guards (gtest failure if touched) and returns the payload
   // widened to float (or the raw words as float bits for u32/i32).
   std::vector<float> read_floats() const;

@@ -2,10 +2,11 @@
 // The end of a decode-attention workgroup, from its softmax state to the
 // output. In the first dispatch (shaders/aura/decode_attention*.comp):
 // with PUBLISH (the call splits the keys) the state goes to the workspace
-// and the workgroup returns; otherwise, as in the merge kernel
-// (decode_attention_merge.comp, TK_DECODE_ATTENTION_MERGE) once it has
-// merged the split states: the sink, o / l, lse, V's rotation undone, the
-// output rows written.
+// and the workgroup returns (PUBLISH 2: unless it is the last of its group
+// to arrive, which merges the states and goes on); otherwise, as in the
+// merge kernel (decode_attention_merge.comp, TK_DECODE_ATTENTION_MERGE)
+// once it has merged the split states: the sink, o / l, lse, V's rotation
+// undone, the output rows written.
 // Statements, not a function: included at the end of main(), so that
 // the including kernel compiles to what it would with them written there.
 //
@@ -38,7 +39,40 @@
         work[pc.ml_at + (slot * RV + r) * 2u] = m_fin[r];
         work[pc.ml_at + (slot * RV + r) * 2u + 1u] = l_fin[r];
       }
-    return;
+    if (PUBLISH == 1u) return;
+    // PUBLISH 2: the workgroup counts its arrival once its state is
+    // visible (the buffer barrier, then the workgroup barrier: every
+    // invocation's stores are ordered before invocation 0's atomic); the
+    // group's last to arrive resets the counter, sees every state (the
+    // barrier after the atomic; work is coherent) and merges them.
+    memoryBarrierBuffer();
+    barrier();
+    if (inv == 0u) s_arrival = atomicAdd(arrivals[group], 1u);
+    barrier();
+    const uint arrival = s_arrival, arrived = arrival & TK_DECODE_ATTENTION_ARRIVAL_COUNT_MASK;
+    const bool tagged = arrival - arrived == TK_DECODE_ATTENTION_ARRIVAL_TAG && arrived < pc.splits;
+    if (tagged && arrived + 1u < pc.splits) return;  // uniform
+    if (tagged && inv == 0u) atomicExchange(arrivals[group], TK_DECODE_ATTENTION_ARRIVAL_TAG);
+    memoryBarrierBuffer();
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+#define TK_MERGE_QUAD r
+#define TK_MERGE_M m_fin[r]
+#define TK_MERGE_L l_fin[r]
+#define TK_MERGE_O(i) o_fin[r * PAIRS * 2u + (i)]
+#include "decode_attention_merge_states.glsl"
+#undef TK_MERGE_QUAD
+#undef TK_MERGE_M
+#undef TK_MERGE_L
+#undef TK_MERGE_O
+      barrier();  // the weights are read before the scratch is written again
+      // A counter that was not a call's: the group's rows become NaN
+      // (every workgroup of the group writes them).
+      if (!tagged) {
+        const vec4 nan = vec4(uintBitsToFloat(0x7FC00000u));
+        m_fin[r] = l_fin[r] = nan;
+        [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) o_fin[r * PAIRS * 2u + i] = nan;
+      }
+    }
   }
 #endif
 

@@ -23,12 +23,24 @@ layout(std430, binding = 9) writeonly buffer OutF { float out_f32[]; };
 layout(std430, binding = 9) writeonly buffer OutH { uint out_16[]; };
 layout(std430, binding = 10) writeonly buffer Lse { float lse_out[]; };
 // Workspace (PUBLISH): per state (group * splits + split) o [DIM] x RV vec4,
-// and at ml_at (m, l) x RV vec4 (decode_attention_finish.glsl).
+// and at ml_at (m, l) x RV vec4 (decode_attention_finish.glsl). Coherent in
+// the first dispatch: with PUBLISH 2 its last-arriving workgroup reads
+// what the group's other workgroups wrote.
+#ifdef TK_DECODE_ATTENTION_MERGE
 layout(std430, binding = 11) buffer Work { vec4 work[]; };
+#else
+layout(std430, binding = 11) coherent buffer Work { vec4 work[]; };
+#endif
 // Centred keys (K_CENTRED): the centres [centres, kv_heads, DIM] and each
 // sequence's row of them.
 layout(std430, binding = 12) readonly buffer KCentre { float k_centre[]; };
 layout(std430, binding = 13) readonly buffer SeqCentres { int seq_centres[]; };
+// Arrival counters (PUBLISH 2): one per group, TK_DECODE_ATTENTION_ARRIVAL_TAG
+// between calls (decode_attention_finish.glsl).
+layout(std430, binding = 14) buffer Arrivals { uint arrivals[]; };
+#ifndef TK_DECODE_ATTENTION_MERGE
+shared uint s_arrival;  // what the workgroup's arrival found
+#endif
 
 #define SF(i) s_scratch[(i) >> 2][(i) & 3u]
 #define NEG_INF4 vec4(TK_NEG_INF)

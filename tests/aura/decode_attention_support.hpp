@@ -50,6 +50,13 @@ struct AttentionCase {
   // this many elements in, and the output a view of [new tokens, q_heads *
   // dim + 2] starting at the even number below it.
   std::int64_t fused_at = -1;
+  // Arrival counters (Args::arrivals): -1 passed, the plan's rule deciding
+  // whether a split call merges in its last workgroup; 0 not passed (two
+  // dispatches); 1 passed and the merge fused wherever the call splits.
+  int fused_merge = -1;
+  // With the counters: what they hold before the first call in place of
+  // the tag (a buffer never initialised, or overwritten), left unchecked.
+  std::optional<std::uint32_t> arrivals_fill;
 };
 
 // A case of the GQA / new-token sweeps: shape (q_heads, kv_heads, q_len),
@@ -263,6 +270,14 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
       r.options.k_centre.insert(r.options.k_centre.end(), at, at + static_cast<std::ptrdiff_t>(row));
     }
   }
+  // The counters, initialised before the first call and checked after the
+  // last: every call must leave them as it found them.
+  std::optional<GuardedTensor> arrivals;
+  if (c.fused_merge != 0) {
+    arrivals.emplace(ctx, DType::u32, S(Kernel::arrival_slots(kernel.problem(args))));
+    if (c.arrivals_fill) arrivals->fill(*c.arrivals_fill);
+    args.arrivals = arrivals->ref();
+  }
   auto plan = kernel.plan(kernel.problem(args), 0);
   if (c.forced) {
     plan.variant = c.forced;
@@ -282,6 +297,8 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   take(c.geometry[1], plan.geometry.tokens_per_invocation);
   take(c.geometry[2], plan.geometry.row_vecs);
   take(c.geometry[3], plan.geometry.splits);
+  plan.geometry.fused_merge =
+      c.fused_merge == 1 ? plan.geometry.splits > 1 : kernel.fused_merge(kernel.problem(args), plan.geometry);
   r.variant = std::string(plan.variant->name);
   kernel.prepare(plan);  // the envelope's pipelines hold the automatic plans, not those chosen by hand
   std::optional<GuardedTensor> ws;
@@ -290,8 +307,11 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
     ws.emplace(ctx, DType::u32, S(ws_bytes / 4));
     args.workspace = Workspace{ws->ref()};
   }
+  bool initialised = false;
   const auto record = [&] {
     ctx.submit_and_wait([&](vk::CommandBuffer cmd) {
+      if (arrivals && !initialised && !c.arrivals_fill) kernel.record_arrivals_init(cmd, *arrivals);
+      initialised = true;
       if (second.slots) {
         writer.record(cmd, write_args(fused ? *k_view : TensorRef(*second.k), fused ? *v_view : TensorRef(*second.v),
                                       during, second));
@@ -319,6 +339,11 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
   if (ws) {
     EXPECT_TRUE(ws->guards_intact()) << "the kernel wrote outside its workspace";
   }
+  if (arrivals && !c.arrivals_fill) {
+    std::size_t moved = 0;
+    for (const std::uint32_t w : arrivals->read_words()) moved += w != Kernel::arrival_tag;
+    EXPECT_EQ(moved, 0u) << "arrival counters not left at the tag (guards checked by the read)";
+  }
 
   if (!c.reference) return r;
   ref::PagedCache host(reference_format<Cache>(static_cast<std::uint32_t>(c.kv_heads),
@@ -331,6 +356,33 @@ AttentionRun run_attention(const AttentionCase& c, Context& ctx = context()) {
 }
 
 inline double output_budget(DType out) { return out == DType::f32 ? 1e-5 : 5e-3; }
+
+// Runs `c` with two dispatches (no counters) and with the merge fused into
+// the last workgroup (AttentionCase::fused_merge 1): each run goes to
+// `check`, and the two agree element by element to within one unit in the
+// last place of the output dtype (the merge is the same code in the same
+// order, but two pipelines may contract a product and a sum differently).
+template <class Config, class Check>
+void expect_fused_merge_same(AttentionCase c, Check check) {
+  c.fused_merge = 0;
+  const AttentionRun two = run_attention<Config>(c);
+  c.fused_merge = 1;
+  const AttentionRun one = run_attention<Config>(c);
+  check(two);
+  check(one);
+  const auto expect_close = [](const std::vector<float>& got, const std::vector<float>& want, double ulp,
+                               const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    std::size_t apart = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      apart += !(std::abs(double(got[i]) - double(want[i])) <= ulp * std::abs(double(want[i]))) &&
+               std::memcmp(&got[i], &want[i], 4) != 0;
+    EXPECT_EQ(apart, 0u) << what << ": elements more than an ulp from the two-dispatch result";
+  };
+  const double out_ulp = Config::out_dtype == DType::f32 ? 0x1p-23 : Config::out_dtype == DType::f16 ? 0x1p-10 : 0x1p-7;
+  expect_close(one.output, two.output, out_ulp, "output");
+  expect_close(one.lse, two.lse, 0x1p-23, "lse");
+}
 
 // Checks a run against its reference: output within the dtype's budget, lse
 // within 1e-5 (relative RMS; -inf where the reference has it).

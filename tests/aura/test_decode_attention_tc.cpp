@@ -171,6 +171,27 @@ TEST_F(DecodeAttentionTensorCore, EmptyAttention) {
   }
 }
 
+// The one-dispatch split (the last workgroup to arrive merges): the output
+// of two dispatches (to an ulp), at 4 and 16 rows per KV head.
+TEST_F(DecodeAttentionTensorCore, FusedMerge) {
+  for (const Variant<Problem>* tc : tensor_cores<F16Out>()) {
+    SCOPED_TRACE(std::string(tc->name));
+    std::uint64_t seed = 1450;
+    for (std::int64_t q_len : {1, 4}) {
+      AttentionCase c;
+      c.lens = {5, 300, 1100};
+      c.q_len = q_len;
+      c.sinks = true;
+      c.forced = tc;
+      c.lse = false;
+      c.geometry = {0, 1, 4, 7};
+      c.seed = seed++;
+      SCOPED_TRACE("q_len " + std::to_string(q_len));
+      expect_fused_merge_same<F16Out>(c, [](const AttentionRun& r) { expect_tight<F16Out>(r); });
+    }
+  }
+}
+
 TEST_F(DecodeAttentionTensorCore, LongSequence) {
   for (const Variant<Problem>* tc : tensor_cores<Bf16Out>()) {
     SCOPED_TRACE(std::string(tc->name));

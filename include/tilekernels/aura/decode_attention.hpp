@@ -39,6 +39,10 @@
 // state to the workspace; a second dispatch (decode_attention_merge.comp)
 // merges them and writes the output (in the first dispatch's pipelines the
 // merge's code slowed the tile loops: bench/notes/2026-11-aura-decode-attention-formats.md).
+// With arrival counters (Args::arrivals) short steps take one dispatch
+// instead (Geometry::fused_merge, the rule in fused_merge()): each
+// workgroup counts its arrival after publishing, and the group's last
+// merges the states with the merge kernel's code.
 // Where the device has fp16 cooperative matrices (any tile of 8 or 16 a
 // side, any subgroup size), the tensor-core variant
 // (shaders/aura/decode_attention_tc.glsl) computes the scores and the
@@ -80,9 +84,10 @@
 //
 // Workspace (workspace_bytes(problem)): splits need one (per split state o
 // [Dim] and (m, l) per row, in f32, at the back of the range:
-// workspace.hpp; no part needs zeroing); the bytes for a problem serve
-// every smaller batch at every length, so a workspace sized once for the
-// largest batch serves every step. Calls that share a workspace need a
+// workspace.hpp; no part needs zeroing: the arrival counters, which keep
+// their value between calls, are apart from it); the bytes for a problem
+// serve every smaller batch at every length, so a workspace sized once for
+// the largest batch serves every step. Calls that share a workspace need a
 // barrier between them, as any dispatches writing one buffer.
 // plan(problem, 0) runs one workgroup per KV head and row chunk: at long
 // contexts many times slower.
@@ -187,7 +192,8 @@ class DecodeAttentionKernel {
               format_.v_bits,
               out_dtype_,
               a.lse.has_value(),
-              format_.k_hi_dims};
+              format_.k_hi_dims,
+              a.arrivals.has_value()};
     std::int64_t longest = p.max_pages * format_.page_tokens;
     if (!a.host_seq_lens.empty()) {
       longest = 0;
@@ -276,6 +282,16 @@ class DecodeAttentionKernel {
                                                    std::to_string(capacity) + "], got " + std::to_string(a.max_seq_len));
     check_decode_attention_host_copies(format_, a);
     check(problem(a));
+    if (a.arrivals) {
+      const std::int64_t slots = arrival_slots(problem(a));
+      const TensorRef& t = *a.arrivals;
+      if (t.dtype != DType::u32 || t.shape.size() != 1 || !t.strides.empty() || t.shape[0] < slots)
+        fail(ErrorCode::shape_mismatch, "arrivals",
+             "expected a dense u32 tensor of at least " + std::to_string(slots) + " counters, got " +
+                 std::string(dtype_name(t.dtype)) + " " + shape_string(t.shape) +
+                 (t.strides.empty() ? "" : " (strided)"));
+      tilekernels::detail::expect_tensor(*ctx_, name, "arrivals", t, DType::u32, t.shape);
+    }
   }
 
   Status can_implement(const Problem& p) const noexcept {
@@ -306,6 +322,38 @@ class DecodeAttentionKernel {
 
   // The tensor-core variants' geometry.
   Geometry tensor_core_geometry(const Problem& p, bool workspace, bool lanes) const;
+
+  // Whether a split plan's last workgroup to arrive merges (one dispatch):
+  // where the call passes arrival counters, on GPUs (a CPU device runs
+  // workgroups in turn: the second dispatch costs it little), for one row
+  // quad per workgroup and up to 2048 keys per split. The merge's registers
+  // join the whole kernel's: with more quads, or longer tile loops, the
+  // slower loop costs more than the dispatch saved
+  // (bench/notes/2026-12-aura-short-context.md).
+  bool fused_merge(const Problem& p, const Geometry& g) const {
+    return p.arrivals && g.splits > 1 && g.row_vecs == 1 && p.keys <= 2048ll * g.splits && !ctx_->info().is_cpu();
+  }
+
+  // Arrival counters (Args::arrivals): how many a call needs (sized for the
+  // largest batch, they serve every smaller one), the value each holds
+  // between calls, and the fill that sets them to it followed by a barrier
+  // that makes it visible to later compute work (recorded once, before the
+  // first call; never submitted here).
+  static std::int64_t arrival_slots(const Problem& p) { return decode_attention_arrival_slots(p); }
+  static constexpr std::uint32_t arrival_tag = TK_DECODE_ATTENTION_ARRIVAL_TAG;
+  void record_arrivals_init(vk::CommandBuffer cmd, const TensorRef& arrivals) const {
+    if (arrivals.dtype != DType::u32 || arrivals.offset % 4 || arrivals.size < std::uint64_t(arrivals.elements()) * 4)
+      throw Error(ErrorCode::invalid_argument,
+                  tilekernels::detail::where(name, "arrivals") +
+                      "expected u32 counters at a 4-byte offset, within their buffer range");
+    const auto& d = ctx_->dispatcher();
+    cmd.fillBuffer(arrivals.buffer, arrivals.offset, static_cast<vk::DeviceSize>(arrivals.elements()) * 4, arrival_tag,
+                   d);
+    const vk::MemoryBarrier filled(vk::AccessFlagBits::eTransferWrite,
+                                   vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
+    cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {}, filled, {},
+                        {}, d);
+  }
 
   using WorkspaceLayout = DecodeAttentionWorkspace;
   WorkspaceLayout workspace_layout(const Problem& p, const Geometry& g) const {
@@ -342,6 +390,7 @@ class DecodeAttentionKernel {
     Plan plan{&select_variant(*ctx_, name, variants, p), {}};
     const Geometry with = geometry(p, true, *plan.variant);
     plan.geometry = workspace >= workspace_bytes(p, with) ? with : geometry(p, false, *plan.variant);
+    plan.geometry.fused_merge = fused_merge(p, plan.geometry);
     return plan;
   }
 
@@ -383,6 +432,8 @@ class DecodeAttentionKernel {
       if (!a.workspace) throw Error(ErrorCode::invalid_argument, std::string(name) + ": workspace: splits need one");
       tilekernels::detail::expect_workspace(*ctx_, name, *a.workspace, workspace_bytes(problem(a), g));
     }
+    if (g.fused_merge && (g.splits < 2 || !a.arrivals))
+      bad("fused_merge needs splits > 1 and the arrival counters (Args::arrivals)");
   }
 
   // Records plan(problem(a), the workspace's size); the workspace must hold
@@ -426,6 +477,7 @@ class DecodeAttentionKernel {
     }
     bindings.push_back(centre);
     bindings.push_back(centre_rows);
+    bindings.push_back(g.fused_merge ? *a.arrivals : a.output);
     push.centres = f.k_centred ? static_cast<std::uint32_t>(a.k_centre->shape[0]) : 0;
     push.num_seqs = static_cast<std::uint32_t>(p.num_seqs);
     push.kv_heads = static_cast<std::uint32_t>(p.kv_heads);
@@ -445,7 +497,7 @@ class DecodeAttentionKernel {
     const auto units = static_cast<std::uint64_t>(p.num_seqs * p.kv_heads);
     tilekernels::detail::record_dispatch(*ctx_, cmd, pipeline, bindings, push, units * g.splits,
                                          static_cast<std::uint32_t>(chunks));
-    if (g.splits > 1) {
+    if (g.splits > 1 && !g.fused_merge) {
       compute_barrier(*ctx_, cmd);
       tilekernels::detail::record_dispatch(*ctx_, cmd, pipelines_.get(name, merge_key(g)), bindings, push,
                                            units * static_cast<std::uint64_t>(chunks), g.row_vecs);
@@ -457,15 +509,16 @@ class DecodeAttentionKernel {
   // call it before recording from several threads.
   void prepare(const Plan& plan) {
     pipelines_.add(*ctx_, key(*plan.variant, plan.geometry));
-    if (plan.geometry.splits > 1) pipelines_.add(*ctx_, merge_key(plan.geometry));
+    if (plan.geometry.splits > 1 && !plan.geometry.fused_merge) pipelines_.add(*ctx_, merge_key(plan.geometry));
   }
 
-  // For tests and tools: allocates the workspace the call can use, records
-  // into a fresh command buffer, submits and waits.
+  // For tests and tools: allocates the workspace and the arrival counters
+  // the call can use (initialised in the same submission), records into a
+  // fresh command buffer, submits and waits.
   void run(const Args& a) const {
     check(a);
     Args with = a;
-    std::optional<Tensor> scratch;
+    std::optional<Tensor> scratch, counters;
     if (!a.workspace) {
       const auto bytes = workspace_bytes(problem(a));
       if (bytes) {
@@ -473,7 +526,14 @@ class DecodeAttentionKernel {
         with.workspace = Workspace{scratch->ref()};
       }
     }
-    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) { record(cmd, with); });
+    if (!a.arrivals) {
+      counters.emplace(*ctx_, DType::u32, Shape{arrival_slots(problem(a))});
+      with.arrivals = counters->ref();
+    }
+    ctx_->submit_and_wait([&](vk::CommandBuffer cmd) {
+      if (counters) record_arrivals_init(cmd, *with.arrivals);
+      record(cmd, with);
+    });
   }
 
  private:

@@ -13,9 +13,11 @@
 // each workgroup publishes its softmax state to the workspace and the
 // call's second dispatch (shaders/aura/decode_attention_merge.comp, the
 // same constants, ROW_VECS the first dispatch's) merges the states and
-// finishes the rows; 0: the workgroup finishes its rows itself; MMA_M,
-// MMA_N, MMA_K, SUBGROUP: the tensor-core variants' matrix tile and
-// subgroup size (shaders/common/mma.glsl; unused by the others);
+// finishes the rows; 2: each publishes and counts its arrival in binding
+// 14 (u32 per group), and the group's last to arrive merges the states and
+// finishes the rows (one dispatch); 0: the workgroup finishes its rows
+// itself; MMA_M, MMA_N, MMA_K, SUBGROUP: the tensor-core variants' matrix
+// tile and subgroup size (shaders/common/mma.glsl; unused by the others);
 // K_CENTRED: 1 where the cache's keys are centred (binding 12 the centres
 // [centres, kv_heads, DIM] f32, binding 13 each sequence's row, i32): each
 // row's scores gain scale * <q, centre>; K_HI_DIMS: split keys
@@ -84,6 +86,12 @@
 #define TK_DECODE_ATTENTION_PAIRS(DIM, WG) (((DIM) / 2u + (WG) - 1u) / (WG))
 // The most splits of a call (workgroups per group along the keys).
 #define TK_DECODE_ATTENTION_MAX_SPLITS 128u
+// An arrival counter (PUBLISH 2) holds TAG + the group's workgroups that
+// arrived so far in the call (below COUNT_MASK + 1); between calls, TAG
+// alone. A counter whose high bits are not TAG was never initialised or
+// was overwritten: its group's rows are written as NaN.
+#define TK_DECODE_ATTENTION_ARRIVAL_TAG 0x7A6B0000u
+#define TK_DECODE_ATTENTION_ARRIVAL_COUNT_MASK 0xFFFFu
 
 // The tensor-core variants (shaders/aura/decode_attention_tc.glsl), in
 // uvec4 units: the row stride of a decoded 16-key tile, one subgroup's

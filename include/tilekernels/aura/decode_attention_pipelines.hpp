@@ -36,7 +36,7 @@ inline DecodeAttentionKernel::Spec DecodeAttentionKernel::spec(const Geometry& g
   spec.V_CODEBOOK_AT = f.v_codebook_at();
   spec.K_ROTATION_AT = f.k_rotation_at();
   spec.V_ROTATION_AT = f.v_rotation_at();
-  spec.PUBLISH = g.splits > 1 ? 1 : 0;
+  spec.PUBLISH = g.splits > 1 ? (g.fused_merge ? 2 : 1) : 0;
   spec.K_CENTRED = f.k_centred ? 1 : 0;
   spec.K_HI_DIMS = f.k_hi_dims;
   spec.K_HI_CODEBOOK_AT = f.k_hi_codebook_at();
@@ -45,20 +45,21 @@ inline DecodeAttentionKernel::Spec DecodeAttentionKernel::spec(const Geometry& g
 inline PipelineKey DecodeAttentionKernel::key(const Variant<Problem>& v, const Geometry& g) const {
   Spec s = spec(g);
   if (v.path == Path::tensor_core_fp16) tilekernels::detail::set_matrix_spec(s, ctx_->info(), v);
-  return tilekernels::detail::pipeline_key<Push>(*ctx_, v, s, 14);
+  return tilekernels::detail::pipeline_key<Push>(*ctx_, v, s, 15);
 }
 inline PipelineKey DecodeAttentionKernel::merge_key(const Geometry& g) const {
   Spec s = spec(g);
   s.workgroup = std::max(format_.dim / 2, merge_variant.invocations);
   s.TPI = 1;
-  return tilekernels::detail::pipeline_key<Push>(*ctx_, merge_variant, s, 14);
+  return tilekernels::detail::pipeline_key<Push>(*ctx_, merge_variant, s, 15);
 }
 
 // Every pipeline a call inside the envelope may take: per row count (each
 // new-token count times the envelope's GQA group, or every count up to 17
 // where the heads are open: no rule tells more rows apart) and lse or
 // not, the variant plan() takes, each geometry its rule can give (any
-// key count and batch), unsplit and split, and the merge of the split ones.
+// key count and batch), unsplit and split, and the merge of the split ones
+// (a second dispatch, or in the last workgroup where fused_merge() says).
 inline void DecodeAttentionKernel::prepare_envelope() {
   const Envelope& e = envelope_;
   if (e.max_num_seqs < 0 || e.max_q_len < 1 || e.max_q_len > max_q_len || e.q_heads < 0 || e.kv_heads < 0 ||
@@ -94,7 +95,14 @@ inline void DecodeAttentionKernel::prepare_envelope() {
       for (Geometry g : geometries)
         for (const std::uint32_t splits : {1u, 2u}) {
           g.splits = splits;
-          if (fits(v, g)) prepare(Plan{&v, g});
+          if (!fits(v, g)) continue;
+          prepare(Plan{&v, g});
+          Problem counted = p;  // a call with arrival counters
+          counted.arrivals = true;
+          if (!fused_merge(counted, g)) continue;
+          Geometry fused = g;
+          fused.fused_merge = true;
+          prepare(Plan{&v, fused});
         }
     }
 }

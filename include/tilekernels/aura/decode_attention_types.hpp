@@ -47,6 +47,14 @@ struct DecodeAttentionArgs {
   // the host copy of seq_centres (checked when given).
   std::optional<TensorRef> k_centre = {}, seq_centres = {};
   std::span<const std::int32_t> host_seq_centres = {};
+  // Optional arrival counters [>= arrival_slots(problem)] u32, each holding
+  // DecodeAttentionKernel::arrival_tag before the first call
+  // (record_arrivals_init) and left so by every call. With them a split
+  // call may take one dispatch: each group's last workgroup to arrive
+  // merges the split states (Geometry::fused_merge). Kept apart from the
+  // workspace: memory that other work overwrites would make the affected
+  // rows NaN until it is initialised again.
+  std::optional<TensorRef> arrivals = {};
 };
 
 // The largest calls a DecodeAttention object is built for: its
@@ -64,6 +72,7 @@ struct DecodeAttentionGeometry {
   std::uint32_t tokens_per_invocation = 1;  // keys each invocation scores per block: 1, 2 or 4
   std::uint32_t row_vecs = 1;               // query rows per workgroup / 4: 1 or 2 (tensor cores: 4; lanes: 1, 2 or 4)
   std::uint32_t splits = 1;                 // workgroups per KV head and row chunk along the keys (> 1 needs the workspace)
+  bool fused_merge = false;  // splits > 1: the last workgroup to arrive merges (Args::arrivals), one dispatch
 };
 
 struct DecodeAttentionProblem {
@@ -74,23 +83,25 @@ struct DecodeAttentionProblem {
   DType out_dtype = DType::f32;
   bool lse = false;  // the call asks for lse
   std::uint32_t k_hi_dims = 0;  // split keys (CacheFormat::k_hi_dims)
+  bool arrivals = false;        // the call passes arrival counters (Args::arrivals)
 };
 
 // Shared memory of a decode-attention workgroup
 // (shaders/aura/decode_attention.comp): the queries, the scratch (weights,
-// value sums), the reductions, codebooks, page ids.
+// value sums), the reductions, codebooks, page ids, the arrival's word.
 constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std::uint32_t workgroup,
                                                       std::uint32_t tokens_per_invocation, std::uint32_t row_vecs) {
   const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
   const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
   return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
-         4 * (levels(f.k_bits) + (f.k_split() ? levels(f.k_hi_bits()) : 0) + levels(f.v_bits)) + 8 * pages + 4;
+         4 * (levels(f.k_bits) + (f.k_split() ? levels(f.k_hi_bits()) : 0) + levels(f.v_bits)) + 8 * pages + 8;
 }
 
 // Shared memory of a tensor-core workgroup (shaders/aura/decode_attention_tc.glsl):
 // the subgroups' stages and the row-index tile, the scratch, codebooks, the
 // per-subgroup norms, factors and states, the row scales and centre terms,
-// and two reductions (the second for centred keys only, counted always).
+// and two reductions (the second for centred keys only, counted always),
+// the arrival's word.
 // The lanes variant (decode_attention_tc_lanes.glsl) has no per-subgroup
 // stages (its smem holds the queries, then the merged O) and adds its byte
 // table in 16 copies.
@@ -106,8 +117,9 @@ constexpr std::uint32_t decode_attention_tc_shared_bytes(const CacheFormat& f, s
   // The lanes variant: the queries, then (16 rows, Dim <= 128) the merged O.
   const std::uint32_t main = lanes ? 16 * (decode_attention_lanes_pairs(f.dim) ? f.dim / 8 + 1 : f.dim / 4 + 1)
                                    : subgroups * TK_DECODE_ATTENTION_TC_STAGE(f.dim);
-  return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH(f.dim, lanes ? 1 : 0)) + 4 * ((1u << f.k_bits) + (1u << f.v_bits)) +
-         4 * (subgroups * 16 * 5 + 32 + 2 * workgroup) + 4 + (lanes ? 256 * 16 * 4 : 0);
+  return 16 * (main + 64 + TK_DECODE_ATTENTION_TC_SCRATCH(f.dim, lanes ? 1 : 0)) +
+         4 * ((1u << f.k_bits) + (1u << f.v_bits)) + 4 * (subgroups * 16 * 5 + 32 + 2 * workgroup) + 8 +
+         (lanes ? 256 * 16 * 4 : 0);
 }
 
 // Whether the device's fp16 cooperative matrices are whole 16 x 16 x 16
@@ -130,6 +142,17 @@ inline std::int64_t decode_attention_rows(const DecodeAttentionProblem& p) {
 // 4 * row_vecs rows: what the split rules count.
 inline std::int64_t decode_attention_groups(const DecodeAttentionProblem& p, std::uint32_t row_vecs) {
   return p.num_seqs * p.kv_heads * ((decode_attention_rows(p) + 4 * row_vecs - 1) / (4 * row_vecs));
+}
+// The merge of a group's states (shaders/common/decode_attention_merge_states.glsl)
+// stages two vec4 per split in the kernel's scratch: the tensor-core
+// variants' at Dim 64 is the smallest (the CUDA-core kernel's holds 8 vec4
+// per invocation, 512 at least).
+static_assert(2 * TK_DECODE_ATTENTION_MAX_SPLITS <= TK_DECODE_ATTENTION_TC_SCRATCH(64u, 0),
+              "the merge's scratch must hold two vec4 per split");
+// Arrival counters a call needs: one per group of any geometry (chunks of
+// at least 4 rows), so that they serve every smaller batch.
+inline std::int64_t decode_attention_arrival_slots(const DecodeAttentionProblem& p) {
+  return decode_attention_groups(p, 1);
 }
 
 // Regions of the workspace for a geometry: the split states' o and their

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// One row quad's merge over the split states of its group: statements
+// (in a block of their own, so they may be included once per quad), used
+// by the merge kernel (decode_attention_merge.comp) and by the first
+// dispatch's last-arriving workgroup (decode_attention_finish.glsl,
+// PUBLISH 2).
+//
+// The includer holds inv, WG, PAIRS, group (its states are group * splits
+// .. + splits - 1, each with ROW_VECS row quads) and s_scratch (at least
+// 2 * splits vec4, free), and defines
+// - TK_MERGE_QUAD: the quad merged (rows 4 q .. 4 q + 3 of each state);
+// - TK_MERGE_M, TK_MERGE_L, TK_MERGE_O(i): where the merged maximum, sum
+//   and o go (o_fin's 2 PAIRS vec4 of the quad: i = 2 n + h for dim
+//   2 (inv + n WG) + h), the same in every invocation for m and l.
+// Every invocation reaches it; it ends with a barrier pending: the
+// includer barriers before it writes s_scratch again.
+{
+  const uint ms_first = group * pc.splits, ms_count = pc.splits;
+  // States whose o loads are in flight together (32 vec4 per invocation).
+  const uint MS_BATCH = 16u / PAIRS;
+  // The states' o, a batch at a time (past the last state: the last again,
+  // weighted 0), with no control flow between the loads and their use, so
+  // that a batch is one round trip. Only invocations that hold output pairs
+  // load (with PAIRS == 1, those below DIM / 2).
+  const bool merges = PAIRS > 1u || inv < DIM / 2u;
+  vec4 os[MS_BATCH * PAIRS * 2u];
+#define TK_MERGE_LOAD(s0)                                                                                    \
+  if (merges)                                                                                                \
+    [[unroll]] for (uint u = 0; u < MS_BATCH; ++u) {                                                         \
+      const uint s = min((s0) + u, ms_count - 1u);                                                           \
+      [[unroll]] for (uint n = 0; n < PAIRS; ++n) {                                                          \
+        const uint p = min(inv + n * WG, DIM / 2u - 1u);                                                     \
+        [[unroll]] for (uint h = 0; h < 2u; ++h)                                                             \
+          os[(u * PAIRS + n) * 2u + h] = work[((ms_first + s) * DIM + 2u * p + h) * ROW_VECS + TK_MERGE_QUAD]; \
+      }                                                                                                      \
+    }
+  // The first batch's o and every state's (m, l) in one round trip; the
+  // maximum over the non-empty states; each state's weight once; l.
+  TK_MERGE_LOAD(0u)
+  for (uint s = inv; s < ms_count; s += WG) {
+    s_scratch[2u * s] = work[pc.ml_at + ((ms_first + s) * ROW_VECS + TK_MERGE_QUAD) * 2u];
+    s_scratch[2u * s + 1u] = work[pc.ml_at + ((ms_first + s) * ROW_VECS + TK_MERGE_QUAD) * 2u + 1u];
+  }
+  barrier();
+  TK_MERGE_M = NEG_INF4;
+  for (uint s = 0; s < ms_count; ++s) TK_MERGE_M = max4(TK_MERGE_M, s_scratch[2u * s], s_scratch[2u * s + 1u]);
+  barrier();
+  for (uint s = inv; s < ms_count; s += WG) s_scratch[2u * s] = weight4(s_scratch[2u * s], s_scratch[2u * s + 1u], TK_MERGE_M);
+  barrier();
+  TK_MERGE_L = vec4(0.0);
+  for (uint s = 0; s < ms_count; ++s) TK_MERGE_L += s_scratch[2u * s] * s_scratch[2u * s + 1u];
+  [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) = vec4(0.0);
+  for (uint s0 = 0; s0 < ms_count; s0 += MS_BATCH) {
+    if (s0 > 0u) TK_MERGE_LOAD(s0)
+    if (merges)
+      [[unroll]] for (uint u = 0; u < MS_BATCH; ++u) {
+        const uint s = min(s0 + u, ms_count - 1u);
+        const vec4 w = s_scratch[2u * s];
+        // Empty states' o is never written: selected away, not multiplied.
+        const bvec4 full = s0 + u < ms_count ? notEqual(s_scratch[2u * s + 1u], vec4(0.0)) : bvec4(false);
+        [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) += mix(vec4(0.0), w * os[u * PAIRS * 2u + i], full);
+      }
+  }
+#undef TK_MERGE_LOAD
+}
