@@ -306,6 +306,10 @@ void main() {
   if (lo >= hi) lo = hi = 0;
   const uint nb = (uint(hi) - (TK_TC_LANES != 0 ? uint(lo) & ~15u : uint(lo)) + BT - 1u) / BT;
   const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
+  const uint half_ = warp % HALVES;  // the subgroup's half of the dims
+#if TK_TC_LANES
+#include "decode_attention_tc_lanes_first.glsl"
+#endif
 
   barrier();
 #if TK_TC_LANES
@@ -375,7 +379,6 @@ void main() {
 #endif
   barrier();
   TK_MMA_A qa[DT][TK_MMA_PARTS];
-  const uint half_ = warp % HALVES;  // the subgroup's half of the dims
   [[unroll]] for (uint t = 0; t < DT; ++t) TK_MMA_LOAD_A_ROW(qa[t], smem, half_ * (DL / 8u) + 2u * t, KS);
   TK_MMA_C row_of[TK_MMA_PARTS];  // element i of part p sits in row tk_cm_pos(row_of[p][i])
   TK_MMA_LOAD_C_ROW(row_of, smem, IDX_OFF, 4u);

@@ -40,12 +40,10 @@
 // into the dead query area (one uvec4 per lane: at most 8 rows, elements
 // 0 .. 3), and after a barrier adds its partner's, so both hold the same S
 // (a + b = b + a) and go through the same softmax.
+// The lane's place in the tiles, the load macros and the first tiles'
+// loads come from decode_attention_tc_lanes_first.glsl (included before
+// the prologue).
 {
-  const uint g = lane / 4u, j4 = lane % 4u;
-  const uint slot = warp / HALVES;
-  // Where the lane's shares start: word (past the other half's words) and bit.
-  const uint k_at = half_ * (DL * K_BITS / 32u) + j4 * K_SHARE / 32u, k_sh = j4 * K_SHARE % 32u;
-  const uint v_at = half_ * (DL * V_BITS / 32u) + g * V_SHARE / 32u, v_sh = g * V_SHARE % 32u;
   // Two codes (a pair, up to 4 bits) or one, from the lane's copy of V's
   // table and of K's: BITS-bit field `f` of the share in w[0 .. n).
 #define TK_TC_FIELD(w, n, f, BITS) TK_CODE(w, n, f, (BITS) <= 4u ? 2u * (BITS) : (BITS))
@@ -63,32 +61,6 @@
   const float qc[2] = K_CENTRED != 0u ? float[2](s_qc[g], s_qc[g + 8u]) : float[2](0.0, 0.0);
   float m_r[2] = float[2](TK_NEG_INF, TK_NEG_INF), mo_r[2] = float[2](TK_NEG_INF, TK_NEG_INF);
   float l_r[2] = float[2](0.0, 0.0);
-  // K's words are loaded two tiles ahead (S is formed one tile ahead), V's
-  // and the norms one tile ahead: kc, the next tile's K shares (keys g and
-  // g + 8), kc_nn the one after; vc, kn, vn this tile's V shares and norms
-  // of its keys, vc_n, kn_n, vn_n the next tile's.
-  uint kc[2u * LKR], kc_nn[2u * LKR], vc[4u * LVR], vc_n[4u * LVR];
-  float kn[4], vn[4], kn_n[4], vn_n[4];
-  [[unroll]] for (uint i = 0; i < 2u * LKR; ++i) kc[i] = kc_nn[i] = 0u;  // defined before the first copy
-  // The widest load of a share of SHARE bits (starting on a word boundary
-  // when SHARE is a multiple of 32).
-#define TK_TC_SHARE_VEC(SHARE) ((SHARE) % 128u == 0u ? 4u : (SHARE) % 64u == 0u ? 2u : 1u)
-#define TK_TC_ROW_BASE(page, tile) (((page) * pc.kv_heads + kvh) * PAGE_TOKENS + (tile) % PAGE_TOKENS)
-#define TK_TC_LANES_LOAD_K(KC, page, tile)                                                           \
-  [[unroll]] for (uint h = 0; h < 2u; ++h) {                                                          \
-    uint d_[LKR];                                                                                     \
-    TK_LOAD_WORDS(d_, LKR, KW, k_words, k_words2, k_words4, TK_TC_ROW_BASE(page, tile) + g + 8u * h, k_at, TK_TC_SHARE_VEC(K_SHARE)) \
-    [[unroll]] for (uint i = 0; i < LKR; ++i) KC[h * LKR + i] = d_[i];                                \
-  }
-#define TK_TC_LANES_LOAD_V(VC, KN, VN, page, tile)                                                   \
-  [[unroll]] for (uint c = 0; c < 4u; ++c) {                                                          \
-    const uint row_ = TK_TC_ROW_BASE(page, tile) + 2u * j4 + (c & 1u) + 8u * (c >> 1);                \
-    uint d_[LVR];                                                                                     \
-    TK_LOAD_WORDS(d_, LVR, VW, v_words, v_words2, v_words4, row_, v_at, TK_TC_SHARE_VEC(V_SHARE))       \
-    [[unroll]] for (uint i = 0; i < LVR; ++i) VC[c * LVR + i] = d_[i];                                \
-    KN[c] = TK_LOAD_NORM(NORM_DTYPE, k_norms, row_);                                                  \
-    VN[c] = TK_LOAD_NORM(NORM_DTYPE, v_norms, row_);                                                  \
-  }
   // S = Q K^T over a tile from its K shares KC: K^T's tile t from keys g
   // and g + 8's codes of it. The shares' words, each share from its word 0,
   // bit 0 (a word past a share's last loaded one repeats it: those bits are
@@ -125,18 +97,9 @@
     const vec4 p_ = uintBitsToFloat(smem[((warp ^ 1u) * 2u + (buf)) * 32u + lane]);                   \
     [[unroll]] for (uint i = 0; i < 4u; ++i) S[i] += p_[i];                                  \
   }
-  const uint base = uint(lo) & ~15u;
+  if (LANES_LATE) TK_TC_LANES_FIRST_LOADS()
   TK_MMA_C s_cur;  // this tile's S
-  uint page1 = 0u, page2 = 0u;  // the page ids of the next two tiles
   if (b0 < b1) {
-    const uint t0 = base + b0 * BT + slot * KT;
-    const uint page0 = load_page(seq, t0 / PAGE_TOKENS);
-    page1 = load_page(seq, (t0 + BT) / PAGE_TOKENS);  // one round trip for both
-    uint kc0[2u * LKR];
-    TK_TC_LANES_LOAD_K(kc0, page0, t0)
-    TK_TC_LANES_LOAD_V(vc, kn, vn, page0, t0)
-    if (b0 + 1u < b1) TK_TC_LANES_LOAD_K(kc, page1, t0 + BT)
-    page2 = load_page(seq, (t0 + 2u * BT) / PAGE_TOKENS);
     TK_TC_LANES_S(s_cur, kc0)
     if (HALVES > 1u) {
       TK_TC_SX_PUT(s_cur, b0 & 1u)
@@ -239,6 +202,7 @@
     page2 = page3;
   }
 #undef TK_TC_LANES_S
+#undef TK_TC_LANES_FIRST_LOADS
 #undef TK_TC_SX_ADD
 #undef TK_TC_SX_PUT
 #undef TK_TC_LANES_LOAD_V
