@@ -46,13 +46,8 @@ void main() {
   const uint q_heads = pc.kv_heads * pc.gqa;
   const uint row0 = chunk * 4u * SRV + 4u * quad;
   if (row0 >= pc.gqa * pc.q_len) return;  // a quad of padding rows (uniform)
-  // The Hadamard signs of the invocation's output dims, loaded with the
-  // states rather than after the transform (a round trip less).
-  float v_sign[PAIRS * 2u];
-  [[unroll]] for (uint n = 0; n < PAIRS; ++n)
-    [[unroll]] for (uint h = 0; h < 2u; ++h)
-      v_sign[n * 2u + h] = V_ROT == 1u ? tables[V_ROTATION_AT + 2u * min(inv + n * WG, DIM / 2u - 1u) + h] : 0.0;
-#define TK_V_SIGN(n, h, d) v_sign[(n) * 2u + (h)]
+  // V's signs loaded with the states.
+  TK_LOAD_V_SIGNS(v_sign, true)
 
   vec4 m_fin[1], l_fin[1], o_fin[PAIRS * 2u];
 #define TK_MERGE_QUAD quad

@@ -227,6 +227,15 @@ shared float s_red[WG];
       [[unroll]] for (uint t_ = 0; t_ < DT; ++t_) o_acc[t_][p_][i_] *= a_;   \
     }
 
+// The power of two 2^e that brings a row's largest magnitude m into
+// [256, 512) (1 for 0, infinities and NaN).
+float q_pow2(float m) {
+  int ex = 0;
+  frexp(m, ex);  // m = f 2^ex, f in [0.5, 1)
+  ex = m > 0.0 && !isinf(m) && !isnan(m) ? clamp(ex - 9, -100, 100) : 0;
+  return exp2(float(ex));
+}
+
 void main() {
   const uint inv = gl_LocalInvocationID.x;
   const uint warp = gl_SubgroupID, lane = inv % SUBGROUP;  // full subgroups (the pipeline requires its size)
@@ -260,13 +269,31 @@ void main() {
   // The queries (loaded with seq_len and the codebooks: one round trip),
   // rotated once (as decode_attention.comp) and scaled, then per
   // row a power of two 2^-e that brings the largest into [256, 512),
-  // as fp16 rows in subgroup 0's stage (row stride KS).
-  for (uint e = inv; e < MR * DIM; e += WG) {
-    const uint r = e / DIM, d = e % DIM, rg = row0 + r;
-    float v = 0.0;
-    if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(q_element(seq, rg, kvh, d));
-    if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
-    SF(e) = v;
+  // as fp16 rows in subgroup 0's stage (row stride KS). Invocation inv
+  // ends with QPI consecutive elements of row inv / QL in qv. Where the QL
+  // invocations of a row share a subgroup and the rotation is a Hadamard
+  // transform (or none), they hold them from the start and transform
+  // them through shuffles (Q_SHUFFLE: no barrier); else the rows go
+  // through the scratch.
+  const uint QPI = MR * DIM / WG, QL = WG / MR;
+  const bool Q_SHUFFLE = K_ROT != 2u && SUBGROUP >= QL;
+  float qv[QPI];
+  if (Q_SHUFFLE) {
+    const uint r = inv / QL, rg = row0 + r, d0 = inv % QL * QPI;
+    [[unroll]] for (uint k = 0; k < QPI; ++k) {
+      float v = 0.0;
+      if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(q_element(seq, rg, kvh, d0 + k));
+      if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d0 + k];
+      qv[k] = v;
+    }
+  } else {
+    for (uint e = inv; e < MR * DIM; e += WG) {
+      const uint r = e / DIM, d = e % DIM, rg = row0 + r;
+      float v = 0.0;
+      if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(q_element(seq, rg, kvh, d));
+      if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
+      SF(e) = v;
+    }
   }
   const int len = clamp(seq_len, 0, int(pc.max_pages * PAGE_TOKENS));
 
@@ -315,42 +342,65 @@ void main() {
 #if TK_TC_LANES
   [[unroll]] for (uint i = inv; i < TK_TC_LUT_USED(V_BITS) * 16u; i += WG) s_lut[i / 16u][i % 16u] = TK_TC_LUT_ENTRY(s_cbv, V_BITS, i / 16u);
 #endif
-  if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
-  const uint QPI = MR * DIM / WG;  // consecutive elements per invocation, within one row
-  float qv[QPI];
   float qmax = 0.0;
-  [[unroll]] for (uint k = 0; k < QPI; ++k) {
-    const uint e = inv * QPI + k, r = e / DIM, d = e % DIM;
-    float v = 0.0;
-    if (K_ROT == 2u) {
-      for (uint j = 0; j < DIM; ++j) v = fma(tables[K_ROTATION_AT + d * DIM + j], SF(r * DIM + j), v);
-    } else {
-      v = SF(r * DIM + d);
+  if (Q_SHUFFLE) {
+    if (K_ROT == 1u) {
+      // H's butterflies over the bits of k, then over those of inv % QL.
+      [[unroll]] for (uint b = 1u; b < QPI; b <<= 1)
+        [[unroll]] for (uint k = 0; k < QPI; ++k)
+          if ((k & b) == 0u) {
+            const float a = qv[k], c = qv[k + b];
+            qv[k] = a + c;
+            qv[k + b] = a - c;
+          }
+      [[unroll]] for (uint b = 1u; b < QL; b <<= 1) {
+        const bool upper = (inv & b) != 0u;
+        [[unroll]] for (uint k = 0; k < QPI; ++k) {
+          const float y = subgroupShuffleXor(qv[k], b);
+          qv[k] = upper ? y - qv[k] : qv[k] + y;
+        }
+      }
     }
-    qv[k] = v * q_scale;
-    qmax = max(qmax, abs(qv[k]));
+    [[unroll]] for (uint k = 0; k < QPI; ++k) {
+      qv[k] *= q_scale;
+      qmax = max(qmax, abs(qv[k]));
+    }
+    [[unroll]] for (uint b = 1u; b < QL; b <<= 1) qmax = max(qmax, subgroupShuffleXor(qmax, b));
+  } else {
+    if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
+    [[unroll]] for (uint k = 0; k < QPI; ++k) {
+      const uint e = inv * QPI + k, r = e / DIM, d = e % DIM;
+      float v = 0.0;
+      if (K_ROT == 2u) {
+        for (uint j = 0; j < DIM; ++j) v = fma(tables[K_ROTATION_AT + d * DIM + j], SF(r * DIM + j), v);
+      } else {
+        v = SF(r * DIM + d);
+      }
+      qv[k] = v * q_scale;
+      qmax = max(qmax, abs(qv[k]));
+    }
+    s_red[inv] = qmax;
+    barrier();  // also: the scratch's queries are read
+    if (inv < MR) {
+      float m = 0.0;
+      for (uint i = 0; i < QL; ++i) m = max(m, s_red[inv * QL + i]);
+      s_qf[inv] = q_pow2(m);
+    }
   }
-  s_red[inv] = qmax;
-  barrier();  // also: the scratch's queries are read
+  // The row's 2^e (Q_SHUFFLE: every invocation of the row has its maximum).
+  const float q_pow = Q_SHUFFLE ? q_pow2(qmax) : 1.0;
+  if (Q_SHUFFLE && inv % QL == 0u) s_qf[inv / QL] = q_pow;
 #if TK_TC_LANES
   if (K_OWN_LUT)
     [[unroll]] for (uint i = inv; i < TK_TC_LUT_USED(K_BITS) * 16u; i += WG) SF(i) = uintBitsToFloat(TK_TC_LUT_ENTRY(s_cbk, K_BITS, i / 16u));
 #endif
-  if (inv < MR) {
-    float m = 0.0;
-    for (uint i = 0; i < WG / MR; ++i) m = max(m, s_red[inv * (WG / MR) + i]);
-    int ex = 0;
-    frexp(m, ex);  // m = f 2^ex, f in [0.5, 1)
-    ex = m > 0.0 && !isinf(m) && !isnan(m) ? clamp(ex - 9, -100, 100) : 0;
-    s_qf[inv] = exp2(float(ex));
-    if (K_CENTRED != 0u) {
-      float c = 0.0;
-      for (uint i = 0; i < WG / MR; ++i) c += s_qcp[inv * (WG / MR) + i];
-      s_qc[inv] = c * pc.scale;
-    }
+  if (K_CENTRED != 0u && inv < MR) {
+    float c = 0.0;
+    for (uint i = 0; i < QL; ++i) c += s_qcp[inv * QL + i];
+    s_qc[inv] = c * pc.scale;
   }
-  barrier();
+  if (!Q_SHUFFLE) barrier();  // s_qf
 #if TK_TC_LANES
   // Scaled into fp16 pairs straight from the registers: in the half of the
   // row of dims DL c .., Q's column 16 t + k holds dim
@@ -360,7 +410,7 @@ void main() {
   // of the row, with t = (e % (DL / 4)) / 4.
   {
     const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
-    const float f = 1.0 / s_qf[r];
+    const float f = 1.0 / (Q_SHUFFLE ? q_pow : s_qf[r]);
     [[unroll]] for (uint k = 0; k < QPI; k += 2u) {
       const uint d = d0 + k, e = d % DL;
       const uint w = d / DL * (DL / 2u) + 8u * ((e % (DL / 4u)) / 4u) + 4u * ((e / 2u) % 2u) + e / (DL / 4u);
@@ -370,7 +420,7 @@ void main() {
 #else
   {
     const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
-    const float f = 1.0 / s_qf[r];
+    const float f = 1.0 / (Q_SHUFFLE ? q_pow : s_qf[r]);
     [[unroll]] for (uint k = 0; k < QPI; k += 2u) {
       const uint w = 4u * r * KS + (d0 + k) / 2u;
       smem[w / 4u][w % 4u] = tk_f32_to_f16(qv[k] * f) | (tk_f32_to_f16(qv[k + 1u] * f) << 16);
@@ -471,5 +521,6 @@ void main() {
       m_fin[r][k] = s_mf[4u * r + k];
       l_fin[r][k] = s_lf[4u * r + k];
     }
+#define TK_FINISH_SHUFFLE 1
 #include "../common/decode_attention_finish.glsl"
 }

@@ -14,7 +14,8 @@
 // (ROWS = 4 RV rows), DIM, PAIRS (output dim pairs per invocation), the
 // bindings (work, sinks, tables, out_f32 / out_16, lse_out), the push
 // constants pc, the shared s_scratch (at least ROWS * DIM / 4 vec4) read
-// as floats through SF(i), and the helper output4.
+// as floats through SF(i), and the helper output4. Defining
+// TK_FINISH_SHUFFLE 1, it also vouches for its subgroups (below).
 //
 // main() holds inv, seq, kvh, q_heads, group, split, row0 and the state,
 // the same in every invocation for m_fin, l_fin: rows
@@ -22,7 +23,7 @@
 // p = inv + n WG in o_fin[(v * PAIRS + n) * 2 + h] (rotated V domain, not
 // divided by l). Every invocation of the workgroup reaches it.
 #ifndef TK_DECODE_ATTENTION_MERGE
-#define TK_V_SIGN(n, h, d) tables[V_ROTATION_AT + (d)]
+  TK_LOAD_V_SIGNS(v_sign, PUBLISH != 1u)  // under the publication and the merge
   if (PUBLISH != 0u) {
     // State group * splits + split: o at dims d of rows 4v ..
     // 4v + 3 in work[(state * DIM + d) * RV + v], (m, l) in work[ml_at +
@@ -103,6 +104,45 @@
   }
 
   // V's rotation undone: Hadamard x = s * (H y) / sqrt(DIM); dense x = R^T y.
+#if TK_FINISH_SHUFFLE
+  // The includer's subgroups are full, of SUBGROUP invocations each, in
+  // order (inv = subgroup * SUBGROUP + lane), and have shuffles. With one
+  // pair per invocation, dim d = 2 inv + h: H's butterflies over d's bit 0
+  // are within the registers, over the next log2 SUBGROUP bits (the lane's)
+  // through shuffles, and those over the bits above (the subgroup's) in one
+  // pass through the scratch, each dim summing its coset's values with
+  // signs (-1)^popcount(own bits & other's).
+  if (V_ROT == 1u && PAIRS == 1u) {
+    [[unroll]] for (uint r = 0; r < RV; ++r) {
+      vec4 x0 = o_fin[2u * r] + o_fin[2u * r + 1u], x1 = o_fin[2u * r] - o_fin[2u * r + 1u];
+      [[unroll]] for (uint s = 1u; s < SUBGROUP && s < DIM / 2u; s <<= 1) {
+        const vec4 y0 = subgroupShuffleXor(x0, s), y1 = subgroupShuffleXor(x1, s);
+        const bool upper = (inv & s) != 0u;
+        x0 = upper ? y0 - x0 : x0 + y0;
+        x1 = upper ? y1 - x1 : x1 + y1;
+      }
+      o_fin[2u * r] = x0;
+      o_fin[2u * r + 1u] = x1;
+    }
+    if (DIM / 2u > SUBGROUP) {
+      if (inv < DIM / 2u)
+        [[unroll]] for (uint h = 0; h < 2u; ++h)
+          [[unroll]] for (uint r = 0; r < ROWS; ++r) SF(r * DIM + 2u * inv + h) = o_fin[(r / 4u) * 2u + h][r % 4u];
+      barrier();
+      const uint p = min(inv, DIM / 2u - 1u), own = p / SUBGROUP, lane_p = p % SUBGROUP;
+      [[unroll]] for (uint h = 0; h < 2u; ++h)
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+          float v = 0.0;
+          for (uint j = 0; j < DIM / 2u / SUBGROUP; ++j) {
+            const float y = SF(r * DIM + 2u * (j * SUBGROUP + lane_p) + h);
+            v += (bitCount(j & own) & 1u) != 0u ? -y : y;
+          }
+          o_fin[(r / 4u) * 2u + h][r % 4u] = v;
+        }
+    }
+    [[unroll]] for (uint i = 0; i < RV * 2u; ++i) o_fin[i] *= v_sign[i % 2u] * pc.inv_sqrt_dim;
+  } else
+#endif
   if (V_ROT != 0u) {
     [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
       const uint p = inv + n * WG;
@@ -119,7 +159,7 @@
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           float v;
           if (V_ROT == 1u) {
-            v = SF(r * DIM + d) * TK_V_SIGN(n, h, d) * pc.inv_sqrt_dim;
+            v = SF(r * DIM + d) * v_sign[n * 2u + h] * pc.inv_sqrt_dim;
           } else {
             v = 0.0;
             for (uint j = 0; j < DIM; ++j) v = fma(tables[V_ROTATION_AT + j * DIM + d], SF(r * DIM + j), v);

@@ -45,6 +45,17 @@ shared uint s_arrival;  // what the workgroup's arrival found
 #define SF(i) s_scratch[(i) >> 2][(i) & 3u]
 #define NEG_INF4 vec4(TK_NEG_INF)
 
+// V's Hadamard signs of an invocation's output dims (PAIRS pairs, dims
+// 2 (inv + n WG) + h) into float v_sign[PAIRS * 2] (0 where V has no
+// Hadamard rotation or `need` is false), for decode_attention_finish.glsl's
+// TK_V_SIGN: loaded ahead of the transform, so that their round trip runs
+// under earlier work rather than after it.
+#define TK_LOAD_V_SIGNS(v_sign, need)                                                                         \
+  float v_sign[PAIRS * 2u];                                                                                 \
+  [[unroll]] for (uint n_ = 0; n_ < PAIRS; ++n_)                                                            \
+    [[unroll]] for (uint h_ = 0; h_ < 2u; ++h_)                                                             \
+      v_sign[n_ * 2u + h_] = V_ROT == 1u && (need) ? tables[V_ROTATION_AT + 2u * min(inv + n_ * WG, DIM / 2u - 1u) + h_] : 0.0;
+
 float load_q(uint i) { return Q_DTYPE == TK_F32 ? q_f32[i] : tk_load16(Q_DTYPE, q_16[i >> 1], i); }
 
 // Where dim d of query row rg (new token rg / gqa, query head kvh * gqa +
