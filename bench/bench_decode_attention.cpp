@@ -331,6 +331,9 @@ BENCHMARK(BM_DecodeAttentionRawBf16Sweep)
     ->Name("Sweep_DecodeAttentionRawBf16")
     ->ArgsProduct({{1}, {32768, 131072}, {1}, {128}, {1}, {32, 64}, {1}})
     ->ArgsProduct({{32}, {4096}, {1}, {128}, {1}, {1, 2}, {1}})
-    ->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+    ->ArgsProduct({{1}, {1024, 4096}, {1}, {64, 128, 256}, {1}, {8, 16, 32, 64}, {1}})
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
