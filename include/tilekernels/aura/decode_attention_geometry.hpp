@@ -51,6 +51,14 @@ inline DecodeAttentionGeometry DecodeAttentionKernel::geometry(const Problem& p,
       {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}}};
   std::int64_t blocks = 1;
   for (const auto& c : candidates) {
+    // Where the larger blocks' splits merge in one dispatch (fused_merge()),
+    // they stay: smaller blocks mean more states for the last workgroup
+    // (bench/notes/2026-12-aura-short-context.md).
+    if (workspace && c[0] < g.workgroup) {
+      Geometry larger = g;
+      larger.splits = even_splits(split_cap(p, g, false), blocks);
+      if (fused_merge(p, larger)) break;
+    }
     g.workgroup = c[0];
     g.tokens_per_invocation = c[1];
     blocks = (keys + c[0] * c[1] - 1) / (c[0] * c[1]);
