@@ -34,7 +34,10 @@ inline std::uint32_t DecodeAttentionKernel::tokens_per_invocation(std::uint32_t 
 // row chunk) groups already, as many splits as reach the count, rounded
 // so the splits get equal numbers of blocks. More workgroups than that
 // lose: every split's state is merged, and one large block per workgroup
-// amortises its barriers over more keys. The tensor-core ones have fixed
+// amortises its barriers over more keys. Where the splits merge in one
+// dispatch (fused_merge()), its last workgroup reads every state: the
+// 128-invocation blocks stay, and one batch of states is taken where
+// splits stay short (below). The tensor-core ones have fixed
 // blocks (16 keys per subgroup; the staged one 4 subgroups and 16 rows) and
 // their own split rule at one workgroup per multiprocessor: their merge
 // reads 16-row states two at a time, and fewer splits won at every length
