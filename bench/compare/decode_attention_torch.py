@@ -4,7 +4,8 @@
 
 Shapes: 32 query heads, 8 KV heads (GQA 4:1), Dim 128, bf16:
   batch 1, q_len 1 at 1K, 4K, 32K and 128K keys; batch 32, q_len 1 at 4K keys
-  each; batch 1, q_len 4 at 32K keys (causal among the 4 new tokens).
+  each; batch 1, q_len 4 at 32K keys (causal among the 4 new tokens); batches
+  4 and 8, q_len 1 at 1K and 4K keys each.
 Layout: q [B, 32, q_len, 128], K/V [B, 8, S, 128], contiguous (SDPA's own
 layout: the gather of a paged cache is not timed, nor is any reshaping below).
 
@@ -59,6 +60,10 @@ CASES = [
     ("b1_s128k", 1, 1, 131072),
     ("b32_s4k", 32, 1, 4096),
     ("b1_q4_s32k", 1, 4, 32768),
+    ("b4_s1k", 4, 1, 1024),
+    ("b4_s4k", 4, 1, 4096),
+    ("b8_s1k", 8, 1, 1024),
+    ("b8_s4k", 8, 1, 4096),
 ]
 ROTATE_BYTES = 256 << 20  # > 5x the L2 of an H100 (50 MB) or H200
 MAX_COPIES = 64
