@@ -278,23 +278,17 @@ class DecodeAttentionKernel {
 
   // Arrival counters (Args::arrivals): how many a call needs (sized for the
   // largest batch, they serve every smaller one), the value each holds
-  // between calls, and the fill that sets them to it followed by a barrier
-  // that makes it visible to later compute work (recorded once, before the
-  // first call; never submitted here).
+  // between calls, and the fill that sets them to it between barriers that
+  // order it after earlier work on them and before later compute work
+  // (recorded once, before the first call; never submitted here).
   static std::int64_t arrival_slots(const Problem& p) { return decode_attention_arrival_slots(p); }
   static constexpr std::uint32_t arrival_tag = TK_DECODE_ATTENTION_ARRIVAL_TAG;
   void record_arrivals_init(vk::CommandBuffer cmd, const TensorRef& arrivals) const {
-    if (arrivals.dtype != DType::u32 || arrivals.offset % 4 || arrivals.size < std::uint64_t(arrivals.elements()) * 4)
+    if (arrivals.dtype != DType::u32 || arrivals.offset % 4 || arrivals.size < arrivals.bytes())
       throw Error(ErrorCode::invalid_argument,
                   tilekernels::detail::where(name, "arrivals") +
                       "expected u32 counters at a 4-byte offset, within their buffer range");
-    const auto& d = ctx_->dispatcher();
-    cmd.fillBuffer(arrivals.buffer, arrivals.offset, static_cast<vk::DeviceSize>(arrivals.elements()) * 4, arrival_tag,
-                   d);
-    const vk::MemoryBarrier filled(vk::AccessFlagBits::eTransferWrite,
-                                   vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
-    cmd.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {}, filled, {},
-                        {}, d);
+    tilekernels::detail::record_fill(*ctx_, cmd, arrivals, arrival_tag);
   }
 
   using WorkspaceLayout = DecodeAttentionWorkspace;

@@ -441,7 +441,7 @@ class Encode : public KernelBase<Encode<Config>, EncodeEnvelope> {
       const TensorRef row_sums = detail::workspace_region(*a.workspace, w.row_sums_at, w.row_sums_bytes);
       bindings.push_back(atomic ? row_sums : parts);
       bindings.push_back(counters);
-      if (!a.workspace->zeroed) detail::record_zero_fill(*ctx_, cmd, atomic ? row_sums : counters);
+      if (!a.workspace->zeroed) detail::record_fill(*ctx_, cmd, atomic ? row_sums : counters);
       const std::uint64_t row_blocks = (static_cast<std::uint64_t>(rows) + Config::few_rows_per_group - 1) /
                                        Config::few_rows_per_group;
       groups = row_blocks * (Config::dim / few_rows_block(v));

@@ -255,7 +255,7 @@ class FlashPass2 {
       bindings.push_back(detail::workspace_region(*a.workspace, o_at, w.o_bytes));
       bindings.push_back(detail::workspace_region(*a.workspace, o_at + w.ml_offset, w.ml_bytes));
       bindings.push_back(counters);
-      if (!a.workspace->zeroed) detail::record_zero_fill(*ctx_, cmd, counters);
+      if (!a.workspace->zeroed) detail::record_fill(*ctx_, cmd, counters);
     } else {
       bindings.insert(bindings.end(), {a.output, a.output, a.output});
     }

@@ -103,9 +103,10 @@ inline TensorRef workspace_region(const Workspace& w, std::uint64_t offset, std:
                    {static_cast<std::int64_t>((bytes + 3) / 4)}};
 }
 
-// Records a zero fill of `region` ordered after every earlier compute or
-// transfer access to it and before every later compute access.
-inline void record_zero_fill(const Context& ctx, vk::CommandBuffer cmd, const TensorRef& region) {
+// Records a fill of `region` with `word` (zero by default) ordered after
+// every earlier compute or transfer access to it and before every later
+// compute access.
+inline void record_fill(const Context& ctx, vk::CommandBuffer cmd, const TensorRef& region, std::uint32_t word = 0) {
   const auto& d = ctx.dispatcher();
   const vk::DeviceSize bytes = region.bytes();
   using A = vk::AccessFlagBits;
@@ -114,7 +115,7 @@ inline void record_zero_fill(const Context& ctx, vk::CommandBuffer cmd, const Te
                                        VK_QUEUE_FAMILY_IGNORED, VK_QUEUE_FAMILY_IGNORED, region.buffer, region.offset,
                                        bytes);
   cmd.pipelineBarrier(S::eComputeShader | S::eTransfer, S::eTransfer, {}, {}, before, {}, d);
-  cmd.fillBuffer(region.buffer, region.offset, bytes, 0u, d);
+  cmd.fillBuffer(region.buffer, region.offset, bytes, word, d);
   const vk::BufferMemoryBarrier after(A::eTransferWrite, A::eShaderRead | A::eShaderWrite, VK_QUEUE_FAMILY_IGNORED,
                                       VK_QUEUE_FAMILY_IGNORED, region.buffer, region.offset, bytes);
   cmd.pipelineBarrier(S::eTransfer, S::eComputeShader, {}, {}, after, {}, d);
