@@ -347,20 +347,8 @@ void main() {
   if (Q_SHUFFLE) {
     if (K_ROT == 1u) {
       // H's butterflies over the bits of k, then over those of inv % QL.
-      [[unroll]] for (uint b = 1u; b < QPI; b <<= 1)
-        [[unroll]] for (uint k = 0; k < QPI; ++k)
-          if ((k & b) == 0u) {
-            const float a = qv[k], c = qv[k + b];
-            qv[k] = a + c;
-            qv[k + b] = a - c;
-          }
-      [[unroll]] for (uint b = 1u; b < QL; b <<= 1) {
-        const bool upper = (inv & b) != 0u;
-        [[unroll]] for (uint k = 0; k < QPI; ++k) {
-          const float y = subgroupShuffleXor(qv[k], b);
-          qv[k] = upper ? y - qv[k] : qv[k] + y;
-        }
-      }
+      TK_FWHT_REGS(qv, QPI)
+      TK_FWHT_SHUFFLE(float, qv, QPI, inv, 1u, QL)
     }
     [[unroll]] for (uint k = 0; k < QPI; ++k) {
       qv[k] *= q_scale;

@@ -40,6 +40,7 @@
 #include "tilekernels/aura/encode_hadamard_abi.h"
 #include "../common/convert.glsl"
 #include "../common/aura_pack.glsl"
+#include "../common/hadamard.glsl"
 
 TK_DECLARE_SPEC(TK_ENCODE_HADAMARD_SPEC)
 TK_DECLARE_PUSH(TK_ENCODE_HADAMARD_PUSH)
@@ -282,24 +283,12 @@ void main() {
     [[unroll]] for (uint i = 0; i < V; ++i) v[i] *= pre;
 
   // Transform bits held in registers (e, then q).
-  [[unroll]] for (uint h = 1u; h < V; h <<= 1)
-    [[unroll]] for (uint i = 0; i < V; ++i)
-      if ((i & h) == 0u) {
-        const float a = v[i], b = v[i + h];
-        v[i] = a + b;
-        v[i + h] = a - b;
-      }
+  TK_FWHT_REGS(v, V)
   // Bits of j: across the row's invocations.
   if (T > 1u) {
     if (use_shuffle()) {
 #ifdef TK_SHUFFLE
-      [[unroll]] for (uint m = 1u; m < T; m <<= 1) {
-        const float sgn = (g_j & m) != 0u ? -1.0 : 1.0;  // the upper partner keeps o - v
-        [[unroll]] for (uint i = 0; i < V; ++i) {
-          const float o = subgroupShuffleXor(v[i], m);
-          v[i] = fma(v[i], sgn, o);
-        }
-      }
+      TK_FWHT_SHUFFLE(float, v, V, g_j, 1u, T)
 #endif
     } else {
       for (uint m = 1u; m < T; m <<= 1) {

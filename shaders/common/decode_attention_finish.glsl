@@ -114,15 +114,10 @@
   // signs (-1)^popcount(own bits & other's).
   if (V_ROT == 1u && PAIRS == 1u) {
     [[unroll]] for (uint r = 0; r < RV; ++r) {
-      vec4 x0 = o_fin[2u * r] + o_fin[2u * r + 1u], x1 = o_fin[2u * r] - o_fin[2u * r + 1u];
-      [[unroll]] for (uint s = 1u; s < SUBGROUP && s < DIM / 2u; s <<= 1) {
-        const vec4 y0 = subgroupShuffleXor(x0, s), y1 = subgroupShuffleXor(x1, s);
-        const bool upper = (inv & s) != 0u;
-        x0 = upper ? y0 - x0 : x0 + y0;
-        x1 = upper ? y1 - x1 : x1 + y1;
-      }
-      o_fin[2u * r] = x0;
-      o_fin[2u * r + 1u] = x1;
+      vec4 x[2] = vec4[2](o_fin[2u * r] + o_fin[2u * r + 1u], o_fin[2u * r] - o_fin[2u * r + 1u]);
+      TK_FWHT_SHUFFLE(vec4, x, 2u, inv, 1u, min(SUBGROUP, DIM / 2u))
+      o_fin[2u * r] = x[0];
+      o_fin[2u * r + 1u] = x[1];
     }
     if (DIM / 2u > SUBGROUP) {
       if (inv < DIM / 2u)
