@@ -54,6 +54,7 @@ void main() {
 #define TK_MERGE_M m_fin[0]
 #define TK_MERGE_L l_fin[0]
 #define TK_MERGE_O(i) o_fin[i]
+#define TK_MERGE_TEAMS 1u
 #include "../common/decode_attention_merge_states.glsl"
   barrier();  // the weights are read before the scratch holds the rows
 

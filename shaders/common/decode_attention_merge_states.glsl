@@ -7,29 +7,40 @@
 //
 // The includer holds inv, WG, PAIRS, group (its states are group * splits
 // .. + splits - 1, each with ROW_VECS row quads) and s_scratch (at least
-// 2 * splits vec4, free), and defines
+// 2 * splits vec4, free; with teams also (TK_MERGE_TEAMS - 1) DIM vec4),
+// and defines
 // - TK_MERGE_QUAD: the quad merged (rows 4 q .. 4 q + 3 of each state);
 // - TK_MERGE_M, TK_MERGE_L, TK_MERGE_O(i): where the merged maximum, sum
 //   and o go (o_fin's 2 PAIRS vec4 of the quad: i = 2 n + h for dim
-//   2 (inv + n WG) + h), the same in every invocation for m and l.
+//   2 (inv + n WG) + h), the same in every invocation for m and l;
+// - TK_MERGE_TEAMS: 1, or (only with PAIRS == 1 and WG at least that many
+//   times DIM / 2) the teams of DIM / 2 invocations that share the states.
+//   Team t = inv / (DIM / 2) sums o over states t MS_BATCH .. of each
+//   batch, and team 0 adds the other teams' sums: a batch of the same 16
+//   states holds 1 / TK_MERGE_TEAMS of the registers.
 // Every invocation reaches it; it ends with a barrier pending: the
 // includer barriers before it writes s_scratch again.
 {
   const uint ms_first = group * pc.splits, ms_count = pc.splits;
-  // States whose o loads are in flight together (32 vec4 per invocation).
-  const uint MS_BATCH = 16u / PAIRS;
+  const uint MS_TEAMS = TK_MERGE_TEAMS;
+  // States whose o loads are in flight together, per team (32 vec4 per
+  // output pair, shared among its teams).
+  const uint MS_BATCH = 16u / PAIRS / MS_TEAMS;
+  const uint ms_team = MS_TEAMS > 1u ? inv / (DIM / 2u) : 0u;
+  const uint ms_inv = MS_TEAMS > 1u ? inv % (DIM / 2u) : inv;  // the invocation of team 0 with the same pairs
   // The states' o, a batch at a time (past the last state: the last again,
   // weighted 0), with no control flow between the loads and their use, so
   // that a batch is one round trip. Only invocations that hold output pairs
-  // load (with PAIRS == 1, those below DIM / 2).
-  const bool merges = PAIRS > 1u || inv < DIM / 2u;
+  // (or a team's copy of them) load: with PAIRS == 1, those below
+  // MS_TEAMS DIM / 2.
+  const bool merges = PAIRS > 1u || inv < MS_TEAMS * (DIM / 2u);
   vec4 os[MS_BATCH * PAIRS * 2u];
 #define TK_MERGE_LOAD(s0)                                                                                    \
   if (merges)                                                                                                \
     [[unroll]] for (uint u = 0; u < MS_BATCH; ++u) {                                                         \
-      const uint s = min((s0) + u, ms_count - 1u);                                                           \
+      const uint s = min((s0) + ms_team * MS_BATCH + u, ms_count - 1u);                                      \
       [[unroll]] for (uint n = 0; n < PAIRS; ++n) {                                                          \
-        const uint p = min(inv + n * WG, DIM / 2u - 1u);                                                     \
+        const uint p = min(ms_inv + n * WG, DIM / 2u - 1u);                                                  \
         [[unroll]] for (uint h = 0; h < 2u; ++h)                                                             \
           os[(u * PAIRS + n) * 2u + h] = work[((ms_first + s) * DIM + 2u * p + h) * ROW_VECS + TK_MERGE_QUAD]; \
       }                                                                                                      \
@@ -50,16 +61,25 @@
   TK_MERGE_L = vec4(0.0);
   for (uint s = 0; s < ms_count; ++s) TK_MERGE_L += s_scratch[2u * s] * s_scratch[2u * s + 1u];
   [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) = vec4(0.0);
-  for (uint s0 = 0; s0 < ms_count; s0 += MS_BATCH) {
+  for (uint s0 = 0; s0 < ms_count; s0 += MS_BATCH * MS_TEAMS) {
     if (s0 > 0u) TK_MERGE_LOAD(s0)
     if (merges)
       [[unroll]] for (uint u = 0; u < MS_BATCH; ++u) {
-        const uint s = min(s0 + u, ms_count - 1u);
+        const uint at = s0 + ms_team * MS_BATCH + u, s = min(at, ms_count - 1u);
         const vec4 w = s_scratch[2u * s];
         // Empty states' o is never written: selected away, not multiplied.
-        const bvec4 full = s0 + u < ms_count ? notEqual(s_scratch[2u * s + 1u], vec4(0.0)) : bvec4(false);
+        const bvec4 full = at < ms_count ? notEqual(s_scratch[2u * s + 1u], vec4(0.0)) : bvec4(false);
         [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) += mix(vec4(0.0), w * os[u * PAIRS * 2u + i], full);
       }
+  }
+  if (MS_TEAMS > 1u) {
+    barrier();  // the weights are read
+    if (merges && ms_team > 0u)
+      [[unroll]] for (uint i = 0; i < 2u; ++i) s_scratch[((ms_team - 1u) * 2u + i) * (DIM / 2u) + ms_inv] = TK_MERGE_O(i);
+    barrier();
+    if (ms_team == 0u)
+      for (uint t = 1u; t < MS_TEAMS; ++t)
+        [[unroll]] for (uint i = 0; i < 2u; ++i) TK_MERGE_O(i) += s_scratch[((t - 1u) * 2u + i) * (DIM / 2u) + inv];
   }
 #undef TK_MERGE_LOAD
 }
