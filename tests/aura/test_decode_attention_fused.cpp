@@ -2,8 +2,9 @@
 // aura::DecodeAttention's one-dispatch split (Geometry::fused_merge): each
 // group's last workgroup to arrive at its counter (Args::arrivals) merges
 // the split states. On the CUDA-core variants (forced here: a CPU device's
-// plan keeps two dispatches): the reference, the two-dispatch result to
-// an ulp (the merge is the same code in the same order), the counters
+// plan keeps two dispatches): the reference, the two-dispatch result
+// (lse to an ulp, the output to an ulp plus the bound on summing the
+// states in the teams' order: expect_fused_merge_same), the counters
 // left at the tag by every call, counters that were never initialised or
 // were overwritten (every row NaN, never a hang or a silent result), and
 // the checks before recording. The tensor-core variants' fused merge is

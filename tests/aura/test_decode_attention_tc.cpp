@@ -172,7 +172,8 @@ TEST_F(DecodeAttentionTensorCore, EmptyAttention) {
 }
 
 // The one-dispatch split (the last workgroup to arrive merges): the output
-// of two dispatches (to an ulp), at 4 and 16 rows per KV head.
+// of two dispatches (expect_fused_merge_same's bounds), at 4 and 16 rows
+// per KV head.
 TEST_F(DecodeAttentionTensorCore, FusedMerge) {
   for (const Variant<Problem>* tc : tensor_cores<F16Out>()) {
     SCOPED_TRACE(std::string(tc->name));
