@@ -60,11 +60,12 @@
 #define TK_MERGE_M m_fin[r]
 #define TK_MERGE_L l_fin[r]
 #define TK_MERGE_O(i) o_fin[r * PAIRS * 2u + (i)]
-// Teams of DIM / 2 invocations, as many as the workgroup holds up to 4
-// (one pair per invocation). Their sums, (teams - 1) DIM vec4, fit the
-// includers' scratch: 4 DIM vec4 on tensor cores, 8 WG (more than 2 WG
-// - DIM) on CUDA cores.
-#define TK_MERGE_TEAMS (PAIRS != 1u ? 1u : WG / (DIM / 2u) >= 4u ? 4u : WG / (DIM / 2u))
+// Teams of DIM / 2 invocations (one pair per invocation), 4, 2 or 1 as
+// the workgroup holds them: a power of two, so that a round still takes
+// the 16 states the host's split rule counts on. Their sums, (teams - 1)
+// DIM vec4, fit the includers' scratch: 4 DIM vec4 on tensor cores, 8 WG
+// (more than 2 WG - DIM) on CUDA cores.
+#define TK_MERGE_TEAMS (PAIRS != 1u ? 1u : WG / (DIM / 2u) >= 4u ? 4u : WG / (DIM / 2u) >= 2u ? 2u : 1u)
 #include "decode_attention_merge_states.glsl"
 #undef TK_MERGE_QUAD
 #undef TK_MERGE_M
