@@ -119,15 +119,24 @@ TEST_F(DecodeAttentionFusedMerge, Errors) {
   Tensor q(ctx, DType::bf16, {2, 1, 8, 128}), k(ctx, DType::u32, {6, 2, 16, 16}), kn(ctx, DType::f32, {6, 2, 16});
   Tensor v(ctx, DType::u32, {6, 2, 16, 16}), vn(ctx, DType::f32, {6, 2, 16});
   Tensor table(ctx, DType::i32, {2, 3}), lens(ctx, DType::i32, {2}), out(ctx, DType::f32, {2, 1, 8, 128});
-  Tensor few(ctx, DType::u32, {3}), enough(ctx, DType::u32, {4}), wrong(ctx, DType::i32, {4});
+  Tensor few(ctx, DType::u32, {3}), enough(ctx, DType::u32, {4}), wrong(ctx, DType::i32, {4}),
+      square(ctx, DType::u32, {4, 4}), eight(ctx, DType::u32, {8});
   Kernel::Args ok{q, k, kn.ref(), v, vn.ref(), table, lens, tables, out};
   EXPECT_EQ(Kernel::arrival_slots(kernel.problem(ok)), 4) << "2 sequences x 2 KV heads x 1 row chunk";
   Kernel::Args a = ok;
   a.arrivals = few.ref();
   expect_check_error(kernel, a, ErrorCode::shape_mismatch,
-                     "arrivals: expected a dense u32 tensor of at least 4 counters");
+                     "arrivals: expected at least 4 counters in one dimension, got shape [3]");
+  a.arrivals = square.ref();
+  expect_check_error(kernel, a, ErrorCode::shape_mismatch,
+                     "arrivals: expected at least 4 counters in one dimension, got shape [4, 4]");
   a.arrivals = wrong.ref();
-  expect_check_error(kernel, a, ErrorCode::shape_mismatch, "arrivals: expected a dense u32 tensor");
+  expect_check_error(kernel, a, ErrorCode::dtype_mismatch, "arrivals: expected dtype u32, got i32");
+  TensorRef strided = eight.ref();  // every other word
+  strided.shape = {4};
+  strided.strides = {2};
+  a.arrivals = strided;
+  expect_check_error(kernel, a, ErrorCode::invalid_argument, "arrivals: must be dense");
   a.arrivals = enough.ref();
   EXPECT_TRUE(kernel.can_implement(a)) << kernel.can_implement(a).message;
   // fused_merge by hand needs the counters and a split.
