@@ -25,7 +25,7 @@
   const uint MS_TEAMS = TK_MERGE_TEAMS;
   // States whose o loads are in flight together, per team (32 vec4 per
   // output pair, shared among its teams).
-  const uint MS_BATCH = 16u / PAIRS / MS_TEAMS;
+  const uint MS_BATCH = TK_DECODE_ATTENTION_MERGE_BATCH(DIM, WG) / MS_TEAMS;
   const uint ms_team = MS_TEAMS > 1u ? inv / (DIM / 2u) : 0u;
   const uint ms_inv = MS_TEAMS > 1u ? inv % (DIM / 2u) : inv;  // the invocation of team 0 with the same pairs
   // The states' o, a batch at a time (past the last state: the last again,

@@ -84,6 +84,9 @@
 // Output dim pairs per invocation of a workgroup of WG invocations (the
 // finish's o_fin holds them).
 #define TK_DECODE_ATTENTION_PAIRS(DIM, WG) (((DIM) / 2u + (WG) - 1u) / (WG))
+// Split states whose o the merge loads in one round trip
+// (decode_attention_merge_states.glsl; the split rule counts on it).
+#define TK_DECODE_ATTENTION_MERGE_BATCH(DIM, WG) (16u / TK_DECODE_ATTENTION_PAIRS(DIM, WG))
 // The most splits of a call (workgroups per group along the keys).
 #define TK_DECODE_ATTENTION_MAX_SPLITS 128u
 // An arrival counter (PUBLISH 2) holds TAG + the group's workgroups that

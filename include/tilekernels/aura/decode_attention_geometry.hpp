@@ -68,12 +68,12 @@ inline DecodeAttentionGeometry DecodeAttentionKernel::geometry(const Problem& p,
     if (!workspace || units * blocks >= enough) break;
   }
   if (workspace) g.splits = even_splits(split_cap(p, g, false), blocks);
-  // A fused merge (fused_merge()) loads the states 16 / PAIRS at a time
-  // (decode_attention_merge_states.glsl). Where one batch would do with
+  // A fused merge (fused_merge()) loads the states a batch at a time
+  // (TK_DECODE_ATTENTION_MERGE_BATCH). Where one batch would do with
   // at most 2 blocks per split, its last workgroup saves more than a
   // block's time (bench/notes/2026-12-aura-short-context.md); longer
   // splits lose.
-  const std::int64_t batch = 16 / TK_DECODE_ATTENTION_PAIRS(format_.dim, g.workgroup);
+  const std::int64_t batch = TK_DECODE_ATTENTION_MERGE_BATCH(format_.dim, g.workgroup);
   if (workspace && g.splits > batch) {
     Geometry one = g;
     one.splits = even_splits(batch, blocks);
