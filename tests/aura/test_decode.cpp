@@ -23,16 +23,12 @@ void check_decode(std::size_t rows, std::uint64_t seed) {
   Context& ctx = context();
   Rng rng(seed);
   const auto R = static_cast<std::int64_t>(rows);
-  std::vector<std::uint32_t> words(rows * Config::packed_words);
-  for (auto& w : words) w = static_cast<std::uint32_t>(rng.next());  // every bit is a code bit
-  std::vector<float> norm_values(rows);
-  for (auto& v : norm_values) v = rng.uniform(0.01f, 50.0f);
-  norm_values[0] = 0.0f;  // a zero row decodes to zeros
+  const PackedRows in = random_packed_rows(ctx, rng, rows, Config::packed_words, true);
+  const std::vector<std::uint32_t>& words = in.words;
+  const std::vector<float>& norm_values = in.norms;
+  const Tensor &packed = in.packed, &norms = in.norms_tensor;
   const auto& cb = codebook(Dim, Bits);
   const auto& rot = dense_rotation(Dim);
-  Tensor packed(ctx, DType::u32, {R, Config::packed_words});
-  packed.upload(std::span<const std::uint32_t>(words));
-  auto norms = Tensor::from_floats(ctx, DType::f32, {R}, norm_values);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
   auto codes = Tensor::from_floats(ctx, DType::f32, {Config::levels}, cb.codebook);
   GuardedTensor out(ctx, Out, {R, Dim});

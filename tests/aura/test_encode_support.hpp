@@ -54,6 +54,28 @@ inline std::vector<float> make_rows(Rng& rng, std::size_t rows, std::size_t dim,
   return rounded(dtype, x);
 }
 
+// What aura::Decode reads: rows of random words (every bit a code bit) and
+// norms in [0.01, 50) (row 0's 0 where zero_first: a zero row decodes to
+// zeros), uploaded.
+struct PackedRows {
+  std::vector<std::uint32_t> words;
+  std::vector<float> norms;
+  Tensor packed, norms_tensor;
+};
+inline PackedRows random_packed_rows(Context& ctx, Rng& rng, std::size_t rows, std::size_t words_per_row,
+                                     bool zero_first = false) {
+  std::vector<std::uint32_t> words(rows * words_per_row);
+  for (auto& w : words) w = static_cast<std::uint32_t>(rng.next());
+  std::vector<float> norms(rows);
+  for (auto& v : norms) v = rng.uniform(0.01f, 50.0f);
+  if (zero_first) norms[0] = 0.0f;
+  const auto R = static_cast<std::int64_t>(rows);
+  Tensor packed(ctx, DType::u32, {R, static_cast<std::int64_t>(words_per_row)});
+  packed.upload(std::span<const std::uint32_t>(words));
+  Tensor norms_tensor = Tensor::from_floats(ctx, DType::f32, {R}, norms);
+  return PackedRows{std::move(words), std::move(norms), std::move(packed), std::move(norms_tensor)};
+}
+
 struct CodeComparison {
   std::size_t mismatches = 0;       // codes that differ from the reference
   std::size_t unexplained = 0;      // ... of which not within kBoundaryMargin of a boundary

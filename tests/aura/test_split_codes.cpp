@@ -75,15 +75,12 @@ void check_decode(std::size_t rows, std::uint64_t seed) {
   Context& ctx = context();
   Rng rng(seed);
   const auto R = static_cast<std::int64_t>(rows);
-  std::vector<std::uint32_t> words(rows * Config::packed_words);
-  for (auto& w : words) w = static_cast<std::uint32_t>(rng.next());  // every bit is a code bit
-  std::vector<float> norm_values(rows);
-  for (auto& v : norm_values) v = rng.uniform(0.01f, 50.0f);
+  const PackedRows in = random_packed_rows(ctx, rng, rows, Config::packed_words);
+  const std::vector<std::uint32_t>& words = in.words;
+  const std::vector<float>& norm_values = in.norms;
+  const Tensor &packed = in.packed, &norms = in.norms_tensor;
   const auto &lo = codebook(Dim, Bits), &hi = codebook(Dim, Bits + 1);
   const auto& rot = dense_rotation(Dim);
-  Tensor packed(ctx, DType::u32, {R, Config::packed_words});
-  packed.upload(std::span<const std::uint32_t>(words));
-  const auto norms = Tensor::from_floats(ctx, DType::f32, {R}, norm_values);
   const auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
   const auto cb = Tensor::from_floats(ctx, DType::f32, {Config::levels}, lo.codebook);
   const auto hi_cb = Tensor::from_floats(ctx, DType::f32, {Config::hi_levels}, hi.codebook);
