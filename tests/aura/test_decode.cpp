@@ -23,10 +23,7 @@ void check_decode(std::size_t rows, std::uint64_t seed) {
   Context& ctx = context();
   Rng rng(seed);
   const auto R = static_cast<std::int64_t>(rows);
-  const PackedRows in = random_packed_rows(ctx, rng, rows, Config::packed_words, true);
-  const std::vector<std::uint32_t>& words = in.words;
-  const std::vector<float>& norm_values = in.norms;
-  const Tensor &packed = in.packed, &norms = in.norms_tensor;
+  const auto& [words, norm_values, packed, norms] = random_packed_rows(ctx, rng, rows, Config::packed_words, true);
   const auto& cb = codebook(Dim, Bits);
   const auto& rot = dense_rotation(Dim);
   auto rotation = Tensor::from_floats(ctx, DType::f32, {Dim, Dim}, rot);
