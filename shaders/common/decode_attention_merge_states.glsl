@@ -7,7 +7,8 @@
 //
 // The includer holds inv, WG, PAIRS, group (its states are group * splits
 // .. + splits - 1, each with ROW_VECS row quads) and s_scratch (at least
-// 2 * splits vec4, free; with teams also (TK_MERGE_TEAMS - 1) DIM vec4),
+// 2 * splits vec4, free; with teams also (TK_MERGE_TEAMS - 1) DIM +
+// TK_MERGE_TEAMS vec4),
 // and defines
 // - TK_MERGE_QUAD: the quad merged (rows 4 q .. 4 q + 3 of each state);
 // - TK_MERGE_M, TK_MERGE_L, TK_MERGE_O(i): where the merged maximum, sum
@@ -15,9 +16,11 @@
 //   2 (inv + n WG) + h), the same in every invocation for m and l;
 // - TK_MERGE_TEAMS: 1, or (only with PAIRS == 1 and WG at least that many
 //   times DIM / 2) the teams of DIM / 2 invocations that share the states.
-//   Team t = inv / (DIM / 2) sums o over states t MS_BATCH .. of each
-//   batch, and team 0 adds the other teams' sums: a batch of the same 16
-//   states holds 1 / TK_MERGE_TEAMS of the registers.
+//   Team t = inv / (DIM / 2) weighs states t MS_BATCH .. of each batch
+//   and sums their o and l; team 0 adds the other teams' o, and every
+//   invocation sums the teams' l in team order: a batch of the same 16
+//   states holds 1 / TK_MERGE_TEAMS of the registers, and no stage of
+//   weights waits between the maximum and the sums.
 // Every invocation reaches it; it ends with a barrier pending: the
 // includer barriers before it writes s_scratch again.
 {
@@ -46,7 +49,8 @@
       }                                                                                                      \
     }
   // The first batch's o and every state's (m, l) in one round trip; the
-  // maximum over the non-empty states; each state's weight once; l.
+  // maximum over the non-empty states. One team: each state's weight once
+  // into the scratch, and l over them in state order.
   TK_MERGE_LOAD(0u)
   for (uint s = inv; s < ms_count; s += WG) {
     s_scratch[2u * s] = work[pc.ml_at + ((ms_first + s) * ROW_VECS + TK_MERGE_QUAD) * 2u];
@@ -55,31 +59,39 @@
   barrier();
   TK_MERGE_M = NEG_INF4;
   for (uint s = 0; s < ms_count; ++s) TK_MERGE_M = max4(TK_MERGE_M, s_scratch[2u * s], s_scratch[2u * s + 1u]);
-  barrier();
-  for (uint s = inv; s < ms_count; s += WG) s_scratch[2u * s] = weight4(s_scratch[2u * s], s_scratch[2u * s + 1u], TK_MERGE_M);
-  barrier();
   TK_MERGE_L = vec4(0.0);
-  for (uint s = 0; s < ms_count; ++s) TK_MERGE_L += s_scratch[2u * s] * s_scratch[2u * s + 1u];
+  if (MS_TEAMS == 1u) {
+    barrier();
+    for (uint s = inv; s < ms_count; s += WG) s_scratch[2u * s] = weight4(s_scratch[2u * s], s_scratch[2u * s + 1u], TK_MERGE_M);
+    barrier();
+    for (uint s = 0; s < ms_count; ++s) TK_MERGE_L += s_scratch[2u * s] * s_scratch[2u * s + 1u];
+  }
+  vec4 ms_l = vec4(0.0);  // teams: the team's part of l
   [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) = vec4(0.0);
   for (uint s0 = 0; s0 < ms_count; s0 += MS_BATCH * MS_TEAMS) {
     if (s0 > 0u) TK_MERGE_LOAD(s0)
     if (merges)
       [[unroll]] for (uint u = 0; u < MS_BATCH; ++u) {
         const uint at = s0 + ms_team * MS_BATCH + u, s = min(at, ms_count - 1u);
-        const vec4 w = s_scratch[2u * s];
+        const vec4 l = s_scratch[2u * s + 1u];
+        const vec4 w = MS_TEAMS == 1u ? s_scratch[2u * s] : weight4(s_scratch[2u * s], l, TK_MERGE_M);
         // Empty states' o is never written: selected away, not multiplied.
-        const bvec4 full = at < ms_count ? notEqual(s_scratch[2u * s + 1u], vec4(0.0)) : bvec4(false);
+        const bvec4 full = at < ms_count ? notEqual(l, vec4(0.0)) : bvec4(false);
+        if (MS_TEAMS > 1u) ms_l += mix(vec4(0.0), w * l, full);
         [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) += mix(vec4(0.0), w * os[u * PAIRS * 2u + i], full);
       }
   }
   if (MS_TEAMS > 1u) {
-    barrier();  // the weights are read
+    // Team t's o at 2 (t - 1) Dim / 2 .., its l at (MS_TEAMS - 1) Dim + t.
+    barrier();  // the states' (m, l) are read
     if (merges && ms_team > 0u)
       [[unroll]] for (uint i = 0; i < 2u; ++i) s_scratch[((ms_team - 1u) * 2u + i) * (DIM / 2u) + ms_inv] = TK_MERGE_O(i);
+    if (merges && ms_inv == 0u) s_scratch[(MS_TEAMS - 1u) * DIM + ms_team] = ms_l;
     barrier();
     if (ms_team == 0u)
       for (uint t = 1u; t < MS_TEAMS; ++t)
         [[unroll]] for (uint i = 0; i < 2u; ++i) TK_MERGE_O(i) += s_scratch[((t - 1u) * 2u + i) * (DIM / 2u) + inv];
+    for (uint t = 0; t < MS_TEAMS; ++t) TK_MERGE_L += s_scratch[(MS_TEAMS - 1u) * DIM + t];
   }
 #undef TK_MERGE_LOAD
 }
