@@ -63,8 +63,9 @@
 // Teams of DIM / 2 invocations (one pair per invocation), 4, 2 or 1 as
 // the workgroup holds them: a power of two, so that a round still takes
 // the 16 states the host's split rule counts on. Their sums, (teams - 1)
-// DIM vec4, fit the includers' scratch: 4 DIM vec4 on tensor cores, 8 WG
-// (more than 2 WG - DIM) on CUDA cores.
+// DIM + teams vec4, fit the includers' scratch: 4 DIM vec4 on tensor
+// cores (teams at most 4, Dim at least 64), 8 WG (more than 2 WG - DIM +
+// teams) on CUDA cores.
 #define TK_MERGE_TEAMS (PAIRS != 1u ? 1u : WG / (DIM / 2u) >= 4u ? 4u : WG / (DIM / 2u) >= 2u ? 2u : 1u)
 #include "decode_attention_merge_states.glsl"
 #undef TK_MERGE_QUAD
@@ -72,7 +73,7 @@
 #undef TK_MERGE_L
 #undef TK_MERGE_O
 #undef TK_MERGE_TEAMS
-      barrier();  // the weights are read before the scratch is written again
+      barrier();  // the merge's scratch is read before it is written again
       // A counter that was not a call's: the group's rows become NaN
       // (every workgroup of the group writes them).
       if (!tagged) {
