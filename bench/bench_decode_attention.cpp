@@ -194,9 +194,12 @@ void BM_DecodeAttentionK3V3(benchmark::State& state) { decode_step(state, 3, 3);
       ->Args({1, 131072, 1, 0, 0, 0, f})->Args({32, 4096, 1, 0, 0, 0, f})->Args({1, 32768, 4, 0, 0, 0, f})
 #define TK_DECODE_SHAPES TK_DECODE_SHAPES_(0)
 // Short steps of small batches (a chat engine's common case).
-#define TK_DECODE_SHORT                                                     \
-  Args({4, 1024, 1, 0, 0, 0, 0})->Args({4, 4096, 1, 0, 0, 0, 0})             \
-      ->Args({8, 1024, 1, 0, 0, 0, 0})->Args({8, 4096, 1, 0, 0, 0, 0})
+#define TK_DECODE_SHORT_(f)            \
+  Args({4, 1024, 1, 0, 0, 0, f})       \
+      ->Args({4, 4096, 1, 0, 0, 0, f}) \
+      ->Args({8, 1024, 1, 0, 0, 0, f}) \
+      ->Args({8, 4096, 1, 0, 0, 0, f})
+#define TK_DECODE_SHORT TK_DECODE_SHORT_(0)
 BENCHMARK(BM_DecodeAttentionK4V4)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionRawBf16)->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()->Iterations(10)
@@ -223,7 +226,12 @@ BENCHMARK(BM_DecodeAttentionRawBf16TwoDispatches)
 // the lanes variant take (--benchmark_filter=^Sweep_).
 BENCHMARK(BM_DecodeAttentionK4V4CudaCores)
     ->Name("Sweep_DecodeAttentionK4V4CudaCores")
-    ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
+    ->TK_DECODE_SHAPES_(1)
+    ->TK_DECODE_SHORT_(1)
+    ->ArgsProduct({{1}, {1024, 4096}, {1}, {128, 256}, {1}, {4, 8, 16, 32}, {1}})
+    ->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionK8V4CudaCores)
     ->Name("Sweep_DecodeAttentionK8V4CudaCores")
     ->TK_DECODE_SHAPES_(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMicrosecond);
@@ -331,7 +339,8 @@ BENCHMARK(BM_DecodeAttentionRawBf16Sweep)
     ->Name("Sweep_DecodeAttentionRawBf16")
     ->ArgsProduct({{1}, {32768, 131072}, {1}, {128}, {1}, {32, 64}, {1}})
     ->ArgsProduct({{32}, {4096}, {1}, {128}, {1}, {1, 2}, {1}})
-    ->ArgsProduct({{1}, {1024, 4096}, {1}, {64, 128, 256}, {1}, {8, 16, 32, 64}, {1}})
+    ->ArgsProduct({{1}, {1024, 4096}, {1}, {128, 256}, {1}, {4, 8, 16, 32}, {1}})
+    ->ArgsProduct({{4, 8}, {1024}, {1}, {128, 256}, {1}, {2, 4, 8}, {1}})
     ->UseManualTime()
     ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);

@@ -102,7 +102,13 @@ const uint CPI = (DIM + WG - 1u) / WG;                  // centre dims per invoc
 #include "../common/decode_attention_io.glsl"
 
 shared vec4 s_q[DIM * RV];       // s_q[d * RV + v]: rows 4v .. 4v+3 of the scaled, rotated queries at dim d
-shared vec4 s_scratch[WG * 8u];  // the block's weights [BT][RV]; the rows as floats; the value groups' sums
+// The scratch: the block's weights [BT][RV]; the rows as floats; the value
+// groups' sums, O_GROUPS groups at a time; the merge's states. 8 vec4 per
+// invocation up to 128 invocations, so that 256 stay within 32 KiB (the host
+// takes 256 only with TPI * RV <= 4: decode_attention_checks.hpp).
+const uint SCRATCH = WG > 128u ? 1024u : WG * 8u;
+const uint O_GROUPS = SCRATCH / (LPT * 8u);
+shared vec4 s_scratch[SCRATCH];
 shared vec4 s_red[(WG + WG / 8u) * RV];  // workgroup reductions
 shared float s_cbk[K_LEVELS + K_HI_LEVELS];
 shared float s_cbv[V_LEVELS];
@@ -433,25 +439,28 @@ void main() {
   }
 
   // The workgroup's state: l summed over the invocations, o over the value
-  // key groups (in group order); invocation i keeps dims 2p, 2p+1 of p = i,
-  // i + WG, ... in o_fin[(v * PAIRS + n) * 2 + h].
+  // key groups (in group order, O_GROUPS of them through the scratch at a
+  // time); invocation i keeps dims 2p, 2p+1 of p = i, i + WG, ... in
+  // o_fin[(v * PAIRS + n) * 2 + h].
   wg_reduce(l_own, false);
   vec4 o_fin[RV * PAIRS * 2u];
-  [[unroll]] for (uint r = 0; r < RV; ++r) {
-    if (v_lane)
-      [[unroll]] for (uint e = 0; e < 8u; ++e) s_scratch[inv * 8u + e] = o_acc[r * 8u + e];
-    barrier();
-    [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
-      const uint p = min(inv + n * WG, DIM / 2u - 1u);
-      [[unroll]] for (uint h = 0; h < 2u; ++h) {
-        const uint d = 2u * p + h;
-        vec4 s = vec4(0.0);
-        for (uint g = 0; g < TG; ++g) s += s_scratch[(g * LPT + d / 8u) * 8u + d % 8u];
-        o_fin[(r * PAIRS + n) * 2u + h] = s;
+  [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
+  [[unroll]] for (uint r = 0; r < RV; ++r)
+    for (uint g0 = 0; g0 < TG; g0 += O_GROUPS) {
+      if (v_lane && tg >= g0 && tg < g0 + O_GROUPS)
+        [[unroll]] for (uint e = 0; e < 8u; ++e) s_scratch[(inv - g0 * LPT) * 8u + e] = o_acc[r * 8u + e];
+      barrier();
+      [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+        const uint p = min(inv + n * WG, DIM / 2u - 1u);
+        [[unroll]] for (uint h = 0; h < 2u; ++h) {
+          const uint d = 2u * p + h;
+          vec4 s = o_fin[(r * PAIRS + n) * 2u + h];
+          for (uint g = g0; g < min(TG, g0 + O_GROUPS); ++g) s += s_scratch[((g - g0) * LPT + d / 8u) * 8u + d % 8u];
+          o_fin[(r * PAIRS + n) * 2u + h] = s;
+        }
       }
+      barrier();
     }
-    barrier();
-  }
   vec4 m_fin[RV], l_fin[RV];
   [[unroll]] for (uint r = 0; r < RV; ++r) {
     m_fin[r] = m_run[r];

@@ -28,7 +28,8 @@ TEST_F(DecodeAttentionTest, LengthsAroundPageAndBlockEdges) {
   // and geometries by hand, on each variant.
   const std::vector<std::int32_t> lens{1, 15, 16, 17, 1000, 4097};
   // (variant, workgroup, keys per invocation, row vecs, splits); 0: automatic.
-  const std::array<std::uint32_t, 5> runs[] = {{0, 0, 0, 0, 0}, {0, 64, 1, 1, 5}, {0, 128, 2, 2, 3}, {1, 64, 4, 2, 2}};
+  const std::array<std::uint32_t, 5> runs[] = {
+      {0, 0, 0, 0, 0}, {0, 64, 1, 1, 5}, {0, 128, 2, 2, 3}, {1, 64, 4, 2, 2}, {0, 256, 1, 1, 4}};
   std::uint64_t seed = 1;
   {
     for (const auto& run : runs) {
@@ -398,8 +399,15 @@ TEST_F(DecodeAttentionErrors, NamesTheBadTensor) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_geometry_error([](Kernel::Geometry& g) { g.workgroup = 96; }, "workgroup must be 64 or 128");
+  expect_geometry_error([](Kernel::Geometry& g) { g.workgroup = 96; }, "workgroup must be 64, 128 or 256");
   expect_geometry_error([](Kernel::Geometry& g) { g.tokens_per_invocation = 3; }, "tokens_per_invocation must be 1, 2 or 4");
+  expect_geometry_error(
+      [](Kernel::Geometry& g) {
+        g.workgroup = 256;
+        g.tokens_per_invocation = 4;
+        g.row_vecs = 2;
+      },
+      "workgroup 256 takes tokens_per_invocation x row_vecs of at most 4");
   expect_geometry_error([](Kernel::Geometry& g) { g.row_vecs = 3; }, "row_vecs must be 1 or 2");
   expect_geometry_error([](Kernel::Geometry& g) { g.splits = 129; }, "splits must be in [1, 128]");
   expect_geometry_error([](Kernel::Geometry& g) { g.splits = 2; }, "workspace: splits need one");

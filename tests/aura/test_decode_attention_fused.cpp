@@ -38,8 +38,9 @@ TEST_F(DecodeAttentionFusedMerge, SplitsGroupsAndVariants) {
   // (variant, workgroup, keys per invocation, row vecs, splits): 2 to the
   // most splits (128: more than keys, so most states are empty), 1 and 2
   // row quads, on both CUDA-core paths.
-  const std::array<std::uint32_t, 5> runs[] = {
-      {0, 64, 1, 1, 2}, {0, 128, 2, 2, 5}, {1, 64, 4, 2, 3}, {0, 128, 1, 1, 128}, {1, 128, 1, 2, 17}};
+  const std::array<std::uint32_t, 5> runs[] = {{0, 64, 1, 1, 2},    {0, 128, 2, 2, 5},  {1, 64, 4, 2, 3},
+                                               {0, 128, 1, 1, 128}, {1, 128, 1, 2, 17}, {0, 256, 1, 1, 6},
+                                               {1, 256, 2, 2, 3}};
   std::uint64_t seed = 3000;
   for (const auto& run : runs) {
     AttentionCase c;

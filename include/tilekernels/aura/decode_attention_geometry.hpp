@@ -37,7 +37,8 @@ inline std::uint32_t DecodeAttentionKernel::tokens_per_invocation(std::uint32_t 
 // amortises its barriers over more keys. Where the splits merge in one
 // dispatch (fused_merge()), its last workgroup reads every state: the
 // 128-invocation blocks stay, and one batch of states is taken where
-// splits stay short (below). The tensor-core ones have fixed
+// splits stay short (below); where few workgroups split, 256 invocations
+// take their keys in fewer blocks (below). The tensor-core ones have fixed
 // blocks (16 keys per subgroup; the staged one 4 subgroups and 16 rows) and
 // their own split rule at one workgroup per multiprocessor: their merge
 // reads 16-row states two at a time, and fewer splits won at every length
@@ -78,6 +79,20 @@ inline DecodeAttentionGeometry DecodeAttentionKernel::geometry(const Problem& p,
     Geometry one = g;
     one.splits = even_splits(batch, blocks);
     if (fused_merge(p, one) && blocks <= 2ll * one.splits) g = one;
+  }
+  // Where the call has at most one workgroup per multiprocessor and its
+  // splits take blocks of 128 keys, 256 invocations take the same keys in
+  // half as many blocks: the same bytes per workgroup, with twice the
+  // warps to cover each other's latency and half the dependent blocks
+  // (bench/notes/2026-12-aura-short-context-wide.md). Not on CPU devices,
+  // which run a workgroup's invocations in turn.
+  const auto& info = ctx_->info();
+  if (workspace && g.workgroup == 128 && g.tokens_per_invocation == 1 && !info.is_cpu() &&
+      units * g.splits <= split_target(false) / 2) {
+    Geometry wide = g;
+    wide.workgroup = 256;
+    wide.splits = even_splits(g.splits, (keys + 255) / 256);
+    if (wide.splits == g.splits && fits(v, wide)) g = wide;
   }
   return g;
 }

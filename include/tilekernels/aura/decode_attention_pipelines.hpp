@@ -85,8 +85,10 @@ inline void DecodeAttentionKernel::prepare_envelope() {
       } else {
         Geometry g;
         g.row_vecs = r <= 4 ? 1 : 2;
-        for (const auto& [wg, tpi] : std::array<std::array<std::uint32_t, 2>, 3>{
-                 {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}}}) {
+        // 256 x 1: the rule's wider workgroup where few split (not on CPU devices).
+        for (const auto& [wg, tpi] : std::array<std::array<std::uint32_t, 2>, 4>{
+                 {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}, {256, 1}}}) {
+          if (wg == 256 && ctx_->info().is_cpu()) continue;
           g.workgroup = wg;
           g.tokens_per_invocation = tpi;
           geometries.push_back(g);

@@ -68,7 +68,7 @@ struct DecodeAttentionEnvelope {
 
 // The workgroup geometry of one call.
 struct DecodeAttentionGeometry {
-  std::uint32_t workgroup = 128;            // invocations: 64 or 128 (the lanes variant: 128 or 256)
+  std::uint32_t workgroup = 128;            // invocations: 64, 128 or 256 (the lanes variant: 128 or 256)
   std::uint32_t tokens_per_invocation = 1;  // keys each invocation scores per block: 1, 2 or 4
   std::uint32_t row_vecs = 1;               // query rows per workgroup / 4: 1 or 2 (tensor cores: 4; lanes: 1, 2 or 4)
   std::uint32_t splits = 1;                 // workgroups per KV head and row chunk along the keys (> 1 needs the workspace)
@@ -93,7 +93,7 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
                                                       std::uint32_t tokens_per_invocation, std::uint32_t row_vecs) {
   const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
   const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
-  return 16 * (f.dim * row_vecs + workgroup * 8 + (workgroup + workgroup / 8) * row_vecs) +
+  return 16 * (f.dim * row_vecs + std::min(workgroup, 128u) * 8 + (workgroup + workgroup / 8) * row_vecs) +
          4 * (levels(f.k_bits) + (f.k_split() ? levels(f.k_hi_bits()) : 0) + levels(f.v_bits)) + 8 * pages + 8;
 }
 
