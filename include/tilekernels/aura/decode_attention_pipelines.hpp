@@ -85,7 +85,8 @@ inline void DecodeAttentionKernel::prepare_envelope() {
       } else {
         Geometry g;
         g.row_vecs = r <= 4 ? 1 : 2;
-        // 256 x 1: the rule's wider workgroup where few split (not on CPU devices).
+        // 256 x 1: the rule's wider workgroup where few split (split calls
+        // only, not on CPU devices).
         for (const auto& [wg, tpi] : std::array<std::array<std::uint32_t, 2>, 4>{
                  {{128, tokens_per_invocation(128)}, {128, 1}, {64, 1}, {256, 1}}}) {
           if (wg == 256 && ctx_->info().is_cpu()) continue;
@@ -97,7 +98,7 @@ inline void DecodeAttentionKernel::prepare_envelope() {
       for (Geometry g : geometries)
         for (const std::uint32_t splits : {1u, 2u}) {
           g.splits = splits;
-          if (!fits(v, g)) continue;
+          if (!fits(v, g) || (g.workgroup == 256 && splits == 1)) continue;
           prepare(Plan{&v, g});
           Problem counted = p;  // a call with arrival counters
           counted.arrivals = true;
