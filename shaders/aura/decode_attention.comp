@@ -102,11 +102,10 @@ const uint CPI = (DIM + WG - 1u) / WG;                  // centre dims per invoc
 #include "../common/decode_attention_io.glsl"
 
 shared vec4 s_q[DIM * RV];       // s_q[d * RV + v]: rows 4v .. 4v+3 of the scaled, rotated queries at dim d
-// The scratch: the block's weights [BT][RV]; the rows as floats; the value
-// groups' sums, O_GROUPS groups at a time; the merge's states. 8 vec4 per
-// invocation up to 128 invocations, so that 256 stay within 32 KiB (the host
-// takes 256 only with TPI * RV <= 4: decode_attention_checks.hpp).
-const uint SCRATCH = WG > 128u ? 1024u : WG * 8u;
+// The scratch: the block's weights [BT][RV] (the host checks they fit);
+// the rows as floats; the value groups' sums, O_GROUPS groups at a time;
+// the merge's states.
+const uint SCRATCH = TK_DECODE_ATTENTION_SCRATCH(WG);
 const uint O_GROUPS = SCRATCH / (LPT * 8u);
 shared vec4 s_scratch[SCRATCH];
 shared vec4 s_red[(WG + WG / 8u) * RV];  // workgroup reductions

@@ -64,9 +64,9 @@
 // the workgroup holds them: a power of two, so that a round still takes
 // the 16 states the host's split rule counts on. Their sums, (teams - 1)
 // DIM + teams vec4, fit the includers' scratch: 4 DIM vec4 on tensor
-// cores (teams at most 4, Dim at least 64); on CUDA cores 8 min(WG, 128),
-// more than the 3 WG / 2 + 4 that teams can take (4 teams need Dim <= WG / 2,
-// 2 teams Dim <= WG).
+// cores (teams at most 4, Dim at least 64); on CUDA cores
+// TK_DECODE_ATTENTION_SCRATCH(WG), more than the 3 WG / 2 + 4 that teams
+// can take (4 teams need Dim <= WG / 2, 2 teams Dim <= WG).
 #define TK_MERGE_TEAMS (PAIRS != 1u ? 1u : WG / (DIM / 2u) >= 4u ? 4u : WG / (DIM / 2u) >= 2u ? 2u : 1u)
 #include "decode_attention_merge_states.glsl"
 #undef TK_MERGE_QUAD

@@ -84,6 +84,10 @@
 // Output dim pairs per invocation of a workgroup of WG invocations (the
 // finish's o_fin holds them).
 #define TK_DECODE_ATTENTION_PAIRS(DIM, WG) (((DIM) / 2u + (WG) - 1u) / (WG))
+// The CUDA-core kernel's scratch in vec4 (decode_attention.comp): 8 per
+// invocation up to 128 invocations, so that 256 stay within 32 KiB of
+// shared memory; a block's weights (WG * TPI * ROW_VECS) must fit it.
+#define TK_DECODE_ATTENTION_SCRATCH(WG) ((WG) > 128u ? 1024u : (WG)*8u)
 // Split states whose o the merge loads in one round trip
 // (decode_attention_merge_states.glsl; the split rule counts on it).
 #define TK_DECODE_ATTENTION_MERGE_BATCH(DIM, WG) (16u / TK_DECODE_ATTENTION_PAIRS(DIM, WG))

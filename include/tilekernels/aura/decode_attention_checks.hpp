@@ -97,9 +97,11 @@ inline void DecodeAttentionKernel::check(const Args& a, const Plan& plan) const 
     if (g.tokens_per_invocation != 1 && g.tokens_per_invocation != 2 && g.tokens_per_invocation != 4)
       bad("tokens_per_invocation must be 1, 2 or 4");
     if (g.row_vecs != 1 && g.row_vecs != 2) bad("row_vecs must be 1 or 2");
-    // The block's weights fill the scratch of 1024 vec4 (decode_attention.comp).
-    if (g.workgroup == 256 && g.tokens_per_invocation * g.row_vecs > 4)
-      bad("workgroup 256 takes tokens_per_invocation x row_vecs of at most 4");
+    // The block's weights fill the scratch (TK_DECODE_ATTENTION_SCRATCH).
+    const std::uint32_t scratch = TK_DECODE_ATTENTION_SCRATCH(g.workgroup);
+    if (g.workgroup * g.tokens_per_invocation * g.row_vecs > scratch)
+      bad("workgroup " + std::to_string(g.workgroup) + " takes tokens_per_invocation x row_vecs of at most " +
+          std::to_string(scratch / g.workgroup));
   }
   if (g.splits == 0 || g.splits > max_splits) bad("splits must be in [1, " + std::to_string(max_splits) + "]");
   if (!fits(*plan.variant, g)) bad("workgroup of " + std::to_string(g.workgroup) + " invocations exceeds the device's limits");

@@ -93,7 +93,7 @@ constexpr std::uint32_t decode_attention_shared_bytes(const CacheFormat& f, std:
                                                       std::uint32_t tokens_per_invocation, std::uint32_t row_vecs) {
   const auto levels = [](std::uint32_t bits) { return CacheFormat::raw(bits) ? 1u : 1u << bits; };
   const std::uint32_t pages = workgroup * tokens_per_invocation / f.page_tokens + 2;
-  return 16 * (f.dim * row_vecs + std::min(workgroup, 128u) * 8 + (workgroup + workgroup / 8) * row_vecs) +
+  return 16 * (f.dim * row_vecs + TK_DECODE_ATTENTION_SCRATCH(workgroup) + (workgroup + workgroup / 8) * row_vecs) +
          4 * (levels(f.k_bits) + (f.k_split() ? levels(f.k_hi_bits()) : 0) + levels(f.v_bits)) + 8 * pages + 8;
 }
 
