@@ -41,10 +41,13 @@ constexpr std::int64_t kPageTokens = 16;
 // `centred`: the cache's keys are centred (one centre row per sequence);
 // `k_hi_dims`: split keys (CacheFormat::k_hi_dims); `arrivals`: the call
 // passes arrival counters (a split step in one dispatch where the plan
-// takes it), as an engine that wants the fastest step does.
+// takes it), as an engine that wants the fastest step does; `resident`:
+// one cache, read by every call, so that it stays in the last-level cache
+// (the regime of a peer that times one op over the same tensors, such as
+// ggml's test-backend-ops in perf mode) instead of rotating copies.
 void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_bits, std::int64_t dim = 128,
                  std::int64_t q_heads = 32, std::int64_t kv_heads = 8, bool centred = false,
-                 std::uint32_t k_hi_dims = 0, bool arrivals = true) {
+                 std::uint32_t k_hi_dims = 0, bool arrivals = true, bool resident = false) {
   Context& ctx = context();
   aura::CacheFormat format{static_cast<std::uint32_t>(dim), static_cast<std::uint32_t>(kPageTokens), k_bits, v_bits};
   format.k_centred = centred;
@@ -58,7 +61,7 @@ void decode_step(benchmark::State& state, std::uint32_t k_bits, std::uint32_t v_
 
   const double cache_bytes = double(batch) * keys * kv_heads * format.bytes_per_token();
   const double bytes = cache_bytes + 2.0 * 2 * batch * q_len * q_heads * dim;
-  const int sets = rotation_sets(cache_bytes);
+  const int sets = resident ? 1 : rotation_sets(cache_bytes);
 
   // Random codes and raw values (finite bf16), norms ~1: the contents do not change the work.
   std::uint64_t seed = 1;
@@ -220,6 +223,25 @@ BENCHMARK(BM_DecodeAttentionK4V4TwoDispatches)
 BENCHMARK(BM_DecodeAttentionRawBf16TwoDispatches)
     ->Name("Sweep_DecodeAttentionRawBf16TwoDispatches")
     ->TK_DECODE_SHAPES->TK_DECODE_SHORT->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
+// The short steps with the cache resident in the L2 (every call reads the
+// same one), the regime in which ggml's test-backend-ops times its flash
+// attention: the like-for-like comparison with that peer.
+void BM_DecodeAttentionK4V4Resident(benchmark::State& state) {
+  decode_step(state, 4, 4, 128, 32, 8, false, 0, true, true);
+}
+void BM_DecodeAttentionRawBf16Resident(benchmark::State& state) {
+  decode_step(state, 16, 16, 128, 32, 8, false, 0, true, true);
+}
+BENCHMARK(BM_DecodeAttentionK4V4Resident)
+    ->Name("Sweep_DecodeAttentionK4V4Resident")
+    ->Args({1, 1024, 1, 0, 0, 0, 0})->Args({1, 4096, 1, 0, 0, 0, 0})->TK_DECODE_SHORT->UseManualTime()
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttentionRawBf16Resident)
+    ->Name("Sweep_DecodeAttentionRawBf16Resident")
+    ->Args({1, 1024, 1, 0, 0, 0, 0})->Args({1, 4096, 1, 0, 0, 0, 0})->TK_DECODE_SHORT->UseManualTime()
     ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 // The same shapes on the CUDA-core (subgroup) variant, which devices without
