@@ -44,8 +44,10 @@
     // PUBLISH 2: the workgroup counts its arrival once its state is
     // visible (the buffer barrier, then the workgroup barrier: every
     // invocation's stores are ordered before invocation 0's atomic); the
-    // group's last to arrive resets the counter, sees every state (the
-    // barrier after the atomic; work is coherent) and merges them.
+    // group's last to arrive sees every state (the barrier after the
+    // atomic, then the buffer barrier; work is coherent), merges them and
+    // resets the counter. The reset is issued after that buffer barrier,
+    // which would otherwise wait for it.
     memoryBarrierBuffer();
     barrier();
     if (inv == 0u) s_arrival = atomicAdd(arrivals[group], 1u);
@@ -53,8 +55,8 @@
     const uint arrival = s_arrival, arrived = arrival & TK_DECODE_ATTENTION_ARRIVAL_COUNT_MASK;
     const bool tagged = arrival - arrived == TK_DECODE_ATTENTION_ARRIVAL_TAG && arrived < pc.splits;
     if (tagged && arrived + 1u < pc.splits) return;  // uniform
-    if (tagged && inv == 0u) atomicExchange(arrivals[group], TK_DECODE_ATTENTION_ARRIVAL_TAG);
     memoryBarrierBuffer();
+    if (tagged && inv == 0u) atomicExchange(arrivals[group], TK_DECODE_ATTENTION_ARRIVAL_TAG);
     [[unroll]] for (uint r = 0; r < RV; ++r) {
 #define TK_MERGE_QUAD r
 #define TK_MERGE_M m_fin[r]
