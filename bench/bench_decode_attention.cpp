@@ -236,12 +236,16 @@ void BM_DecodeAttentionRawBf16Resident(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeAttentionK4V4Resident)
     ->Name("Sweep_DecodeAttentionK4V4Resident")
-    ->Args({1, 1024, 1, 0, 0, 0, 0})->Args({1, 4096, 1, 0, 0, 0, 0})->TK_DECODE_SHORT->UseManualTime()
+    ->Args({1, 1024, 1, 0, 0, 0, 0})
+    ->Args({1, 4096, 1, 0, 0, 0, 0})
+    ->TK_DECODE_SHORT->UseManualTime()
     ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttentionRawBf16Resident)
     ->Name("Sweep_DecodeAttentionRawBf16Resident")
-    ->Args({1, 1024, 1, 0, 0, 0, 0})->Args({1, 4096, 1, 0, 0, 0, 0})->TK_DECODE_SHORT->UseManualTime()
+    ->Args({1, 1024, 1, 0, 0, 0, 0})
+    ->Args({1, 4096, 1, 0, 0, 0, 0})
+    ->TK_DECODE_SHORT->UseManualTime()
     ->Iterations(10)
     ->Unit(benchmark::kMicrosecond);
 // The same shapes on the CUDA-core (subgroup) variant, which devices without
