@@ -43,6 +43,7 @@
 //! variant subgroup_compact -DTK_SUBGROUP=1 -DTK_COMPACT=1
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_memory_scope_semantics : require
 #ifdef TK_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require

@@ -42,20 +42,22 @@
       }
     if (PUBLISH == 1u) return;
     // PUBLISH 2: the workgroup counts its arrival once its state is
-    // visible (the buffer barrier, then the workgroup barrier: every
-    // invocation's stores are ordered before invocation 0's atomic); the
-    // group's last to arrive sees every state (the barrier after the
-    // atomic, then the buffer barrier; work is coherent), merges them and
-    // resets the counter. The reset is issued after that buffer barrier,
-    // which would otherwise wait for it.
-    memoryBarrierBuffer();
-    barrier();
-    if (inv == 0u) s_arrival = atomicAdd(arrivals[group], 1u);
-    barrier();
+    // ordered before it: the workgroup barrier orders every invocation's
+    // stores before invocation 0's atomic, whose release (device scope;
+    // work is coherent) reaches the acquire of the group's last arrival,
+    // and the barrier after the atomic carries that acquire to every
+    // invocation of the last workgroup. It merges the states and resets
+    // the counter. No invocation but the one at the atomic waits for the
+    // stores to reach device scope.
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+    if (inv == 0u)
+      s_arrival = atomicAdd(arrivals[group], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease);
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
     const uint arrival = s_arrival, arrived = arrival & TK_DECODE_ATTENTION_ARRIVAL_COUNT_MASK;
     const bool tagged = arrival - arrived == TK_DECODE_ATTENTION_ARRIVAL_TAG && arrived < pc.splits;
     if (tagged && arrived + 1u < pc.splits) return;  // uniform
-    memoryBarrierBuffer();
     if (tagged && inv == 0u) atomicExchange(arrivals[group], TK_DECODE_ATTENTION_ARRIVAL_TAG);
     [[unroll]] for (uint r = 0; r < RV; ++r) {
 #define TK_MERGE_QUAD r
