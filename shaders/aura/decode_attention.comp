@@ -441,26 +441,31 @@ void main() {
   // The workgroup's state: l summed over the invocations, o over the value
   // key groups (in group order, O_GROUPS of them through the scratch at a
   // time); invocation i keeps dims 2p, 2p+1 of p = i, i + WG, ... in
-  // o_fin[(v * PAIRS + n) * 2 + h].
+  // o_fin[(v * PAIRS + n) * 2 + h]. Group g's dim 8c + e sits at
+  // TK_OSUM_AT(g, e, c): the lanes' columns rotate by 2 (e / 2), so that
+  // neither a subgroup's stores of one e (consecutive c) nor the sums'
+  // loads of one group (c = p / 4, e = 2 (p % 4) + h) meet in a bank.
+#define TK_OSUM_AT(g, e, c) ((g) * 8u * LPT + (e) * LPT + ((c) + 2u * ((e) / 2u)) % LPT)
   wg_reduce(l_own, false);
   vec4 o_fin[RV * PAIRS * 2u];
   [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
   [[unroll]] for (uint r = 0; r < RV; ++r)
     for (uint g0 = 0; g0 < TG; g0 += O_GROUPS) {
       if (v_lane && tg >= g0 && tg < g0 + O_GROUPS)
-        [[unroll]] for (uint e = 0; e < 8u; ++e) s_scratch[(inv - g0 * LPT) * 8u + e] = o_acc[r * 8u + e];
+        [[unroll]] for (uint e = 0; e < 8u; ++e) s_scratch[TK_OSUM_AT(tg - g0, e, c)] = o_acc[r * 8u + e];
       barrier();
       [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
         const uint p = min(inv + n * WG, DIM / 2u - 1u);
         [[unroll]] for (uint h = 0; h < 2u; ++h) {
           const uint d = 2u * p + h;
           vec4 s = o_fin[(r * PAIRS + n) * 2u + h];
-          for (uint g = g0; g < min(TG, g0 + O_GROUPS); ++g) s += s_scratch[((g - g0) * LPT + d / 8u) * 8u + d % 8u];
+          for (uint g = g0; g < min(TG, g0 + O_GROUPS); ++g) s += s_scratch[TK_OSUM_AT(g - g0, d % 8u, d / 8u)];
           o_fin[(r * PAIRS + n) * 2u + h] = s;
         }
       }
       barrier();
     }
+#undef TK_OSUM_AT
   vec4 m_fin[RV], l_fin[RV];
   [[unroll]] for (uint r = 0; r < RV; ++r) {
     m_fin[r] = m_run[r];
