@@ -234,7 +234,29 @@ void main() {
   const uint group = unit * gl_NumWorkGroups.y + chunk;
   const uint q_heads = pc.kv_heads * pc.gqa;
   const uint row0 = chunk * ROWS;
-  const int len = clamp(seq_lens[seq], 0, int(pc.max_pages * PAGE_TOKENS));
+  const int seq_len = seq_lens[seq];
+  // The queries (padding rows load row 0, which every workgroup's sequence
+  // has, and keep 0) and the codebooks' entries (at clamped indices) are
+  // loaded in straight-line code ahead of every loop and every store that
+  // waits on a load, so that their round trips run with seq_len's rather
+  // than after it and the page ids'. Stored below.
+  const uint QPI = (ROWS * DIM + WG - 1u) / WG;
+  float qv[QPI];
+  [[unroll]] for (uint k = 0; k < QPI; ++k) {
+    const uint e = min(inv + k * WG, ROWS * DIM - 1u), rg = row0 + e / DIM, d = e % DIM;
+    const bool live = rg < pc.gqa * pc.q_len;
+    const float v = load_q(q_element(seq, live ? rg : 0u, kvh, d));
+    qv[k] = (live ? v : 0.0) * (K_ROT == 1u ? tables[K_ROTATION_AT + d] : 1.0);
+  }
+  const uint CBK_PI = K_RAW ? 0u : (K_LEVELS + K_HI_LEVELS + WG - 1u) / WG;
+  const uint CBV_PI = V_RAW ? 0u : (V_LEVELS + WG - 1u) / WG;
+  float cbk[CBK_PI > 0u ? CBK_PI : 1u], cbv[CBV_PI > 0u ? CBV_PI : 1u];
+  [[unroll]] for (uint k = 0; k < CBK_PI; ++k) {
+    const uint i = min(inv + k * WG, K_LEVELS + K_HI_LEVELS - 1u);
+    cbk[k] = i < K_LEVELS ? tables[K_CODEBOOK_AT + i] : tables[K_HI_CODEBOOK_AT + i - K_LEVELS];
+  }
+  [[unroll]] for (uint k = 0; k < CBV_PI; ++k) cbv[k] = tables[V_CODEBOOK_AT + min(inv + k * WG, V_LEVELS - 1u)];
+  const int len = clamp(seq_len, 0, int(pc.max_pages * PAGE_TOKENS));
 
   // Each row's visible keys [first, end): causal among the q_len new tokens,
   // within the window; empty for padding rows.
@@ -259,11 +281,10 @@ void main() {
   const uint nb = (uint(hi - lo) + BT - 1u) / BT;
   const uint b0 = nb * split / pc.splits, b1 = nb * (split + 1u) / pc.splits;
 
-  if (!K_RAW)
-    for (uint i = inv; i < K_LEVELS + K_HI_LEVELS; i += WG)
-      s_cbk[i] = i < K_LEVELS ? tables[K_CODEBOOK_AT + i] : tables[K_HI_CODEBOOK_AT + i - K_LEVELS];
-  if (!V_RAW)
-    for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tables[V_CODEBOOK_AT + i];
+  [[unroll]] for (uint k = 0; k < CBK_PI; ++k)
+    if (inv + k * WG < K_LEVELS + K_HI_LEVELS) s_cbk[inv + k * WG] = cbk[k];
+  [[unroll]] for (uint k = 0; k < CBV_PI; ++k)
+    if (inv + k * WG < V_LEVELS) s_cbv[inv + k * WG] = cbv[k];
   if (b0 < b1 && inv < PAGES) s_page[inv] = load_page(seq, (uint(lo) + b0 * BT) / PAGE_TOKENS + inv);
   // Centred keys: the centre at my dims, times K's Hadamard signs (the
   // scratch holds the queries with them), loaded with the queries.
@@ -278,13 +299,8 @@ void main() {
 
   // The queries, rotated once (Hadamard: signs, transform, 1/sqrt(DIM);
   // dense: R q) and scaled by `scale`, into s_q.
-  for (uint e = inv; e < ROWS * DIM; e += WG) {
-    const uint r = e / DIM, d = e % DIM, rg = row0 + r;
-    float v = 0.0;
-    if (rg < pc.gqa * pc.q_len) v = load_q(q_element(seq, rg, kvh, d));
-    if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d];
-    SF(e) = v;
-  }
+  [[unroll]] for (uint k = 0; k < QPI; ++k)
+    if (inv + k * WG < ROWS * DIM) SF(inv + k * WG) = qv[k];
   barrier();
   // Centred keys: each row's scores gain c = scale * <q, centre>, summed
   // over the workgroup (padding rows hold 0) before the transform changes
