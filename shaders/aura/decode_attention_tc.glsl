@@ -249,6 +249,17 @@ void main() {
   const int seq_len = seq_lens[seq];
   const uint stage = warp * STAGE;
 
+  // The codebooks' entries (at clamped indices) are loaded in straight-line
+  // code ahead of every store, so that their round trips run with
+  // seq_len's rather than one after another; stored below. The queries'
+  // loads stay below: issued here, for every row of the tile, they slow
+  // the unsplit steps of many workgroups
+  // (bench/notes/2026-12-aura-short-context-probes.md).
+  const uint CBK_PI = (K_LEVELS + WG - 1u) / WG, CBV_PI = (V_LEVELS + WG - 1u) / WG;
+  float cbk[CBK_PI], cbv[CBV_PI];
+  [[unroll]] for (uint k = 0; k < CBK_PI; ++k) cbk[k] = tables[K_CODEBOOK_AT + min(inv + k * WG, K_LEVELS - 1u)];
+  [[unroll]] for (uint k = 0; k < CBV_PI; ++k) cbv[k] = tables[V_CODEBOOK_AT + min(inv + k * WG, V_LEVELS - 1u)];
+
   // Centred keys: each row's scores gain scale * <q, centre>; WG / MR
   // invocations per row sum strided dims of it here, with the first loads
   // (q read straight from its view), and the row's sum is taken in order
@@ -260,15 +271,16 @@ void main() {
       for (uint d = inv % per; d < DIM; d += per) acc = fma(load_q(q_element(seq, row0 + r, kvh, d)), k_centre[at + d], acc);
     s_qcp[inv] = acc;
   }
-  for (uint i = inv; i < K_LEVELS; i += WG) s_cbk[i] = tk_f32_to_f16(tables[K_CODEBOOK_AT + i]);
-  for (uint i = inv; i < V_LEVELS; i += WG) s_cbv[i] = tk_f32_to_f16(tables[V_CODEBOOK_AT + i]);
+  [[unroll]] for (uint k = 0; k < CBK_PI; ++k)
+    if (inv + k * WG < K_LEVELS) s_cbk[inv + k * WG] = tk_f32_to_f16(cbk[k]);
+  [[unroll]] for (uint k = 0; k < CBV_PI; ++k)
+    if (inv + k * WG < V_LEVELS) s_cbv[inv + k * WG] = tk_f32_to_f16(cbv[k]);
   for (uint i = inv; i < 64u; i += WG)
     smem[IDX_OFF + i] = uvec4(tk_cm_index_word(4u * i), tk_cm_index_word(4u * i + 1u), tk_cm_index_word(4u * i + 2u),
                               tk_cm_index_word(4u * i + 3u));
 
-  // The queries (loaded with seq_len and the codebooks: one round trip),
-  // rotated once (as decode_attention.comp) and scaled, then per
-  // row a power of two 2^-e that brings the largest into [256, 512),
+  // The queries, rotated once (as decode_attention.comp) and scaled, then
+  // per row a power of two 2^-e that brings the largest into [256, 512),
   // as fp16 rows in subgroup 0's stage (row stride KS). Invocation inv
   // ends with QPI consecutive elements of row inv / QL in qv. Where the QL
   // invocations of a row share a subgroup and the rotation is a Hadamard
