@@ -298,10 +298,19 @@ void main() {
   }
 
   // The queries, rotated once (Hadamard: signs, transform, 1/sqrt(DIM);
-  // dense: R q) and scaled by `scale`, into s_q.
-  [[unroll]] for (uint k = 0; k < QPI; ++k)
-    if (inv + k * WG < ROWS * DIM) SF(inv + k * WG) = qv[k];
-  barrier();
+  // dense: R q) and scaled by `scale`, into s_q. Unrotated and uncentred
+  // (Q_DIRECT) they go there straight from the registers; else through
+  // the scratch.
+  const bool Q_DIRECT = K_ROT == 0u && K_CENTRED == 0u;
+  if (Q_DIRECT)
+    [[unroll]] for (uint k = 0; k < QPI; ++k) {
+      const uint e = inv + k * WG, r = e / DIM, d = e % DIM;
+      if (e < ROWS * DIM) s_q[d * RV + r / 4u][r % 4u] = qv[k] * pc.scale;
+    }
+  else
+    [[unroll]] for (uint k = 0; k < QPI; ++k)
+      if (inv + k * WG < ROWS * DIM) SF(inv + k * WG) = qv[k];
+  if (!Q_DIRECT) barrier();
   // Centred keys: each row's scores gain c = scale * <q, centre>, summed
   // over the workgroup (padding rows hold 0) before the transform changes
   // the scratch (wg_reduce's barrier follows every read of it). Without a
@@ -322,16 +331,17 @@ void main() {
   }
   if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
-  for (uint e = inv; e < ROWS * DIM; e += WG) {
-    const uint d = e / ROWS, r = e % ROWS;
-    float v = 0.0;
-    if (K_ROT == 2u) {
-      for (uint j = 0; j < DIM; ++j) v = fma(tables[K_ROTATION_AT + d * DIM + j], SF(r * DIM + j), v);
-    } else {
-      v = SF(r * DIM + d);
+  if (!Q_DIRECT)
+    for (uint e = inv; e < ROWS * DIM; e += WG) {
+      const uint d = e / ROWS, r = e % ROWS;
+      float v = 0.0;
+      if (K_ROT == 2u) {
+        for (uint j = 0; j < DIM; ++j) v = fma(tables[K_ROTATION_AT + d * DIM + j], SF(r * DIM + j), v);
+      } else {
+        v = SF(r * DIM + d);
+      }
+      s_q[d * RV + r / 4u][r % 4u] = v * q_scale;
     }
-    s_q[d * RV + r / 4u][r % 4u] = v * q_scale;
-  }
   barrier();
 
   vec4 m_run[RV], l_own[RV];
