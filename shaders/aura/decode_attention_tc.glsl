@@ -291,13 +291,17 @@ void main() {
   const bool Q_SHUFFLE = K_ROT != 2u && SUBGROUP >= QL;
   float qv[QPI];
   if (Q_SHUFFLE) {
+    // The row's loads under one branch, from one address, so that they are
+    // in flight together (a branch and an address per element let each
+    // load wait for the one before it).
     const uint r = inv / QL, rg = row0 + r, d0 = inv % QL * QPI;
-    [[unroll]] for (uint k = 0; k < QPI; ++k) {
-      float v = 0.0;
-      if (r < ROWS && rg < pc.gqa * pc.q_len) v = load_q(q_element(seq, rg, kvh, d0 + k));
-      if (K_ROT == 1u) v *= tables[K_ROTATION_AT + d0 + k];
-      qv[k] = v;
+    [[unroll]] for (uint k = 0; k < QPI; ++k) qv[k] = 0.0;
+    if (r < ROWS && rg < pc.gqa * pc.q_len) {
+      const uint at = q_element(seq, rg, kvh, d0);
+      [[unroll]] for (uint k = 0; k < QPI; ++k) qv[k] = load_q(at + k);
     }
+    if (K_ROT == 1u)
+      [[unroll]] for (uint k = 0; k < QPI; ++k) qv[k] *= tables[K_ROTATION_AT + d0 + k];
   } else {
     for (uint e = inv; e < MR * DIM; e += WG) {
       const uint r = e / DIM, d = e % DIM, rg = row0 + r;
