@@ -302,36 +302,35 @@ void main() {
   // (Q_DIRECT) they go there straight from the registers; else through
   // the scratch.
   const bool Q_DIRECT = K_ROT == 0u && K_CENTRED == 0u;
-  if (Q_DIRECT)
+  const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
+  if (Q_DIRECT) {
     [[unroll]] for (uint k = 0; k < QPI; ++k) {
       const uint e = inv + k * WG, r = e / DIM, d = e % DIM;
-      if (e < ROWS * DIM) s_q[d * RV + r / 4u][r % 4u] = qv[k] * pc.scale;
+      if (e < ROWS * DIM) s_q[d * RV + r / 4u][r % 4u] = qv[k] * q_scale;
     }
-  else
+  } else {
     [[unroll]] for (uint k = 0; k < QPI; ++k)
       if (inv + k * WG < ROWS * DIM) SF(inv + k * WG) = qv[k];
-  if (!Q_DIRECT) barrier();
-  // Centred keys: each row's scores gain c = scale * <q, centre>, summed
-  // over the workgroup (padding rows hold 0) before the transform changes
-  // the scratch (wg_reduce's barrier follows every read of it). Without a
-  // softcap c is added to the state's maximum at the end (every score of
-  // the row moves by c: the weights do not change); with one, to each
-  // score before the cap.
-  if (K_CENTRED != 0u) {
-    vec4 qc[RV];
-    [[unroll]] for (uint r = 0; r < RV; ++r) qc[r] = vec4(0.0);
-    [[unroll]] for (uint i = 0; i < CPI; ++i) {
-      const uint d = inv + i * WG;
-      if (d < DIM)
-        [[unroll]] for (uint r = 0; r < ROWS; ++r) qc[r / 4u][r % 4u] = fma(SF(r * DIM + d), cmu[i], qc[r / 4u][r % 4u]);
+    barrier();
+    // Centred keys: each row's scores gain c = scale * <q, centre>, summed
+    // over the workgroup (padding rows hold 0) before the transform changes
+    // the scratch (wg_reduce's barrier follows every read of it). Without a
+    // softcap c is added to the state's maximum at the end (every score of
+    // the row moves by c: the weights do not change); with one, to each
+    // score before the cap.
+    if (K_CENTRED != 0u) {
+      vec4 qc[RV];
+      [[unroll]] for (uint r = 0; r < RV; ++r) qc[r] = vec4(0.0);
+      [[unroll]] for (uint i = 0; i < CPI; ++i) {
+        const uint d = inv + i * WG;
+        if (d < DIM)
+          [[unroll]] for (uint r = 0; r < ROWS; ++r) qc[r / 4u][r % 4u] = fma(SF(r * DIM + d), cmu[i], qc[r / 4u][r % 4u]);
+      }
+      wg_reduce(qc, false);
+      if (inv == 0u)
+        [[unroll]] for (uint r = 0; r < RV; ++r) s_qc[r] = qc[r] * pc.scale;
     }
-    wg_reduce(qc, false);
-    if (inv == 0u)
-      [[unroll]] for (uint r = 0; r < RV; ++r) s_qc[r] = qc[r] * pc.scale;
-  }
-  if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
-  const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
-  if (!Q_DIRECT)
+    if (K_ROT == 1u) TK_FWHT_SHARED(SF, ROWS, DIM, inv, WG)
     for (uint e = inv; e < ROWS * DIM; e += WG) {
       const uint d = e / ROWS, r = e % ROWS;
       float v = 0.0;
@@ -342,6 +341,7 @@ void main() {
       }
       s_q[d * RV + r / 4u][r % 4u] = v * q_scale;
     }
+  }
   barrier();
 
   vec4 m_run[RV], l_own[RV];
