@@ -7,6 +7,9 @@
 # no internal representation through VK_KHR_pipeline_executable_properties;
 # its cache entries hold the compiled SASS (bench/notes/2026-11-gdn-chunk-o-recompute-wu.md).
 # Usage (on the GPU machine): bash bench/gpu/shader_cache.sh DIR FILTER
+# (FILTER is google benchmark's regex; the names end in
+# /iterations:N/manual_time, so a FILTER ending in $ at the arguments
+# matches nothing.)
 dir=$1; filter=$2
 cache=/tmp/tk-glcache
 rm -rf "$cache" && mkdir -p "$cache" "$OUT/glcache"
