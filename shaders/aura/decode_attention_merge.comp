@@ -55,6 +55,7 @@ void main() {
 #define TK_MERGE_L l_fin[0]
 #define TK_MERGE_O(i) o_fin[i]
 #define TK_MERGE_TEAMS 1u
+#define TK_MERGE_FLAT 0u
 #include "../common/decode_attention_merge_states.glsl"
   barrier();  // the weights are read before the scratch holds the rows
 

@@ -72,7 +72,10 @@
 // TK_DECODE_ATTENTION_SCRATCH(WG), more than the 3 WG / 2 + 4 that teams
 // can take (4 teams need Dim <= WG / 2, 2 teams Dim <= WG).
 #define TK_MERGE_TEAMS (PAIRS != 1u ? 1u : WG / (DIM / 2u) >= 4u ? 4u : WG / (DIM / 2u) >= 2u ? 2u : 1u)
+// Short steps (at most 8 states): the merge in registers.
+#define TK_MERGE_FLAT 8u
 #include "decode_attention_merge_states.glsl"
+#undef TK_MERGE_FLAT
 #undef TK_MERGE_QUAD
 #undef TK_MERGE_M
 #undef TK_MERGE_L

@@ -21,9 +21,45 @@
 //   invocation sums the teams' l in team order: a batch of the same 16
 //   states holds 1 / TK_MERGE_TEAMS of the registers, and no stage of
 //   weights waits between the maximum and the sums.
+// - TK_MERGE_FLAT: 0, or up to this many states, every
+//   invocation loads each state's (m, l) (the same words across the
+//   workgroup) with its o and merges them in its registers, in state order
+//   as one team would: no shared memory and no barrier between the loads
+//   and the sums.
 // Every invocation reaches it; it ends with a barrier pending: the
 // includer barriers before it writes s_scratch again.
-{
+if (TK_MERGE_FLAT > 0u && pc.splits <= TK_MERGE_FLAT) {
+  const uint MF = max(TK_MERGE_FLAT, 1u);
+  const uint mf_first = group * pc.splits, mf_count = pc.splits;
+  // Past the last state: the last again, its l taken as 0 (empty).
+  vec4 mf_m[MF], mf_l[MF], mf_o[MF * PAIRS * 2u];
+  [[unroll]] for (uint s = 0; s < MF; ++s) {
+    const uint st = mf_first + min(s, mf_count - 1u);
+    mf_m[s] = work[pc.ml_at + (st * ROW_VECS + TK_MERGE_QUAD) * 2u];
+    mf_l[s] = s < mf_count ? work[pc.ml_at + (st * ROW_VECS + TK_MERGE_QUAD) * 2u + 1u] : vec4(0.0);
+  }
+  if (PAIRS > 1u || inv < DIM / 2u)
+    [[unroll]] for (uint s = 0; s < MF; ++s) {
+      const uint st = mf_first + min(s, mf_count - 1u);
+      [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
+        const uint p = min(inv + n * WG, DIM / 2u - 1u);
+        [[unroll]] for (uint h = 0; h < 2u; ++h)
+          mf_o[(s * PAIRS + n) * 2u + h] = work[(st * DIM + 2u * p + h) * ROW_VECS + TK_MERGE_QUAD];
+      }
+    }
+  TK_MERGE_M = NEG_INF4;
+  [[unroll]] for (uint s = 0; s < MF; ++s) TK_MERGE_M = max4(TK_MERGE_M, mf_m[s], mf_l[s]);
+  TK_MERGE_L = vec4(0.0);
+  [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) = vec4(0.0);
+  [[unroll]] for (uint s = 0; s < MF; ++s) {
+    const vec4 w = weight4(mf_m[s], mf_l[s], TK_MERGE_M);
+    TK_MERGE_L += w * mf_l[s];
+    // Empty states' o is never written: selected away, not multiplied.
+    const bvec4 full = notEqual(mf_l[s], vec4(0.0));
+    if (PAIRS > 1u || inv < DIM / 2u)
+      [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) += mix(vec4(0.0), w * mf_o[s * PAIRS * 2u + i], full);
+  }
+} else {
   const uint ms_first = group * pc.splits, ms_count = pc.splits;
   const uint MS_TEAMS = TK_MERGE_TEAMS;
   // States whose o loads are in flight together, per team (32 vec4 per
