@@ -356,7 +356,15 @@ void main() {
 
   barrier();
 #if TK_TC_LANES
-  [[unroll]] for (uint i = inv; i < TK_TC_LUT_USED(V_BITS) * 16u; i += WG) s_lut[i / 16u][i % 16u] = TK_TC_LUT_ENTRY(s_cbv, V_BITS, i / 16u);
+  // An entry per invocation, so its codebook lookups run once, not once per
+  // copy; its 16 copies start at column e % 16, spreading a store's banks.
+  [[unroll]] for (uint k = 0; k < (TK_TC_LUT_USED(V_BITS) + WG - 1u) / WG; ++k) {
+    const uint e = inv + k * WG;
+    if (e < TK_TC_LUT_USED(V_BITS)) {
+      const uint v = TK_TC_LUT_ENTRY(s_cbv, V_BITS, e);
+      [[unroll]] for (uint c = 0; c < 16u; ++c) s_lut[e][(c + e) % 16u] = v;
+    }
+  }
 #endif
   const float q_scale = K_ROT == 1u ? pc.scale * pc.inv_sqrt_dim : pc.scale;
   float qmax = 0.0;
@@ -411,14 +419,18 @@ void main() {
   // (DL / 4) ((k % 8) / 2) + 4 t + 2 (k / 8) + k % 2 of the half
   // (decode_attention_tc_lanes.glsl), so dims d, d + 1 (d even, e = d % DL)
   // are the halves of word DL c / 2 + 8 t + 4 ((e / 2) % 2) + e / (DL / 4)
-  // of the row, with t = (e % (DL / 4)) / 4.
+  // of the row, with t = (e % (DL / 4)) / 4. Converted by the device, as
+  // P is (decode_attention_tc_lanes.glsl): the scaled queries are below 512
+  // in magnitude (q_pow2), well inside fp16's range, and the portable
+  // block's exact conversion costs instructions in every subgroup's
+  // prologue.
   {
     const uint r = inv * QPI / DIM, d0 = inv * QPI % DIM;
     const float f = 1.0 / (Q_SHUFFLE ? q_pow : s_qf[r]);
     [[unroll]] for (uint k = 0; k < QPI; k += 2u) {
       const uint d = d0 + k, e = d % DL;
       const uint w = d / DL * (DL / 2u) + 8u * ((e % (DL / 4u)) / 4u) + 4u * ((e / 2u) % 2u) + e / (DL / 4u);
-      smem[r * KS + w / 4u][w % 4u] = tk_f32_to_f16(qv[k] * f) | (tk_f32_to_f16(qv[k + 1u] * f) << 16);
+      smem[r * KS + w / 4u][w % 4u] = packFloat2x16(f16vec2(qv[k] * f, qv[k + 1u] * f));
     }
   }
 #else
@@ -454,12 +466,16 @@ void main() {
   // into the dead byte table as part[subgroup][row % 4][column'] (NW x 4 x
   // DL <= 4096 words: DL is at most 128, the subgroups at most 8), then the
   // invocations that hold output pairs sum their dims over the subgroups of
-  // their half. column' swizzles the column's bits 2..4 (TK_TC_OSUM_AT)
+  // their half. column' swizzles the column's bits 2..4 (TK_TC_OSUM_COL)
   // so that neither the stores (4 rows at once) nor the sums (a subgroup's
   // pairs at once) meet in a bank. 16 rows (Dim <= 128: pairs take at most
   // 8) take the subgroup-serial sum (four passes kept every accumulator
   // live and spilled).
-#define TK_TC_OSUM_AT(w, k, col) (((w) * 4u + (k)) * DL + ((col) ^ ((((col) >> 5) & 3u) << 2) ^ ((k) << 3)))
+#define TK_TC_OSUM_COL(k, col) ((col) ^ ((((col) >> 5) & 3u) << 2) ^ ((k) << 3))
+// Word c (a swizzled column) of part[w][k], as the table's entry and copy:
+// DL is a multiple of 16, so the part's rows of the table are whole, and a
+// sum over subgroups addresses each with a constant offset.
+#define TK_TC_OSUM(w, k, c) s_lut[((w) * 4u + (k)) * (DL / 16u) + (c) / 16u][(c) % 16u]
   if (RV <= 2u) {
     [[unroll]] for (uint i = 0; i < RV * PAIRS * 2u; ++i) o_fin[i] = vec4(0.0);
     [[unroll]] for (uint r = 0; r < RV; ++r) {
@@ -469,8 +485,8 @@ void main() {
         const float a = s_alpha[warp * MR + 4u * r + k];
         [[unroll]] for (uint t = 0; t < DT; ++t)
           [[unroll]] for (uint e = 0; e < 4u; ++e) {
-            const uint f = TK_TC_OSUM_AT(warp, k, 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1));
-            s_lut[f / 16u][f % 16u] = floatBitsToUint(o_acc[t][0][e] * a);
+            const uint c = TK_TC_OSUM_COL(k, 16u * t + 2u * (lane % 4u) + (e & 1u) + 8u * (e >> 1));
+            TK_TC_OSUM(warp, k, c) = floatBitsToUint(o_acc[t][0][e] * a);
           }
       }
       barrier();
@@ -480,16 +496,14 @@ void main() {
           [[unroll]] for (uint h = 0; h < 2u; ++h)
             [[unroll]] for (uint k = 0; k < 4u; ++k) {
               float o = 0.0;
-              const uint d = 2u * p + h;
-              [[unroll]] for (uint w = 0; w < NW / HALVES; ++w) {
-                const uint f = TK_TC_OSUM_AT(w * HALVES + d / DL, k, TK_TC_OCOL(d % DL));
-                o += uintBitsToFloat(s_lut[f / 16u][f % 16u]);
-              }
+              const uint d = 2u * p + h, c = TK_TC_OSUM_COL(k, TK_TC_OCOL(d % DL));
+              [[unroll]] for (uint w = 0; w < NW / HALVES; ++w) o += uintBitsToFloat(TK_TC_OSUM(w * HALVES + d / DL, k, c));
               o_fin[(r * PAIRS + n) * 2u + h][k] = o;
             }
       }
     }
-#undef TK_TC_OSUM_AT
+#undef TK_TC_OSUM
+#undef TK_TC_OSUM_COL
   } else
 #endif
   {

@@ -33,12 +33,14 @@ if (TK_MERGE_FLAT > 0u && pc.splits <= TK_MERGE_FLAT) {
   const uint mf_first = group * pc.splits, mf_count = pc.splits;
   // Past the last state: the last again, its l taken as 0 (empty).
   vec4 mf_m[MF], mf_l[MF], mf_o[MF * PAIRS * 2u];
+  // With PAIRS == 1, only the first DIM / 2 invocations hold output pairs.
+  const bool mf_holds = PAIRS > 1u || inv < DIM / 2u;
   [[unroll]] for (uint s = 0; s < MF; ++s) {
     const uint st = mf_first + min(s, mf_count - 1u);
     mf_m[s] = work[pc.ml_at + (st * ROW_VECS + TK_MERGE_QUAD) * 2u];
     mf_l[s] = s < mf_count ? work[pc.ml_at + (st * ROW_VECS + TK_MERGE_QUAD) * 2u + 1u] : vec4(0.0);
   }
-  if (PAIRS > 1u || inv < DIM / 2u)
+  if (mf_holds)
     [[unroll]] for (uint s = 0; s < MF; ++s) {
       const uint st = mf_first + min(s, mf_count - 1u);
       [[unroll]] for (uint n = 0; n < PAIRS; ++n) {
@@ -56,7 +58,7 @@ if (TK_MERGE_FLAT > 0u && pc.splits <= TK_MERGE_FLAT) {
     TK_MERGE_L += w * mf_l[s];
     // Empty states' o is never written: selected away, not multiplied.
     const bvec4 full = notEqual(mf_l[s], vec4(0.0));
-    if (PAIRS > 1u || inv < DIM / 2u)
+    if (mf_holds)
       [[unroll]] for (uint i = 0; i < PAIRS * 2u; ++i) TK_MERGE_O(i) += mix(vec4(0.0), w * mf_o[s * PAIRS * 2u + i], full);
   }
 } else {
